@@ -1,0 +1,128 @@
+//! Argument checks shared by the public functions of every crate.
+//!
+//! Each check returns the [`Error`] variant a caller expects, with the function and the
+//! argument named, so that a public function validates its input in a few lines.
+
+use crate::{Error, Result};
+
+/// `value` must be finite and lie in `[0, 1]` (discounts, lambda, Polyak tau).
+pub fn unit_interval(function: &'static str, argument: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() && (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(Error::value(
+            function,
+            argument,
+            "a finite value in [0, 1]",
+            value,
+        ))
+    }
+}
+
+/// `value` must be finite and lie in `[0, 1)` (Adam's betas, momentum coefficients).
+pub fn unit_interval_open(
+    function: &'static str,
+    argument: &'static str,
+    value: f64,
+) -> Result<()> {
+    if value.is_finite() && (0.0..1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(Error::value(
+            function,
+            argument,
+            "a finite value in [0, 1)",
+            value,
+        ))
+    }
+}
+
+/// `value` must be finite and `>= 0` (learning rates, weight decay).
+pub fn non_negative(function: &'static str, argument: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::value(
+            function,
+            argument,
+            "a finite value >= 0",
+            value,
+        ))
+    }
+}
+
+/// `value` must be finite and `> 0` (epsilons, clip thresholds).
+pub fn positive(function: &'static str, argument: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::value(
+            function,
+            argument,
+            "a finite value > 0",
+            value,
+        ))
+    }
+}
+
+/// A slice argument must have exactly `expected` elements.
+pub fn len(
+    function: &'static str,
+    argument: &'static str,
+    expected: usize,
+    got: usize,
+) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            function,
+            argument,
+            format_args!("{expected} elements"),
+            format_args!("{got}"),
+        ))
+    }
+}
+
+/// `rows * cols`, or an error naming `argument` when the product overflows `usize`.
+pub fn product(
+    function: &'static str,
+    argument: &'static str,
+    rows: usize,
+    cols: usize,
+) -> Result<usize> {
+    rows.checked_mul(cols).ok_or_else(|| {
+        Error::shape(
+            function,
+            argument,
+            "an element count that fits in usize",
+            format_args!("{rows} x {cols}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains() {
+        assert!(unit_interval("f", "gamma", 1.0).is_ok());
+        assert!(unit_interval("f", "gamma", 0.0).is_ok());
+        assert!(unit_interval("f", "gamma", 1.0 + 1e-12).is_err());
+        assert!(unit_interval("f", "gamma", f64::NAN).is_err());
+        assert!(unit_interval_open("f", "beta1", 1.0).is_err());
+        assert!(unit_interval_open("f", "beta1", 0.999).is_ok());
+        assert!(non_negative("f", "lr", -0.0).is_ok());
+        assert!(non_negative("f", "lr", -1e-9).is_err());
+        assert!(non_negative("f", "lr", f64::INFINITY).is_err());
+        assert!(positive("f", "eps", 0.0).is_err());
+        assert!(len("f", "values", 3, 4).is_err());
+        assert!(product("f", "layout", usize::MAX, 2).is_err());
+        let err = positive("clip", "max_norm", -1.0).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "clip: argument `max_norm` is invalid: expected a finite value > 0, got -1"
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! The [`Cpu`] device: host memory (`Vec<E>`) and the reference implementation of every
+//! kernel trait, parallel on rayon as its [`Par`] setting allows.
+//!
+//! The public submodules hold the slice-level kernels that the algorithm crates expose
+//! directly (plain `&[T]` in, `&mut [T]` out, a [`Par`] setting): the `Cpu` device's
+//! trait implementations call the same functions, so there is one implementation.
+
+mod copy;
+mod elementwise;
+#[cfg(feature = "matmul")]
+mod matmul;
+pub mod recurrence;
+mod reduce;
+
+use crate::{Device, Element, Error, Layout, Par, Result, View};
+
+/// The host device. Its [`Par`] setting decides how many rayon tasks a kernel may use;
+/// results are the same bits for every setting.
+///
+/// ```
+/// use rlgrad_core::{Cpu, Device, Par};
+/// let cpu = Cpu::new(Par::rayon(2));
+/// let buffer = cpu.upload(&[1.0f32, 2.0]).unwrap();
+/// assert_eq!(cpu.download(&buffer).unwrap(), [1.0, 2.0]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Cpu {
+    par: Par,
+}
+
+impl Cpu {
+    /// A Cpu device with the given parallelism.
+    pub fn new(par: Par) -> Self {
+        Self { par }
+    }
+
+    /// A Cpu device that runs every kernel on the calling thread.
+    pub fn seq() -> Self {
+        Self::new(Par::Seq)
+    }
+
+    /// The parallelism setting.
+    pub fn par(&self) -> Par {
+        self.par
+    }
+}
+
+impl Device for Cpu {
+    type Buffer<E: Element> = Vec<E>;
+
+    fn name(&self) -> String {
+        "cpu".to_owned()
+    }
+
+    fn alloc_zeros<E: Element>(&self, len: usize) -> Result<Vec<E>> {
+        Ok(vec![E::default(); len])
+    }
+
+    fn upload<E: Element>(&self, host: &[E]) -> Result<Vec<E>> {
+        Ok(host.to_vec())
+    }
+
+    fn upload_vec<E: Element>(&self, host: Vec<E>) -> Result<Vec<E>> {
+        Ok(host)
+    }
+
+    fn download<E: Element>(&self, buffer: &Vec<E>) -> Result<Vec<E>> {
+        Ok(buffer.clone())
+    }
+
+    fn buffer_len<E: Element>(&self, buffer: &Vec<E>) -> usize {
+        buffer.len()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Elements per parallel piece of elementwise work: large enough to amortize a task,
+/// small enough to balance two to four threads on mid-sized tensors.
+const CHUNK: usize = 1 << 14;
+
+/// `Ok` when every element `view` addresses lies inside its buffer.
+fn check_view<E>(
+    function: &'static str,
+    argument: &'static str,
+    view: View<'_, Vec<E>>,
+) -> Result<()> {
+    match view.layout.max_offset() {
+        Some(last) if last >= view.buffer.len() => Err(Error::shape(
+            function,
+            argument,
+            format_args!("a view inside its buffer of {} elements", view.buffer.len()),
+            format_args!("a layout reaching element {last}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The view as a plain slice when it is dense, `None` otherwise.
+fn dense<'a, E>(view: View<'a, Vec<E>>) -> Option<&'a [E]> {
+    view.layout
+        .is_contiguous()
+        .then(|| &view.buffer[view.layout.offset()..view.layout.offset() + view.layout.numel()])
+}
+
+/// Calls `f(out_pos, starts, strides, count)` for the runs (pieces of rows) that cover the
+/// row-major element range `start..start + len` of `N` layouts of one shape: the elements
+/// `out_pos + i` for `i < count` live at `starts[j] + i * strides[j]` of layout `j`.
+fn for_each_run<const N: usize>(
+    layouts: [&Layout; N],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, [usize; N], [usize; N], usize),
+) {
+    let inner = layouts[0].inner_len();
+    if inner == 0 || len == 0 {
+        return;
+    }
+    let mut cursors = layouts.map(|l| crate::shape::RowCursor::new(l, start / inner));
+    let strides = std::array::from_fn(|j| cursors[j].inner_stride());
+    let mut col = start % inner;
+    let mut pos = 0;
+    while pos < len {
+        let count = (inner - col).min(len - pos);
+        let starts = std::array::from_fn(|j| cursors[j].start() + col * strides[j]);
+        f(pos, starts, strides, count);
+        pos += count;
+        col = 0;
+        for cursor in &mut cursors {
+            cursor.advance();
+        }
+    }
+}
+
+/// A dense copy of `view` (borrowed when it already is dense).
+fn dense_or_copy<'a, E: Copy + Default + Send + Sync>(
+    par: Par,
+    view: View<'a, Vec<E>>,
+) -> std::borrow::Cow<'a, [E]> {
+    match dense(view) {
+        Some(slice) => std::borrow::Cow::Borrowed(slice),
+        None => {
+            let mut out = vec![E::default(); view.layout.numel()];
+            par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+                for_each_run(
+                    [view.layout],
+                    ci * CHUNK,
+                    chunk.len(),
+                    |pos, [s], [st], count| {
+                        for (i, o) in chunk[pos..pos + count].iter_mut().enumerate() {
+                            *o = view.buffer[s + i * st];
+                        }
+                    },
+                );
+            });
+            std::borrow::Cow::Owned(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Shape;
+
+    #[test]
+    fn views_outside_their_buffer_are_refused() {
+        let buffer = vec![0.0f32; 5];
+        let layout = Layout::contiguous(Shape::from([2, 3]));
+        let err = check_view("t", "x", View::new(&buffer, &layout)).unwrap_err();
+        assert!(err.to_string().contains("reaching element 5"), "{err}");
+    }
+
+    #[test]
+    fn runs_split_rows_at_chunk_edges() {
+        let layout = Layout::contiguous(Shape::from([3, 4]));
+        let mut runs = Vec::new();
+        for_each_run([&layout], 2, 7, |pos, [s], _, count| {
+            runs.push((pos, s, count))
+        });
+        assert_eq!(runs, [(0, 2, 2), (2, 4, 4), (6, 8, 1)]);
+    }
+}

@@ -1,0 +1,62 @@
+//! The [`Device`] trait: where buffers live and how data gets there and back.
+//!
+//! A device owns memory; the kernel traits of [`crate::kernels`] add computations. An
+//! algorithm is written once, generic over `D: Device + SomeKernel<T>`, and runs on the
+//! [`crate::Cpu`] device or on the CUDA device of `rlgrad-cuda` unchanged.
+
+use std::fmt::Debug;
+
+use crate::{Element, Layout, Result};
+
+/// Memory and transfers of a compute device.
+pub trait Device: Clone + Debug + Send + Sync + 'static {
+    /// A buffer of `len` elements of type `E` on this device (`Vec<E>` on the Cpu).
+    type Buffer<E: Element>: Debug + Send + Sync;
+
+    /// A short name for messages (`"cpu"`, `"cuda:0"`).
+    fn name(&self) -> String;
+
+    /// A buffer of `len` zeros.
+    fn alloc_zeros<E: Element>(&self, len: usize) -> Result<Self::Buffer<E>>;
+
+    /// A buffer holding a copy of `host`.
+    fn upload<E: Element>(&self, host: &[E]) -> Result<Self::Buffer<E>>;
+
+    /// A buffer made from `host`; the Cpu device takes the vector without copying.
+    fn upload_vec<E: Element>(&self, host: Vec<E>) -> Result<Self::Buffer<E>> {
+        self.upload(&host)
+    }
+
+    /// The buffer's contents, copied to the host.
+    fn download<E: Element>(&self, buffer: &Self::Buffer<E>) -> Result<Vec<E>>;
+
+    /// The number of elements of `buffer`.
+    fn buffer_len<E: Element>(&self, buffer: &Self::Buffer<E>) -> usize;
+
+    /// Waits until every operation queued on the device has finished.
+    fn synchronize(&self) -> Result<()>;
+}
+
+/// A read-only strided view into a device buffer: what kernels take as input.
+#[derive(Debug)]
+pub struct View<'a, B> {
+    /// The buffer.
+    pub buffer: &'a B,
+    /// Which elements of the buffer, in which order.
+    pub layout: &'a Layout,
+}
+
+impl<B> Clone for View<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for View<'_, B> {}
+
+impl<'a, B> View<'a, B> {
+    /// A view of `buffer` through `layout`.
+    pub fn new(buffer: &'a B, layout: &'a Layout) -> Self {
+        Self { buffer, layout }
+    }
+}

@@ -1,0 +1,195 @@
+//! The one error type of the workspace.
+//!
+//! Every variant carries the public function that refused the call and the argument at
+//! fault, and says what was expected and what came, so that a message reads like
+//! `gae: argument `lambda` is invalid: expected a finite value in [0, 1], got 1.5`.
+
+use std::fmt::Display;
+
+/// `Result` with [`Error`] as the error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors of every rlgrad crate.
+///
+/// The variants group errors by what a caller has to fix; all of them name the public
+/// function (`function`) and the argument (`argument`) that were at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An argument has the wrong shape, length or layout.
+    #[error(
+        "{function}: argument `{argument}` has the wrong shape: expected {expected}, got {got}"
+    )]
+    Shape {
+        function: &'static str,
+        argument: &'static str,
+        expected: String,
+        got: String,
+    },
+    /// An argument's value is outside its domain (a negative learning rate, gamma > 1, NaN).
+    #[error("{function}: argument `{argument}` is invalid: expected {expected}, got {got}")]
+    Value {
+        function: &'static str,
+        argument: &'static str,
+        expected: String,
+        got: String,
+    },
+    /// An index, axis or length is out of range.
+    #[error("{function}: argument `{argument}` is out of range: expected {expected}, got {got}")]
+    OutOfRange {
+        function: &'static str,
+        argument: &'static str,
+        expected: String,
+        got: String,
+    },
+    /// An operation that has no value for zero elements was given none.
+    #[error("{function}: argument `{argument}` is empty: expected {expected}")]
+    Empty {
+        function: &'static str,
+        argument: &'static str,
+        expected: String,
+    },
+    /// An opt-in finiteness check found a NaN or an infinity.
+    #[error("{function}: argument `{argument}` holds a non-finite value at index {index}: {value}")]
+    NonFinite {
+        function: &'static str,
+        argument: &'static str,
+        index: usize,
+        value: f64,
+    },
+    /// Saved state (optimizer slots, a checkpoint) does not fit what it is loaded into.
+    #[error("{function}: argument `{argument}` does not match: expected {expected}, got {got}")]
+    State {
+        function: &'static str,
+        argument: &'static str,
+        expected: String,
+        got: String,
+    },
+    /// The device failed (allocation, transfer, kernel launch).
+    #[error("{function}: device `{device}` failed: {message}")]
+    Device {
+        function: &'static str,
+        device: String,
+        message: String,
+    },
+}
+
+impl Error {
+    /// An argument has the wrong shape or length.
+    pub fn shape(
+        function: &'static str,
+        argument: &'static str,
+        expected: impl Display,
+        got: impl Display,
+    ) -> Self {
+        Self::Shape {
+            function,
+            argument,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
+    }
+
+    /// An argument's value is outside its domain.
+    pub fn value(
+        function: &'static str,
+        argument: &'static str,
+        expected: impl Display,
+        got: impl Display,
+    ) -> Self {
+        Self::Value {
+            function,
+            argument,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
+    }
+
+    /// An index, axis or length is out of range.
+    pub fn out_of_range(
+        function: &'static str,
+        argument: &'static str,
+        expected: impl Display,
+        got: impl Display,
+    ) -> Self {
+        Self::OutOfRange {
+            function,
+            argument,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
+    }
+
+    /// An operation without a value for zero elements was given none.
+    pub fn empty(function: &'static str, argument: &'static str, expected: impl Display) -> Self {
+        Self::Empty {
+            function,
+            argument,
+            expected: expected.to_string(),
+        }
+    }
+
+    /// Saved state does not fit what it is loaded into.
+    pub fn state(
+        function: &'static str,
+        argument: &'static str,
+        expected: impl Display,
+        got: impl Display,
+    ) -> Self {
+        Self::State {
+            function,
+            argument,
+            expected: expected.to_string(),
+            got: got.to_string(),
+        }
+    }
+
+    /// The public function named in the error.
+    pub fn function(&self) -> &'static str {
+        match self {
+            Self::Shape { function, .. }
+            | Self::Value { function, .. }
+            | Self::OutOfRange { function, .. }
+            | Self::Empty { function, .. }
+            | Self::NonFinite { function, .. }
+            | Self::State { function, .. }
+            | Self::Device { function, .. } => function,
+        }
+    }
+
+    /// The argument named in the error (`None` for device failures).
+    pub fn argument(&self) -> Option<&'static str> {
+        match self {
+            Self::Shape { argument, .. }
+            | Self::Value { argument, .. }
+            | Self::OutOfRange { argument, .. }
+            | Self::Empty { argument, .. }
+            | Self::NonFinite { argument, .. }
+            | Self::State { argument, .. } => Some(argument),
+            Self::Device { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_function_argument_expectation_and_value() {
+        let e = Error::value("gae", "lambda", "a finite value in [0, 1]", 1.5);
+        assert_eq!(
+            e.to_string(),
+            "gae: argument `lambda` is invalid: expected a finite value in [0, 1], got 1.5"
+        );
+        assert_eq!(e.function(), "gae");
+        assert_eq!(e.argument(), Some("lambda"));
+        let e = Error::shape(
+            "Tensor::add",
+            "rhs",
+            "a shape broadcastable to [2, 3]",
+            "[4]",
+        );
+        assert!(e.to_string().contains("Tensor::add: argument `rhs`"));
+    }
+}

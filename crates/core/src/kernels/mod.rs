@@ -1,0 +1,22 @@
+//! Kernel traits, one per op family, implemented by every device.
+//!
+//! Each op's canonical formula is defined once, here, as a scalar function
+//! ([`UnaryOp::apply`], [`BinaryOp::apply`]) or in the documentation of its trait, and each
+//! device implementation follows it to the bit. Scalars that depend only on the step are
+//! computed by the caller on the host and passed in.
+//!
+//! | family | trait | used by |
+//! |---|---|---|
+//! | elementwise map / zip / select | [`ElementwiseKernel`] | tensor |
+//! | reductions (sum, mean, var, min, max) | [`ReduceKernel`] | tensor |
+//! | strided copy, gather, concat | [`CopyKernel`] | tensor |
+//! | matrix multiplication | [`MatmulKernel`] | tensor |
+//! | reverse linear recurrences over `[T, B]` | [`RecurrenceKernel`] | returns |
+
+mod elementwise;
+pub mod recurrence;
+mod reduce;
+
+pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
+pub use recurrence::RecurrenceKernel;
+pub use reduce::{CopyKernel, MatmulKernel, ReduceKernel, ReduceOp};

@@ -1,0 +1,292 @@
+//! Reverse linear recurrences over time-major `[T, B]` data: the one primitive under
+//! every return and advantage estimator of `rlgrad-returns`.
+//!
+//! # The primitive
+//!
+//! `y[t] = x[t] + c[t] * y[t+1]` for `t = T-1, ..., 0`, with `y[T] = init`, independently
+//! for each of the `B` columns. Canonical order: sequential in `t` for each column, one
+//! multiply then one add per step (no FMA), columns independent (devices run them in
+//! parallel and vectorize across adjacent columns). Because columns never interact, any
+//! split of the columns between threads gives the same bits.
+//!
+//! # Episode boundaries
+//!
+//! Estimators read per-step rewards `r_t` and an [`Episodes`] description, from which
+//! every step gets an effective reward `r'_t` and discount `d_t` ([`episode_step`]):
+//!
+//! | [`Episodes`] | `d_t` | `r'_t` |
+//! |---|---|---|
+//! | `Constant { gamma }` | `gamma` | `r_t` |
+//! | `Discounts(d)` (rlax) | `d[t]` | `r_t` |
+//! | `Flags { gamma, terminated, truncation: None }` | `0` if terminated, else `gamma` | `r_t` |
+//! | `Flags { .., truncation: Some(tr) }` (Gymnasium) | `0` if terminated or truncated, else `gamma` | `r_t + gamma * final_values[t]` if truncated and not terminated, else `r_t` |
+//!
+//! Termination cuts the return at zero; time-limit truncation bootstraps from the value of
+//! the final observation, which the caller provides (Gymnasium's autoreset hides it in
+//! `info["final_observation"]`). Flags count as set when nonzero (NaN included).
+//!
+//! # Estimators (the canonical formulas; `v_T` = `bootstrap`)
+//!
+//! - returns: `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
+//! - GAE: `delta_t = (r'_t + d_t * v_{t+1}) - v_t`; `A_t = delta_t + (lambda * d_t) * A_{t+1}`,
+//!   `A_T = 0`; `returns_t = A_t + v_t`.
+//! - lambda returns: `G_t = (r'_t + d_t * ((1 - lambda) * nv_t)) + (d_t * lambda) * G_{t+1}`,
+//!   `G_T = nv_{T-1}` (`1 - lambda` rounded once).
+//! - n-step returns, `k = min(t + n - 1, T - 1)`: `acc = nv_k`, then `acc = r'_j + d_j * acc`
+//!   for `j = k, k-1, ..., t`; `G_t = acc`.
+//! - V-trace: `td_t = min(clip_rho, rho_t) * ((r'_t + d_t * v_{t+1}) - v_t)`;
+//!   `e_t = td_t + (d_t * (min(1, rho_t) * lambda)) * e_{t+1}`, `e_T = 0`; `vs_t = v_t + e_t`;
+//!   `q_t = r'_t + d_t * (lambda * vs_{t+1} + (1 - lambda) * v_{t+1})` for `t < T-1` and
+//!   `q_{T-1} = r'_{T-1} + d_{T-1} * v_T`; `pg_t = min(clip_pg_rho, rho_t) * (q_t - v_t)`.
+
+use crate::{Device, Float, Result};
+
+/// The shape of time-major data: `t` steps of `b` columns, element `(s, j)` at `s * b + j`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimeMajor {
+    /// Time steps (`T`).
+    pub t: usize,
+    /// Columns: environments or sequences (`B`).
+    pub b: usize,
+}
+
+impl TimeMajor {
+    /// A `[t, b]` layout.
+    pub fn new(t: usize, b: usize) -> Self {
+        Self { t, b }
+    }
+
+    /// `t * b`, or `None` on overflow.
+    pub fn len(&self) -> Option<usize> {
+        self.t.checked_mul(self.b)
+    }
+
+    /// Whether there is no element.
+    pub fn is_empty(&self) -> bool {
+        self.t == 0 || self.b == 0
+    }
+}
+
+/// Time-limit truncation: per-step flags and the value of the observation each truncated
+/// episode ended on (read only where `truncated` is set).
+#[derive(Debug)]
+pub struct Truncation<'a, B: ?Sized> {
+    /// Nonzero where the episode was cut by a time limit at this step.
+    pub truncated: &'a B,
+    /// `V(final observation)` at truncated steps; any value elsewhere.
+    pub final_values: &'a B,
+}
+
+impl<B: ?Sized> Clone for Truncation<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B: ?Sized> Copy for Truncation<'_, B> {}
+
+/// Where episodes end and how steps are discounted; see the [module docs](self).
+#[derive(Debug)]
+pub enum Episodes<'a, B: ?Sized, T> {
+    /// One trajectory per column, no episode ends: `d_t = gamma`.
+    Constant {
+        /// The discount factor.
+        gamma: T,
+    },
+    /// Per-step discounts `d_t` (rlax): `gamma * (1 - terminated)`, or anything else.
+    Discounts(&'a B),
+    /// Gymnasium's flags: termination cuts, truncation bootstraps.
+    Flags {
+        /// The discount factor.
+        gamma: T,
+        /// Nonzero where the episode terminated at this step.
+        terminated: &'a B,
+        /// Time-limit truncation, if the data has any.
+        truncation: Option<Truncation<'a, B>>,
+    },
+}
+
+impl<B: ?Sized, T: Copy> Clone for Episodes<'_, B, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B: ?Sized, T: Copy> Copy for Episodes<'_, B, T> {}
+
+impl<'a, B: ?Sized, T: Copy> Episodes<'a, B, T> {
+    /// The same description over other buffers (for example `Vec<T>` to `[T]`).
+    pub fn map<C: ?Sized>(self, f: impl Fn(&'a B) -> &'a C) -> Episodes<'a, C, T> {
+        match self {
+            Self::Constant { gamma } => Episodes::Constant { gamma },
+            Self::Discounts(d) => Episodes::Discounts(f(d)),
+            Self::Flags {
+                gamma,
+                terminated,
+                truncation,
+            } => Episodes::Flags {
+                gamma,
+                terminated: f(terminated),
+                truncation: truncation.map(|tr| Truncation {
+                    truncated: f(tr.truncated),
+                    final_values: f(tr.final_values),
+                }),
+            },
+        }
+    }
+
+    /// The per-step buffers this description reads, with their names (for length checks).
+    pub fn buffers(&self) -> Vec<(&'static str, &'a B)> {
+        match *self {
+            Self::Constant { .. } => Vec::new(),
+            Self::Discounts(d) => vec![("discounts", d)],
+            Self::Flags {
+                terminated,
+                truncation,
+                ..
+            } => {
+                let mut out = vec![("terminated", terminated)];
+                if let Some(tr) = truncation {
+                    out.push(("truncated", tr.truncated));
+                    out.push(("final_values", tr.final_values));
+                }
+                out
+            }
+        }
+    }
+
+    /// The discount factor, for the descriptions that have one.
+    pub fn gamma(&self) -> Option<T> {
+        match *self {
+            Self::Constant { gamma } | Self::Flags { gamma, .. } => Some(gamma),
+            Self::Discounts(_) => None,
+        }
+    }
+}
+
+/// The canonical effective reward and discount `(r'_t, d_t)` of one step from its reward
+/// and flags (see the [module docs](self)). `truncated` and `final_value` are ignored
+/// when `truncation` is false.
+#[inline(always)]
+pub fn episode_step<T: Float>(
+    reward: T,
+    gamma: T,
+    terminated: T,
+    truncation: Option<(T, T)>,
+) -> (T, T) {
+    let zero = T::zero();
+    let ended = terminated != zero;
+    match truncation {
+        Some((truncated, final_value)) if truncated != zero => {
+            if ended {
+                (reward, zero)
+            } else {
+                (reward + gamma * final_value, zero)
+            }
+        }
+        _ => (reward, if ended { zero } else { gamma }),
+    }
+}
+
+/// Parameters of V-trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VtraceParams<T> {
+    /// Trace-cutting lambda in `[0, 1]`.
+    pub lambda: T,
+    /// Clip threshold for the importance weights of the value targets (`rho_bar`).
+    pub clip_rho: T,
+    /// Clip threshold for the importance weights of the policy-gradient advantages.
+    pub clip_pg_rho: T,
+}
+
+/// The reverse-recurrence kernels. Every method checks that each buffer holds
+/// `layout.t * layout.b` elements (`[B]` ones hold `layout.b`) and follows the canonical
+/// formulas of the [module docs](self).
+pub trait RecurrenceKernel<T: Float>: Device {
+    /// The primitive: `out[t] = x[t] + c[t] * out[t+1]`, `out[T] = init`.
+    fn linear_recurrence(
+        &self,
+        layout: TimeMajor,
+        x: &Self::Buffer<T>,
+        c: &Self::Buffer<T>,
+        init: &Self::Buffer<T>,
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+
+    /// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
+    fn discounted_returns(
+        &self,
+        layout: TimeMajor,
+        rewards: &Self::Buffer<T>,
+        episodes: Episodes<'_, Self::Buffer<T>, T>,
+        bootstrap: &Self::Buffer<T>,
+        returns: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+
+    /// GAE advantages and, if `returns` is given, the lambda-returns `advantages + values`.
+    #[allow(clippy::too_many_arguments)]
+    fn gae(
+        &self,
+        layout: TimeMajor,
+        rewards: &Self::Buffer<T>,
+        values: &Self::Buffer<T>,
+        bootstrap: &Self::Buffer<T>,
+        episodes: Episodes<'_, Self::Buffer<T>, T>,
+        lambda: T,
+        advantages: &mut Self::Buffer<T>,
+        returns: Option<&mut Self::Buffer<T>>,
+    ) -> Result<()>;
+
+    /// TD(lambda) returns from next-state values.
+    fn lambda_returns(
+        &self,
+        layout: TimeMajor,
+        rewards: &Self::Buffer<T>,
+        next_values: &Self::Buffer<T>,
+        episodes: Episodes<'_, Self::Buffer<T>, T>,
+        lambda: T,
+        returns: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+
+    /// n-step bootstrapped returns from next-state values (`n >= 1`).
+    fn n_step_returns(
+        &self,
+        layout: TimeMajor,
+        rewards: &Self::Buffer<T>,
+        next_values: &Self::Buffer<T>,
+        episodes: Episodes<'_, Self::Buffer<T>, T>,
+        n: usize,
+        returns: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+
+    /// V-trace value targets `vs` and policy-gradient advantages.
+    #[allow(clippy::too_many_arguments)]
+    fn vtrace(
+        &self,
+        layout: TimeMajor,
+        rewards: &Self::Buffer<T>,
+        values: &Self::Buffer<T>,
+        bootstrap: &Self::Buffer<T>,
+        rhos: &Self::Buffer<T>,
+        episodes: Episodes<'_, Self::Buffer<T>, T>,
+        params: VtraceParams<T>,
+        vs: &mut Self::Buffer<T>,
+        pg_advantages: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn episode_steps_follow_gymnasium() {
+        let g = 0.9f32;
+        assert_eq!(episode_step(1.0, g, 0.0, None), (1.0, 0.9));
+        assert_eq!(episode_step(1.0, g, 1.0, None), (1.0, 0.0));
+        assert_eq!(
+            episode_step(1.0, g, 0.0, Some((1.0, 10.0))),
+            (1.0 + 0.9 * 10.0, 0.0)
+        );
+        assert_eq!(episode_step(1.0, g, 1.0, Some((1.0, 10.0))), (1.0, 0.0));
+        assert_eq!(episode_step(1.0, g, 0.0, Some((0.0, f32::NAN))), (1.0, 0.9));
+    }
+}

@@ -1,0 +1,80 @@
+use crate::{Device, Float, Result, View};
+
+/// A reduction, in the canonical order of [`crate::reduce`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReduceOp {
+    /// Canonical sum (`+0` for no elements).
+    Sum,
+    /// `sum / n`; an error for no elements.
+    Mean,
+    /// Two-pass `sum((x - mean)^2) / (n - ddof)`; an error when `n <= ddof`.
+    Var {
+        /// Delta degrees of freedom: 0 for the population variance, 1 for the sample one.
+        ddof: usize,
+    },
+    /// NaN-propagating minimum; an error for no elements.
+    Min,
+    /// NaN-propagating maximum; an error for no elements.
+    Max,
+}
+
+impl ReduceOp {
+    /// The fewest elements a reduction needs to have a value (0 for a sum, `ddof + 1` for
+    /// a variance, 1 otherwise).
+    pub fn min_len(self) -> usize {
+        match self {
+            Self::Sum => 0,
+            Self::Mean | Self::Min | Self::Max => 1,
+            Self::Var { ddof } => ddof.saturating_add(1),
+        }
+    }
+}
+
+/// Reductions over all elements or along one axis.
+pub trait ReduceKernel<T: Float>: Device {
+    /// Reduces every element of `x` (`axis = None`, a buffer of one element) or the
+    /// elements along `axis` (a row-major buffer of `x`'s shape without that axis). Each
+    /// output is the canonical reduction of its elements taken in index order, so an axis
+    /// reduction equals the full reduction of the same elements, bit for bit.
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        x: View<'_, Self::Buffer<T>>,
+        axis: Option<usize>,
+    ) -> Result<Self::Buffer<T>>;
+}
+
+/// Data movement: materializing views, gathering along an axis, concatenating.
+pub trait CopyKernel<T: Float>: Device {
+    /// The elements of `x` in row-major order, as a new dense buffer.
+    fn copy(&self, x: View<'_, Self::Buffer<T>>) -> Result<Self::Buffer<T>>;
+
+    /// The slices `indices[i]` of `x` along `axis`, stacked along `axis` in the order
+    /// given (indices may repeat). An error when an index is out of range.
+    fn index_select(
+        &self,
+        x: View<'_, Self::Buffer<T>>,
+        axis: usize,
+        indices: &[usize],
+    ) -> Result<Self::Buffer<T>>;
+
+    /// `parts` joined along `axis`; all parts have equal dimensions except `axis`.
+    fn concat(&self, parts: &[View<'_, Self::Buffer<T>>], axis: usize) -> Result<Self::Buffer<T>>;
+}
+
+/// Matrix multiplication of row-major batches: `lhs` is `[..., m, k]`, `rhs` is
+/// `[..., k, n]` with the same batch dimensions (broadcast by the caller through stride-0
+/// views), the result a dense `[..., m, n]`.
+///
+/// Matmul is the one op whose bits may depend on the machine: it goes through a tuned
+/// GEMM library that picks its kernels (and FMA use) from the CPU's features. On one
+/// machine it is bitwise reproducible, at any thread count.
+pub trait MatmulKernel<T: Float>: Device {
+    /// `lhs @ rhs`.
+    fn matmul(
+        &self,
+        lhs: View<'_, Self::Buffer<T>>,
+        rhs: View<'_, Self::Buffer<T>>,
+    ) -> Result<Self::Buffer<T>>;
+}

@@ -1,0 +1,58 @@
+//! rlgrad-core: the trait layer every rlgrad crate stands on.
+//!
+//! - [`Float`] (`f32`, `f64`) and [`Element`] with the runtime tag [`DType`];
+//! - [`Shape`] (row-major, NumPy broadcasting) and [`Layout`] (strided views);
+//! - [`Error`] and [`Result`]: every message names the function, the argument, what was
+//!   expected and what came;
+//! - [`Device`] (allocate, upload, download, synchronize) and the [`kernels`] traits,
+//!   one per op family, with the [`Cpu`] device implementing all of them on rayon;
+//! - [`reduce`]: the canonical reduction order (fixed leaves by element index, a fixed
+//!   pairwise tree), independent of thread count and alignment;
+//! - [`Par`]: explicit parallelism, so tests can compare bits across thread counts;
+//! - [`Rng`]: seeded, named random streams whose output is fixed forever;
+//! - behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and ragged
+//!   lengths, for your own property tests.
+//!
+//! # Guarantees
+//!
+//! Every kernel documents its canonical order of floating-point operations and every
+//! device and thread count follows it, so results are bit-identical. Transcendental
+//! functions come from the `libm` crate ([`Float::exp_portable`]) so that they are the same
+//! on every platform. The one exception is matrix multiplication, which is reproducible
+//! on one machine but uses the CPU's best GEMM kernels (see [`kernels::MatmulKernel`]).
+//! Public functions never panic on bad input; they return [`Error`].
+//!
+//! # Example
+//!
+//! ```
+//! use rlgrad_core::kernels::{ReduceKernel, ReduceOp};
+//! use rlgrad_core::{Cpu, Device, Layout, Par, Shape, View};
+//!
+//! let cpu = Cpu::new(Par::rayon(2));
+//! let x = cpu.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+//! let layout = Layout::contiguous(Shape::from([2, 3]));
+//! let row_sums = cpu.reduce(ReduceOp::Sum, View::new(&x, &layout), Some(1))?;
+//! assert_eq!(cpu.download(&row_sums)?, [6.0, 15.0]);
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+
+pub mod check;
+pub mod cpu;
+mod device;
+mod error;
+mod float;
+pub mod kernels;
+mod par;
+pub mod reduce;
+mod rng;
+mod shape;
+#[cfg(feature = "proptest")]
+pub mod strategies;
+
+pub use cpu::Cpu;
+pub use device::{Device, View};
+pub use error::{Error, Result};
+pub use float::{DType, Element, Float};
+pub use par::Par;
+pub use rng::Rng;
+pub use shape::{Dims, Layout, RowCursor, Shape};

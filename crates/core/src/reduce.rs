@@ -1,0 +1,525 @@
+//! Canonical reductions: the one order of floating-point operations every rlgrad sum,
+//! mean, variance and norm follows, on every device and at every thread count.
+//!
+//! # The canonical order
+//!
+//! 1. The elements are split by index into *leaves* of [`LEAF_LEN`] = 64 consecutive
+//!    elements (the last leaf may be shorter).
+//! 2. Inside a leaf, element `k` is added to lane `k % LANES` ([`LANES`] = 16), in
+//!    increasing `k`. Each lane starts at `-0.0`, the exact identity of addition, so a
+//!    short last leaf behaves as if padded with `-0.0`.
+//! 3. Leaves are combined lane by lane in a fixed binary tree over the leaf index: the sum
+//!    of leaves `[lo, hi)` is `S(lo, p) + S(p, hi)` where `p - lo` is the largest power of
+//!    two below `hi - lo` (a balanced tree when the count is a power of two).
+//! 4. The 16 lanes of the root are folded by halving: `l[j] += l[j + 8]` for `j < 8`, then
+//!    `l[j] += l[j + 4]`, `l[j] += l[j + 2]`, `l[0] += l[1]`.
+//!
+//! Nothing here depends on the thread count or on the memory alignment of the input:
+//! [`Par`] only decides how many subtrees run concurrently. An element passes through at
+//! most `3 + 4 + ceil(log2(leaves))` additions, about `ceil(log2(n)) + 1`, the depth of plain
+//! pairwise summation, so the error bound is that of pairwise summation. The 16 independent
+//! lanes make the inner loop vectorize, and the lane-wise tree costs one vector add per leaf.
+//!
+//! An empty sum is `+0.0`. The mean is `sum / n` with `n` rounded to the element type; the
+//! variance is two-pass: `sum((x - mean)^2) / (n - ddof)`, each sum canonical.
+//! Min and max propagate NaN and use the same leaves (sequential inside a leaf) and tree.
+//!
+//! ```
+//! use rlgrad_core::{reduce, Par};
+//! let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.1).collect();
+//! let one = reduce::sum(&x, Par::Seq);
+//! let four = reduce::sum(&x, Par::rayon(4));
+//! assert_eq!(one.to_bits(), four.to_bits());
+//! ```
+
+use std::ops::Range;
+
+use crate::{Error, Float, Par, Result};
+
+/// Elements per leaf of the canonical tree.
+pub const LEAF_LEN: usize = 64;
+/// Independent accumulators inside a leaf.
+pub const LANES: usize = 16;
+
+/// Leaves per task below which a subtree is not split further for parallelism.
+const MIN_LEAVES_PER_TASK: usize = 64;
+
+/// The lane accumulators of one leaf, filled in canonical order by [`Leaf::push`] or
+/// [`Leaf::push_slice`]: the `k`-th value pushed goes to lane `k % LANES`.
+#[derive(Debug, Clone, Copy)]
+pub struct Leaf<T> {
+    lanes: [T; LANES],
+    pushed: usize,
+}
+
+impl<T: Float> Leaf<T> {
+    fn new() -> Self {
+        Self {
+            lanes: [T::neg_zero(); LANES],
+            pushed: 0,
+        }
+    }
+
+    /// Adds the next value of the leaf.
+    #[inline(always)]
+    pub fn push(&mut self, value: T) {
+        let lane = self.pushed % LANES;
+        self.lanes[lane] = self.lanes[lane] + value;
+        self.pushed += 1;
+    }
+
+    /// Adds `map(v)` for the next values `v` of the leaf, in order.
+    #[inline(always)]
+    pub fn push_mapped(&mut self, values: &[T], map: impl Fn(T) -> T) {
+        let mut rest = values;
+        // Align to a lane boundary, then add whole lane groups (the vectorized path).
+        while self.pushed % LANES != 0 && !rest.is_empty() {
+            self.push(map(rest[0]));
+            rest = &rest[1..];
+        }
+        let mut groups = rest.chunks_exact(LANES);
+        for group in &mut groups {
+            for (lane, &v) in self.lanes.iter_mut().zip(group) {
+                *lane = *lane + map(v);
+            }
+        }
+        self.pushed += rest.len() - groups.remainder().len();
+        for &v in groups.remainder() {
+            self.push(map(v));
+        }
+    }
+
+    /// Adds the next values of the leaf, in order.
+    #[inline(always)]
+    pub fn push_slice(&mut self, values: &[T]) {
+        self.push_mapped(values, |v| v);
+    }
+
+    fn combine(mut self, right: Self) -> Self {
+        for (l, r) in self.lanes.iter_mut().zip(right.lanes) {
+            *l = *l + r;
+        }
+        self
+    }
+
+    fn fold(mut self) -> T {
+        let mut width = LANES / 2;
+        while width > 0 {
+            for j in 0..width {
+                self.lanes[j] = self.lanes[j] + self.lanes[j + width];
+            }
+            width /= 2;
+        }
+        self.lanes[0]
+    }
+}
+
+/// The largest power of two strictly below `n` (`n >= 2`).
+fn split_point(n: usize) -> usize {
+    debug_assert!(n >= 2);
+    1 << (usize::BITS - 1 - (n - 1).leading_zeros())
+}
+
+/// Reduces `leaf(i)` for `i` in `0..leaves` with `combine` in the canonical tree
+/// (step 3 of the [module docs](self)). `None` when `leaves == 0`.
+pub fn tree_reduce<V, L, C>(leaves: usize, par: Par, leaf: L, combine: C) -> Option<V>
+where
+    V: Send,
+    L: Fn(usize) -> V + Sync,
+    C: Fn(V, V) -> V + Sync,
+{
+    tree_reduce_with(
+        leaves,
+        par,
+        |range| tree_sequential(range, &leaf, &combine),
+        &combine,
+    )
+}
+
+/// [`tree_reduce`] with the subtrees that run on one thread evaluated by `subtree`, which
+/// must compute the canonical tree of its leaf range (a specialized loop may do that
+/// faster than leaf-by-leaf calls).
+fn tree_reduce_with<V, S, C>(leaves: usize, par: Par, subtree: S, combine: &C) -> Option<V>
+where
+    V: Send,
+    S: Fn(Range<usize>) -> V + Sync,
+    C: Fn(V, V) -> V + Sync,
+{
+    if leaves == 0 {
+        return None;
+    }
+    let grain = leaves.div_ceil(2 * par.threads()).max(MIN_LEAVES_PER_TASK);
+    Some(tree_range(0..leaves, par, grain, &subtree, combine))
+}
+
+fn tree_range<V, S, C>(range: Range<usize>, par: Par, grain: usize, subtree: &S, combine: &C) -> V
+where
+    V: Send,
+    S: Fn(Range<usize>) -> V + Sync,
+    C: Fn(V, V) -> V + Sync,
+{
+    let n = range.len();
+    if par.threads() == 1 || n <= grain {
+        return subtree(range);
+    }
+    let mid = range.start + split_point(n);
+    let (left, right) = par.join(
+        || tree_range(range.start..mid, par, grain, subtree, combine),
+        || tree_range(mid..range.end, par, grain, subtree, combine),
+    );
+    combine(left, right)
+}
+
+/// The canonical tree of `range`, evaluated left to right with a stack of complete
+/// power-of-two subtrees (a binary counter): the same tree as the recursive definition.
+fn tree_sequential<V, L, C>(range: Range<usize>, leaf: &L, combine: &C) -> V
+where
+    L: Fn(usize) -> V,
+    C: Fn(V, V) -> V,
+{
+    let mut stack: smallvec::SmallVec<[V; 24]> = smallvec::SmallVec::new();
+    for (done, i) in range.enumerate() {
+        let mut value = leaf(i);
+        let mut count = done + 1;
+        while count & 1 == 0 {
+            let left = stack.pop().expect("binary counter holds a left subtree");
+            value = combine(left, value);
+            count >>= 1;
+        }
+        stack.push(value);
+    }
+    let mut acc = stack.pop().expect("a non-empty range has a leaf");
+    while let Some(left) = stack.pop() {
+        acc = combine(left, acc);
+    }
+    acc
+}
+
+/// [`slice_subtree`] compiled for the widest vector unit the CPU has. The lanes and the
+/// order of additions are fixed by the canonical order, so SSE2, AVX2 and AVX-512 give
+/// the same bits; only the number of lanes per instruction changes. (Rust never fuses a
+/// multiply and an add into an FMA, so a `map` like `(v - m) * (v - m)` is safe too.)
+fn slice_subtree_dispatch<T: Float>(
+    x: &[T],
+    leaves: Range<usize>,
+    map: &impl Fn(T) -> T,
+) -> [T; LANES] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just above.
+            return unsafe { x86::slice_subtree_avx512(x, leaves, map) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { x86::slice_subtree_avx2(x, leaves, map) };
+        }
+    }
+    slice_subtree(x, leaves, map)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{LANES, Range, slice_subtree};
+    use crate::Float;
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn slice_subtree_avx2<T: Float>(
+        x: &[T],
+        leaves: Range<usize>,
+        map: &impl Fn(T) -> T,
+    ) -> [T; LANES] {
+        slice_subtree(x, leaves, map)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn slice_subtree_avx512<T: Float>(
+        x: &[T],
+        leaves: Range<usize>,
+        map: &impl Fn(T) -> T,
+    ) -> [T; LANES] {
+        slice_subtree(x, leaves, map)
+    }
+}
+
+/// The lanes of the canonical tree over the leaves `leaves` of a dense slice: the hot
+/// loop of every slice sum. The same tree as [`tree_sequential`], with the stack in a
+/// fixed array and full leaves added group by group so that the compiler vectorizes.
+#[inline(always)]
+fn slice_subtree<T: Float>(x: &[T], leaves: Range<usize>, map: &impl Fn(T) -> T) -> [T; LANES] {
+    // Depth never exceeds the bits of a leaf count; masking the index with STACK - 1 lets
+    // the compiler drop the bounds checks from the hot loop.
+    const STACK: usize = usize::BITS as usize;
+    let mut stack = [[T::neg_zero(); LANES]; STACK];
+    let mut depth = 0usize;
+    let mut push_leaf = |done: usize, mut value: [T; LANES]| {
+        let mut count = done;
+        while count & 1 == 0 {
+            depth -= 1;
+            let left = stack[depth & (STACK - 1)];
+            value = std::array::from_fn(|j| left[j] + value[j]);
+            count >>= 1;
+        }
+        stack[depth & (STACK - 1)] = value;
+        depth += 1;
+    };
+    let region = &x[leaves.start * LEAF_LEN..(leaves.end * LEAF_LEN).min(x.len())];
+    let mut full = region.chunks_exact(LEAF_LEN);
+    let mut done = 0;
+    for leaf in &mut full {
+        let mut value = [T::neg_zero(); LANES];
+        for group in leaf.chunks_exact(LANES) {
+            for j in 0..LANES {
+                value[j] = value[j] + map(group[j]);
+            }
+        }
+        done += 1;
+        push_leaf(done, value);
+    }
+    if !full.remainder().is_empty() {
+        let mut value = [T::neg_zero(); LANES];
+        for (k, &v) in full.remainder().iter().enumerate() {
+            value[k % LANES] = value[k % LANES] + map(v);
+        }
+        done += 1;
+        push_leaf(done, value);
+    }
+    let mut acc = stack[(depth - 1) & (STACK - 1)];
+    for left in stack[..depth - 1].iter().rev() {
+        acc = std::array::from_fn(|j| left[j] + acc[j]);
+    }
+    acc
+}
+
+/// The canonical sum of `len` virtual elements: `fill(range, leaf)` must push the
+/// elements with indices `range` (one leaf, at most [`LEAF_LEN`] long) in order.
+///
+/// This is the building block for sums whose elements are computed or gathered on the fly
+/// (masked sums over ragged rows, squared norms, sums over several buffers).
+pub fn sum_leaves<T, F>(len: usize, par: Par, fill: F) -> T
+where
+    T: Float,
+    F: Fn(Range<usize>, &mut Leaf<T>) + Sync,
+{
+    let leaves = len.div_ceil(LEAF_LEN);
+    tree_reduce(
+        leaves,
+        par,
+        |i| {
+            let mut leaf = Leaf::new();
+            fill(i * LEAF_LEN..((i + 1) * LEAF_LEN).min(len), &mut leaf);
+            leaf
+        },
+        Leaf::combine,
+    )
+    .map_or_else(T::zero, Leaf::fold)
+}
+
+/// The canonical sum of `map(x[i])`.
+pub fn sum_map<T, F>(x: &[T], par: Par, map: F) -> T
+where
+    T: Float,
+    F: Fn(T) -> T + Sync,
+{
+    let combine = |a: Leaf<T>, b: Leaf<T>| a.combine(b);
+    tree_reduce_with(
+        x.len().div_ceil(LEAF_LEN),
+        par,
+        |range| Leaf {
+            lanes: slice_subtree_dispatch(x, range, &map),
+            pushed: 0,
+        },
+        &combine,
+    )
+    .map_or_else(T::zero, Leaf::fold)
+}
+
+/// The canonical sum of `x`.
+pub fn sum<T: Float>(x: &[T], par: Par) -> T {
+    sum_map(x, par, |v| v)
+}
+
+/// The canonical mean, `sum(x) / len`. An error when `x` is empty.
+pub fn mean<T: Float>(x: &[T], par: Par) -> Result<T> {
+    if x.is_empty() {
+        return Err(Error::empty("reduce::mean", "x", "at least one element"));
+    }
+    Ok(sum(x, par) / T::from_usize(x.len()))
+}
+
+/// The canonical two-pass variance `sum((x - mean)^2) / (len - ddof)`.
+/// An error when `len <= ddof` (the divisor would be zero or negative).
+pub fn var<T: Float>(x: &[T], ddof: usize, par: Par) -> Result<T> {
+    if x.len() <= ddof {
+        return Err(Error::empty(
+            "reduce::var",
+            "x",
+            format_args!("more than ddof = {ddof} elements, got {}", x.len()),
+        ));
+    }
+    let mean = sum(x, par) / T::from_usize(x.len());
+    Ok(sum_map(x, par, |v| (v - mean) * (v - mean)) / T::from_usize(x.len() - ddof))
+}
+
+/// NaN-propagating minimum of two values; the first wins a tie (so `min(-0, +0) = -0`).
+#[inline(always)]
+pub fn min2<T: Float>(a: T, b: T) -> T {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// NaN-propagating maximum of two values; the first wins a tie.
+#[inline(always)]
+pub fn max2<T: Float>(a: T, b: T) -> T {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b > a {
+        b
+    } else {
+        a
+    }
+}
+
+fn extremum<T: Float>(x: &[T], par: Par, pick: fn(T, T) -> T) -> Option<T> {
+    tree_reduce(
+        x.len().div_ceil(LEAF_LEN),
+        par,
+        |i| {
+            let leaf = &x[i * LEAF_LEN..((i + 1) * LEAF_LEN).min(x.len())];
+            leaf[1..].iter().fold(leaf[0], |acc, &v| pick(acc, v))
+        },
+        pick,
+    )
+}
+
+/// The minimum (NaN if any element is NaN). An error when `x` is empty.
+pub fn min<T: Float>(x: &[T], par: Par) -> Result<T> {
+    extremum(x, par, min2).ok_or_else(|| Error::empty("reduce::min", "x", "at least one element"))
+}
+
+/// The maximum (NaN if any element is NaN). An error when `x` is empty.
+pub fn max<T: Float>(x: &[T], par: Par) -> Result<T> {
+    extremum(x, par, max2).ok_or_else(|| Error::empty("reduce::max", "x", "at least one element"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The recursive definition of the module docs, written as plainly as possible.
+    fn reference_sum(x: &[f32]) -> f32 {
+        fn leaves(x: &[f32], lo: usize, hi: usize) -> [f32; LANES] {
+            if hi - lo == 1 {
+                let mut lanes = [-0.0f32; LANES];
+                for (k, &v) in x[lo * LEAF_LEN..((lo + 1) * LEAF_LEN).min(x.len())]
+                    .iter()
+                    .enumerate()
+                {
+                    lanes[k % LANES] += v;
+                }
+                return lanes;
+            }
+            let mid = lo + split_point(hi - lo);
+            let (l, r) = (leaves(x, lo, mid), leaves(x, mid, hi));
+            std::array::from_fn(|j| l[j] + r[j])
+        }
+        if x.is_empty() {
+            return 0.0;
+        }
+        let mut lanes = leaves(x, 0, x.len().div_ceil(LEAF_LEN));
+        for width in [8, 4, 2, 1] {
+            for j in 0..width {
+                lanes[j] += lanes[j + width];
+            }
+        }
+        lanes[0]
+    }
+
+    #[test]
+    fn matches_the_written_definition() {
+        let mut rng = crate::Rng::new(5, "reduce");
+        for len in [0, 1, 15, 16, 17, 63, 64, 65, 1000, 4096, 4097, 70_001] {
+            let x: Vec<f32> = (0..len).map(|_| rng.normal(0.0, 1e3)).collect();
+            let want = reference_sum(&x).to_bits();
+            for par in [Par::Seq, Par::rayon(2), Par::rayon(3), Par::rayon(4)] {
+                assert_eq!(sum(&x, par).to_bits(), want, "len {len} par {par:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_instruction_set_gives_the_same_bits() {
+        let mut rng = crate::Rng::new(8, "isa");
+        let x: Vec<f32> = (0..10_007).map(|_| rng.normal(0.0, 1.0)).collect();
+        let leaves = 0..x.len().div_ceil(LEAF_LEN);
+        let square = |v: f32| v * v;
+        let portable = slice_subtree(&x, leaves.clone(), &square);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 support was checked.
+                let avx2 = unsafe { x86::slice_subtree_avx2(&x, leaves.clone(), &square) };
+                assert_eq!(avx2.map(f32::to_bits), portable.map(f32::to_bits));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F support was checked.
+                let avx512 = unsafe { x86::slice_subtree_avx512(&x, leaves.clone(), &square) };
+                assert_eq!(avx512.map(f32::to_bits), portable.map(f32::to_bits));
+            }
+        }
+        assert_eq!(
+            slice_subtree_dispatch(&x, leaves, &square).map(f32::to_bits),
+            portable.map(f32::to_bits)
+        );
+    }
+
+    #[test]
+    fn split_points() {
+        assert_eq!(split_point(2), 1);
+        assert_eq!(split_point(4), 2);
+        assert_eq!(split_point(5), 4);
+        assert_eq!(split_point(8), 4);
+        assert_eq!(split_point(9), 8);
+    }
+
+    #[test]
+    fn signed_zeros_and_empty() {
+        assert_eq!(sum::<f32>(&[], Par::Seq).to_bits(), 0.0f32.to_bits());
+        assert_eq!(sum(&[-0.0f32], Par::Seq).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(sum(&[-0.0f32, 0.0], Par::Seq).to_bits(), 0.0f32.to_bits());
+    }
+
+    #[test]
+    fn mean_var_min_max() {
+        let x = [1.0f64, 2.0, 3.0, 4.0];
+        assert_eq!(mean(&x, Par::Seq).unwrap(), 2.5);
+        assert_eq!(var(&x, 0, Par::Seq).unwrap(), 1.25);
+        assert_eq!(var(&x, 1, Par::Seq).unwrap(), 5.0 / 3.0);
+        assert!(var(&x, 4, Par::Seq).is_err());
+        assert!(mean::<f32>(&[], Par::Seq).is_err());
+        assert_eq!(min(&x, Par::Seq).unwrap(), 1.0);
+        assert_eq!(max(&x, Par::Seq).unwrap(), 4.0);
+        assert!(max(&[1.0, f64::NAN, 3.0], Par::Seq).unwrap().is_nan());
+        assert!(min(&[f64::NAN, 1.0], Par::Seq).unwrap().is_nan());
+        assert!(min::<f32>(&[], Par::Seq).is_err());
+        assert_eq!(min2(-0.0f32, 0.0).to_bits(), (-0.0f32).to_bits());
+    }
+
+    #[test]
+    fn pushing_in_pieces_equals_pushing_at_once() {
+        let x: Vec<f32> = (0..64).map(|i| 1.0 + i as f32 * 1e-3).collect();
+        let mut whole = Leaf::new();
+        whole.push_slice(&x);
+        let mut pieces = Leaf::new();
+        pieces.push_slice(&x[..5]);
+        pieces.push_slice(&x[5..37]);
+        pieces.push(x[37]);
+        pieces.push_slice(&x[38..]);
+        assert_eq!(whole.fold().to_bits(), pieces.fold().to_bits());
+    }
+}

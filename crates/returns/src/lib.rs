@@ -1,0 +1,75 @@
+//! rlgrad-returns: every common return and advantage estimator over time-major `[T, B]`
+//! batches, exact at episode boundaries, on plain slices or on any rlgrad device.
+//!
+//! | estimator | function | formula (`r'`, `d` from [`Episodes`]) |
+//! |---|---|---|
+//! | discounted cumulative sum | [`discounted_cumsum`] | `G_t = r_t + gamma * G_{t+1}`, `G_T = 0` |
+//! | standardization | [`standardize`] | `(x - mean) / (std_ddof + eps)` |
+//! | discounted returns | [`discounted_returns`] | `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap` |
+//! | GAE | [`gae`] | `A_t = delta_t + lambda d_t A_{t+1}`, `delta_t = r'_t + d_t v_{t+1} - v_t` |
+//! | TD(lambda) | [`lambda_returns`] | `G_t = r'_t + d_t ((1 - lambda) nv_t + lambda G_{t+1})` |
+//! | n-step | [`n_step_returns`] | `G_t = r'_t + d_t (r'_{t+1} + ... + d_k nv_k)`, `k = min(t+n-1, T-1)` |
+//! | V-trace | [`vtrace`] | IMPALA's targets `vs` and policy-gradient advantages, rlax's form |
+//!
+//! # Episode boundaries
+//!
+//! [`Episodes`] says how each step is discounted: a constant `gamma`, rlax-style per-step
+//! `discounts`, or Gymnasium's `terminated` / `truncated` flags. Termination cuts the return
+//! (the value after a terminal state is zero); time-limit truncation bootstraps from the
+//! value of the final observation, which you pass in [`Truncation::final_values`]. The
+//! last step of the batch bootstraps from `bootstrap` (`V(s_T)`) unless it ended.
+//!
+//! # One primitive
+//!
+//! Every estimator is the reverse linear recurrence `y_t = x_t + c_t y_{t+1}` of
+//! [`rlgrad_core::kernels::recurrence`], with `x` and `c` formed from the inputs on the fly;
+//! the canonical formulas and their order of operations are documented there. Columns run
+//! in parallel (rayon, in chunks of at least 16 columns so that the inner loop vectorizes),
+//! each column sequentially in time: results are bitwise equal for every thread count
+//! and chunking. The same kernels run on any device implementing
+//! [`RecurrenceKernel`](rlgrad_core::kernels::RecurrenceKernel), through [`device`].
+//!
+//! # Example
+//!
+//! ```
+//! use rlgrad_returns::{gae, Episodes, TimeMajor};
+//!
+//! // Two environments, three steps, time-major: rewards[t * 2 + env].
+//! let rewards = vec![1.0f32, 0.0, 1.0, 0.0, 1.0, 1.0];
+//! let values = vec![0.5f32, 0.2, 0.5, 0.2, 0.5, 0.2];
+//! let terminated = vec![0.0f32, 0.0, 1.0, 0.0, 0.0, 0.0]; // env 0 ends at t = 1
+//! let bootstrap = vec![0.4f32, 0.3]; // V(s_3) of each environment
+//! let out = gae(
+//!     TimeMajor::new(3, 2),
+//!     &rewards,
+//!     &values,
+//!     &bootstrap,
+//!     Episodes::Flags { gamma: 0.99, terminated: &terminated[..], truncation: None },
+//!     0.95,
+//! )?;
+//! // Env 0 at t = 1 terminated: its advantage is r - V = 1.0 - 0.5, nothing after it.
+//! assert_eq!(out.advantages[2 * 1], 0.5);
+//! assert_eq!(out.returns[2], out.advantages[2] + values[2]);
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+//!
+//! # Errors
+//!
+//! Every function returns an [`Error`] naming the argument for: buffers whose length is not
+//! `T * B` (or `B` for bootstraps), `gamma` or `lambda` outside `[0, 1]` or not finite,
+//! `n = 0`, clip thresholds that are not finite and positive. `T = 0` or `B = 0` give empty
+//! results. Non-finite data propagates the IEEE way.
+
+pub mod device;
+mod estimators;
+mod layout;
+mod standardize;
+
+pub use estimators::{
+    Gae, Vtrace, discounted_cumsum, discounted_returns, discounted_returns_into, gae, gae_into,
+    lambda_returns, lambda_returns_into, n_step_returns, n_step_returns_into, vtrace, vtrace_into,
+};
+pub use layout::transpose;
+pub use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
+pub use rlgrad_core::{Error, Float, Par, Result};
+pub use standardize::standardize;

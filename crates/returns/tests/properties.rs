@@ -1,0 +1,498 @@
+//! Algebraic properties of the estimators, bit equality across executors, and the
+//! episode-boundary semantics (an in-batch boundary equals the episodes run one by one).
+
+use proptest::prelude::*;
+use rlgrad_core::cpu::recurrence as kernel;
+use rlgrad_core::kernels::recurrence::episode_step;
+use rlgrad_core::strategies::{config, in_thread_pools};
+use rlgrad_core::{Par, Rng};
+use rlgrad_returns::*;
+
+/// A random rollout: rewards, values, bootstrap, flags and final values, `[T, B]`.
+#[derive(Debug, Clone)]
+struct Rollout {
+    layout: TimeMajor,
+    rewards: Vec<f64>,
+    values: Vec<f64>,
+    next_values: Vec<f64>,
+    bootstrap: Vec<f64>,
+    terminated: Vec<f64>,
+    truncated: Vec<f64>,
+    final_values: Vec<f64>,
+    rhos: Vec<f64>,
+    gamma: f64,
+    lambda: f64,
+}
+
+impl Rollout {
+    fn new(t: usize, b: usize, seed: u64, end_rate: f64) -> Self {
+        let mut rng = Rng::new(seed, "rollout");
+        let len = t * b;
+        let normal =
+            |n: usize, rng: &mut Rng| (0..n).map(|_| rng.normal(0.0, 1.0)).collect::<Vec<f64>>();
+        let rewards = normal(len, &mut rng);
+        let values = normal(len, &mut rng);
+        let bootstrap = normal(b, &mut rng);
+        let final_values = normal(len, &mut rng);
+        let flag = |rng: &mut Rng| f64::from(u8::from(rng.uniform_f64() < end_rate));
+        let terminated = (0..len).map(|_| flag(&mut rng)).collect();
+        let truncated = (0..len).map(|_| flag(&mut rng)).collect();
+        let rhos = (0..len)
+            .map(|_| rng.normal::<f64>(0.0, 0.7).exp())
+            .collect();
+        let mut next_values = values[b.min(len)..].to_vec();
+        next_values.extend_from_slice(&bootstrap);
+        next_values.truncate(len);
+        let gamma = 0.5 + 0.5 * rng.uniform_f64();
+        let lambda = rng.uniform_f64();
+        Self {
+            layout: TimeMajor::new(t, b),
+            rewards,
+            values,
+            next_values,
+            bootstrap,
+            terminated,
+            truncated,
+            final_values,
+            rhos,
+            gamma,
+            lambda,
+        }
+    }
+
+    fn flags(&self) -> Episodes<'_, [f64], f64> {
+        Episodes::Flags {
+            gamma: self.gamma,
+            terminated: &self.terminated,
+            truncation: Some(Truncation {
+                truncated: &self.truncated,
+                final_values: &self.final_values,
+            }),
+        }
+    }
+
+    /// The same episodes as per-step discounts, with truncation folded into the rewards.
+    fn discount_form(&self) -> (Vec<f64>, Vec<f64>) {
+        (0..self.rewards.len())
+            .map(|i| {
+                episode_step(
+                    self.rewards[i],
+                    self.gamma,
+                    self.terminated[i],
+                    Some((self.truncated[i], self.final_values[i])),
+                )
+            })
+            .unzip()
+    }
+
+    /// Columns `columns` as a rollout of their own.
+    fn columns(&self, columns: std::ops::Range<usize>) -> Self {
+        let (t, b) = (self.layout.t, self.layout.b);
+        let pick = |v: &Vec<f64>| {
+            (0..t)
+                .flat_map(|s| v[s * b + columns.start..s * b + columns.end].to_vec())
+                .collect::<Vec<_>>()
+        };
+        Self {
+            layout: TimeMajor::new(t, columns.len()),
+            rewards: pick(&self.rewards),
+            values: pick(&self.values),
+            next_values: pick(&self.next_values),
+            bootstrap: self.bootstrap[columns.clone()].to_vec(),
+            terminated: pick(&self.terminated),
+            truncated: pick(&self.truncated),
+            final_values: pick(&self.final_values),
+            rhos: pick(&self.rhos),
+            ..*self
+        }
+    }
+
+    /// Column `j` as a rollout of its own (`B = 1`).
+    fn column(&self, j: usize) -> Self {
+        self.columns(j..j + 1)
+    }
+
+    fn params(&self) -> VtraceParams<f64> {
+        VtraceParams {
+            lambda: self.lambda,
+            clip_rho: 1.0,
+            clip_pg_rho: 1.2,
+        }
+    }
+
+    /// Every estimator's outputs, concatenated, computed with `par`.
+    fn all_outputs(&self, par: Par) -> Vec<f64> {
+        let len = self.rewards.len();
+        let (l, eps) = (self.layout, self.flags());
+        let mut out = vec![0.0; 7 * len];
+        let (returns, rest) = out.split_at_mut(len);
+        let (adv, rest) = rest.split_at_mut(len);
+        let (gae_ret, rest) = rest.split_at_mut(len);
+        let (lam, rest) = rest.split_at_mut(len);
+        let (nstep, rest) = rest.split_at_mut(len);
+        let (vs, pg) = rest.split_at_mut(len);
+        discounted_returns_into(par, l, &self.rewards, eps, &self.bootstrap, returns).unwrap();
+        gae_into(
+            par,
+            l,
+            &self.rewards,
+            &self.values,
+            &self.bootstrap,
+            eps,
+            self.lambda,
+            adv,
+            Some(gae_ret),
+        )
+        .unwrap();
+        lambda_returns_into(
+            par,
+            l,
+            &self.rewards,
+            &self.next_values,
+            eps,
+            self.lambda,
+            lam,
+        )
+        .unwrap();
+        n_step_returns_into(par, l, &self.rewards, &self.next_values, eps, 3, nstep).unwrap();
+        vtrace_into(
+            par,
+            l,
+            &self.rewards,
+            &self.values,
+            &self.bootstrap,
+            &self.rhos,
+            eps,
+            self.params(),
+            vs,
+            pg,
+        )
+        .unwrap();
+        out
+    }
+}
+
+fn rollout(max_t: usize, max_b: usize, end_rate: f64) -> impl Strategy<Value = Rollout> {
+    (0..=max_t, 0..=max_b, any::<u64>())
+        .prop_map(move |(t, b, seed)| Rollout::new(t, b, seed, end_rate))
+}
+
+fn close(a: &[f64], b: &[f64], tol: f64) -> Result<(), TestCaseError> {
+    prop_assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        prop_assert!(
+            (x - y).abs() <= tol * (1.0 + y.abs()),
+            "at {}: {} vs {}",
+            i,
+            x,
+            y
+        );
+    }
+    Ok(())
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    #[test]
+    fn prop_gae_with_lambda_one_plus_values_equals_discounted_returns(r in rollout(40, 20, 0.1)) {
+        let eps = r.flags();
+        let g = gae(r.layout, &r.rewards, &r.values, &r.bootstrap, eps, 1.0).unwrap();
+        let mc = discounted_returns(r.layout, &r.rewards, eps, &r.bootstrap).unwrap();
+        close(&g.returns, &mc, 1e-12)?;
+    }
+
+    #[test]
+    fn prop_gae_with_lambda_zero_is_the_one_step_td_error(r in rollout(40, 20, 0.1)) {
+        let g = gae(r.layout, &r.rewards, &r.values, &r.bootstrap, r.flags(), 0.0).unwrap();
+        let b = r.layout.b;
+        let (rewards, discounts) = r.discount_form();
+        for (i, a) in g.advantages.iter().enumerate() {
+            let v_next = if i + b < rewards.len() { r.values[i + b] } else { r.bootstrap[i % b] };
+            let td = (rewards[i] + discounts[i] * v_next) - r.values[i];
+            prop_assert_eq!(*a, td);
+        }
+    }
+
+    #[test]
+    fn prop_n_step_with_n_at_least_t_is_monte_carlo(r in rollout(30, 10, 0.1), extra in 0usize..5) {
+        let eps = r.flags();
+        let n = r.layout.t.max(1) + extra;
+        let nstep = n_step_returns(r.layout, &r.rewards, &r.next_values, eps, n).unwrap();
+        let last = if r.layout.t == 0 {
+            vec![0.0; r.layout.b]
+        } else {
+            r.next_values[r.next_values.len() - r.layout.b..].to_vec()
+        };
+        let mc = discounted_returns(r.layout, &r.rewards, eps, &last).unwrap();
+        prop_assert_eq!(bits(&nstep), bits(&mc));
+    }
+
+    #[test]
+    fn prop_lambda_returns_interpolate_n_step_and_monte_carlo(r in rollout(30, 10, 0.1)) {
+        let eps = r.flags();
+        let one_step = n_step_returns(r.layout, &r.rewards, &r.next_values, eps, 1).unwrap();
+        let lambda0 = lambda_returns(r.layout, &r.rewards, &r.next_values, eps, 0.0).unwrap();
+        close(&lambda0, &one_step, 1e-12)?;
+        let long = n_step_returns(r.layout, &r.rewards, &r.next_values, eps, r.layout.t.max(1)).unwrap();
+        let lambda1 = lambda_returns(r.layout, &r.rewards, &r.next_values, eps, 1.0).unwrap();
+        close(&lambda1, &long, 1e-12)?;
+    }
+
+    #[test]
+    fn prop_in_batch_boundaries_equal_episodes_run_one_by_one(r in rollout(40, 6, 0.15)) {
+        // A column with episode ends inside it equals, at every step, the same estimator run
+        // on the piece of the column that belongs to that step's episode alone.
+        let full = r.all_outputs(Par::Seq);
+        let len = r.rewards.len();
+        for j in 0..r.layout.b {
+            let col = r.column(j);
+            let mut start = 0;
+            for end in 0..col.layout.t {
+                let ended = col.terminated[end] != 0.0 || col.truncated[end] != 0.0;
+                if !ended && end + 1 < col.layout.t {
+                    continue;
+                }
+                // Episode start..=end; if it did not end, it runs to the batch end.
+                let piece = |v: &Vec<f64>| v[start..=end].to_vec();
+                let episode = Rollout {
+                    layout: TimeMajor::new(end + 1 - start, 1),
+                    rewards: piece(&col.rewards),
+                    values: piece(&col.values),
+                    next_values: piece(&col.next_values),
+                    // After an ended episode the bootstrap is multiplied by zero; at the batch
+                    // end it is the column's own bootstrap.
+                    bootstrap: if ended { vec![123.0] } else { col.bootstrap.clone() },
+                    terminated: piece(&col.terminated),
+                    truncated: piece(&col.truncated),
+                    final_values: piece(&col.final_values),
+                    rhos: piece(&col.rhos),
+                    ..col.clone()
+                };
+                let alone = episode.all_outputs(Par::Seq);
+                let alone_len = episode.rewards.len();
+                for (k, s) in (start..=end).enumerate() {
+                    for est in 0..7 {
+                        // n-step windows and V-trace's q look past the boundary only
+                        // through a zero discount, so every output must agree.
+                        let a = full[est * len + s * r.layout.b + j];
+                        let b = alone[est * alone_len + k];
+                        prop_assert!(a == b || (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
+                            "estimator {} column {} step {}: {} vs {}", est, j, s, a, b);
+                    }
+                }
+                start = end + 1;
+            }
+        }
+    }
+
+    #[test]
+    fn prop_bitwise_equal_across_thread_pools_and_chunkings(r in rollout(64, 70, 0.05)) {
+        let reference = bits(&r.all_outputs(Par::Seq));
+        for got in in_thread_pools(&[1, 2, 4], |par| bits(&r.all_outputs(par))) {
+            prop_assert_eq!(&got, &reference);
+        }
+        for threads in [3, 5, 8] {
+            prop_assert_eq!(&bits(&r.all_outputs(Par::rayon(threads))), &reference);
+        }
+    }
+
+    #[test]
+    fn prop_any_column_split_gives_the_same_bits(r in rollout(24, 150, 0.1), cut in any::<usize>()) {
+        // The kernels cut columns into blocks of 64, 16 and 1 and into per-thread chunks:
+        // computing two parts of the batch separately must give the same bits.
+        let cut = cut % (r.layout.b + 1);
+        let full = r.all_outputs(Par::Seq);
+        let (left, right) = (r.columns(0..cut), r.columns(cut..r.layout.b));
+        let (lo, ro) = (left.all_outputs(Par::Seq), right.all_outputs(Par::Seq));
+        let (len, llen, rlen) = (r.rewards.len(), left.rewards.len(), right.rewards.len());
+        for est in 0..7 {
+            for s in 0..r.layout.t {
+                for j in 0..r.layout.b {
+                    let want = full[est * len + s * r.layout.b + j];
+                    let got = if j < cut { lo[est * llen + s * cut + j] } else { ro[est * rlen + s * (r.layout.b - cut) + j - cut] };
+                    prop_assert_eq!(got.to_bits(), want.to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prop_fused_gae_equals_the_unfused_passes(r in rollout(40, 20, 0.1)) {
+        let g = gae(r.layout, &r.rewards, &r.values, &r.bootstrap, r.flags(), r.lambda).unwrap();
+        let (rewards, discounts) = r.discount_form();
+        let b = r.layout.b;
+        let deltas: Vec<f64> = (0..rewards.len()).map(|i| {
+            let v_next = if i + b < rewards.len() { r.values[i + b] } else { r.bootstrap[i % b] };
+            (rewards[i] + discounts[i] * v_next) - r.values[i]
+        }).collect();
+        let coefficients: Vec<f64> = discounts.iter().map(|d| r.lambda * d).collect();
+        let mut advantages = vec![0.0; rewards.len()];
+        kernel::linear_recurrence(Par::Seq, r.layout, &deltas, &coefficients, &vec![0.0; b], &mut advantages).unwrap();
+        prop_assert_eq!(bits(&g.advantages), bits(&advantages));
+        // And the flag form equals the discount form with truncation folded into rewards.
+        let via_discounts = gae(r.layout, &rewards, &r.values, &r.bootstrap, Episodes::Discounts(&discounts), r.lambda).unwrap();
+        prop_assert_eq!(bits(&g.advantages), bits(&via_discounts.advantages));
+    }
+
+    #[test]
+    fn prop_f32_stays_close_to_f64(r in rollout(40, 10, 0.1)) {
+        let f32s = |v: &Vec<f64>| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let (rw, vals, boot, term) = (f32s(&r.rewards), f32s(&r.values), f32s(&r.bootstrap), f32s(&r.terminated));
+        let eps32 = Episodes::Flags { gamma: r.gamma as f32, terminated: &term[..], truncation: None };
+        let eps64 = Episodes::Flags { gamma: r.gamma, terminated: &r.terminated[..], truncation: None };
+        let g32 = gae(r.layout, &rw, &vals, &boot, eps32, r.lambda as f32).unwrap();
+        let g64 = gae(r.layout, &r.rewards, &r.values, &r.bootstrap, eps64, r.lambda).unwrap();
+        let widened: Vec<f64> = g32.advantages.iter().map(|&x| f64::from(x)).collect();
+        close(&widened, &g64.advantages, 1e-4)?;
+    }
+}
+
+#[test]
+fn large_batches_are_bitwise_equal_across_threads() {
+    // Big enough (600k elements) that the kernels split the columns between tasks, with a
+    // column count that leaves blocks of 16 and single columns over.
+    let r = Rollout::new(300, 2003, 17, 0.05);
+    let reference = bits(&r.all_outputs(Par::Seq));
+    for par in [Par::rayon(2), Par::rayon(3), Par::rayon(4)] {
+        assert_eq!(bits(&r.all_outputs(par)), reference, "{par:?}");
+    }
+    for got in in_thread_pools(&[1, 2, 4], |par| bits(&r.all_outputs(par))) {
+        assert_eq!(got, reference);
+    }
+}
+
+#[test]
+fn termination_cuts_and_truncation_bootstraps() {
+    let rewards = [1.0f64, 1.0, 1.0];
+    let zeros = [0.0; 3];
+    let layout = TimeMajor::new(3, 1);
+    let terminated = [0.0, 1.0, 0.0];
+    let cut = discounted_returns(
+        layout,
+        &rewards,
+        Episodes::Flags {
+            gamma: 0.5,
+            terminated: &terminated[..],
+            truncation: None,
+        },
+        &[4.0],
+    )
+    .unwrap();
+    assert_eq!(cut, [1.5, 1.0, 3.0]);
+    let truncated = [0.0, 1.0, 0.0];
+    let final_values = [0.0, 8.0, 0.0];
+    let boot = discounted_returns(
+        layout,
+        &rewards,
+        Episodes::Flags {
+            gamma: 0.5,
+            terminated: &zeros[..],
+            truncation: Some(Truncation {
+                truncated: &truncated[..],
+                final_values: &final_values[..],
+            }),
+        },
+        &[4.0],
+    )
+    .unwrap();
+    assert_eq!(boot, [1.0 + 0.5 * 5.0, 5.0, 3.0]);
+}
+
+#[test]
+fn bad_arguments_are_errors_naming_them() {
+    let x = [1.0f32; 6];
+    let l = TimeMajor::new(3, 2);
+    let c = Episodes::Constant { gamma: 0.9 };
+    let msg = |e: Error| e.to_string();
+    assert_eq!(
+        msg(gae(l, &x, &x[..5], &[0.0; 2], c, 0.9).unwrap_err()),
+        "gae: argument `values` has the wrong shape: expected 6 elements ([T, B] = [3, 2]), got 5 elements"
+    );
+    assert!(msg(gae(l, &x, &x, &[0.0; 3], c, 0.9).unwrap_err()).contains("`bootstrap`"));
+    assert!(msg(gae(l, &x, &x, &[0.0; 2], c, 1.5).unwrap_err()).contains("`lambda` is invalid"));
+    assert!(
+        msg(gae(
+            l,
+            &x,
+            &x,
+            &[0.0; 2],
+            Episodes::Constant { gamma: f32::NAN },
+            0.5
+        )
+        .unwrap_err())
+        .contains("`gamma`")
+    );
+    assert!(
+        msg(discounted_returns(l, &x, Episodes::Discounts(&x[..4]), &[0.0; 2]).unwrap_err())
+            .contains("`discounts`")
+    );
+    assert!(msg(n_step_returns(l, &x, &x, c, 0).unwrap_err()).contains("`n` is invalid"));
+    let p = |clip_rho: f32, clip_pg_rho: f32| VtraceParams {
+        lambda: 1.0,
+        clip_rho,
+        clip_pg_rho,
+    };
+    assert!(
+        msg(vtrace(l, &x, &x, &[0.0; 2], &x, c, p(0.0, 1.0)).unwrap_err()).contains("`clip_rho`")
+    );
+    assert!(
+        msg(vtrace(l, &x, &x, &[0.0; 2], &x, c, p(1.0, -1.0)).unwrap_err())
+            .contains("`clip_pg_rho`")
+    );
+    assert!(msg(discounted_cumsum(&x, -0.1).unwrap_err()).contains("`gamma`"));
+    let truncated = [0.0f32; 5];
+    let flags = Episodes::Flags {
+        gamma: 0.9,
+        terminated: &x[..],
+        truncation: Some(Truncation {
+            truncated: &truncated[..],
+            final_values: &x[..],
+        }),
+    };
+    assert!(msg(lambda_returns(l, &x, &x, flags, 0.5).unwrap_err()).contains("`truncated`"));
+}
+
+#[test]
+fn empty_batches_give_empty_results() {
+    for layout in [TimeMajor::new(0, 3), TimeMajor::new(4, 0)] {
+        let boot = vec![0.0f32; layout.b];
+        let c = Episodes::Constant { gamma: 0.9 };
+        assert!(
+            discounted_returns(layout, &[], c, &boot)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            gae(layout, &[], &[], &boot, c, 0.9)
+                .unwrap()
+                .advantages
+                .is_empty()
+        );
+        assert!(lambda_returns(layout, &[], &[], c, 0.9).unwrap().is_empty());
+        assert!(n_step_returns(layout, &[], &[], c, 2).unwrap().is_empty());
+        assert!(
+            vtrace(
+                layout,
+                &[],
+                &[],
+                &boot,
+                &[],
+                c,
+                VtraceParams {
+                    lambda: 1.0,
+                    clip_rho: 1.0,
+                    clip_pg_rho: 1.0
+                }
+            )
+            .unwrap()
+            .vs
+            .is_empty()
+        );
+    }
+    assert!(discounted_cumsum::<f32>(&[], 0.9).unwrap().is_empty());
+}

@@ -1,0 +1,73 @@
+//! Matrix multiplication, 2-D and batched, through the device's `MatmulKernel`. On the
+//! [`rlgrad_core::Cpu`] that is the `gemm` crate (the GEMM behind candle): it takes the
+//! thread count per call, reads strided operands directly (a transposed view costs no
+//! copy), and divides work between threads by blocks of the output, never along the inner
+//! dimension, so results are bitwise equal for every thread count (tested in
+//! `tests/matmul.rs`). `matrixmultiply` was the lighter option; `gemm` is faster at the
+//! layer sizes of RL networks and has the per-call parallelism rlgrad's `Par` needs.
+
+use rlgrad_core::{Dims, Error, Float, Result, Shape, View};
+
+use crate::shape_ops::broadcast_layout;
+use crate::{Tensor, TensorDevice};
+
+impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
+    /// `self @ rhs` for `self: [..., m, k]` and `rhs: [..., k, n]`, giving `[..., m, n]`.
+    /// Batch dimensions broadcast (NumPy `matmul` rules); both operands need at least two
+    /// dimensions.
+    ///
+    /// ```
+    /// use rlgrad_tensor::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])?;
+    /// let b = Tensor::from_vec(vec![5.0f32, 6.0, 7.0, 8.0], [2, 2])?;
+    /// assert_eq!(a.matmul(&b)?.to_vec()?, [19.0, 22.0, 43.0, 50.0]);
+    /// assert_eq!(a.matmul(&b.t()?)?.to_vec()?, [17.0, 23.0, 39.0, 53.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn matmul(&self, rhs: &Self) -> Result<Self> {
+        let function = "Tensor::matmul";
+        if self.ndim() < 2 || rhs.ndim() < 2 {
+            return Err(Error::shape(
+                function,
+                if self.ndim() < 2 { "self" } else { "rhs" },
+                "at least 2 dimensions",
+                if self.ndim() < 2 {
+                    self.shape()
+                } else {
+                    rhs.shape()
+                },
+            ));
+        }
+        let (ld, rd) = (self.dims(), rhs.dims());
+        let (m, k) = (ld[ld.len() - 2], ld[ld.len() - 1]);
+        let (k2, n) = (rd[rd.len() - 2], rd[rd.len() - 1]);
+        if k != k2 {
+            return Err(Error::shape(
+                function,
+                "rhs",
+                format_args!("[..., {k}, n] to match self {}", self.shape()),
+                rhs.shape(),
+            ));
+        }
+        let batch = Shape::broadcast(
+            function,
+            &Shape::new(&ld[..ld.len() - 2]),
+            &Shape::new(&rd[..rd.len() - 2]),
+        )?;
+        let with_matrix = |rows: usize, cols: usize| {
+            let mut dims: Dims = batch.dims().into();
+            dims.push(rows);
+            dims.push(cols);
+            Shape::from(dims)
+        };
+        let (ls, rs) = (with_matrix(m, k), with_matrix(k, n));
+        let (ll, rl) = (
+            broadcast_layout(&self.layout, &ls),
+            broadcast_layout(&rhs.layout, &rs),
+        );
+        let buffer = self
+            .device
+            .matmul(View::new(&self.buffer, &ll), View::new(&rhs.buffer, &rl))?;
+        Ok(Self::from_buffer(&self.device, buffer, with_matrix(m, n)))
+    }
+}

@@ -1,0 +1,132 @@
+//! Matmul against a naive triple loop, and bitwise equality across thread counts.
+
+use proptest::prelude::*;
+use rlgrad_core::strategies::config;
+use rlgrad_core::{Cpu, Par, Rng};
+use rlgrad_tensor::Tensor;
+
+fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+        }
+    }
+    out
+}
+
+fn on(par: Par, data: Vec<f32>, shape: [usize; 2]) -> Tensor<f32> {
+    Tensor::from_vec_on(&Cpu::new(par), data, shape).unwrap()
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    #[test]
+    fn prop_matmul_equals_the_triple_loop(m in 1usize..40, k in 0usize..40, n in 1usize..40, seed in any::<u64>(), transposed in any::<bool>()) {
+        let mut rng = Rng::new(seed, "matmul");
+        let a = Tensor::<f64>::rand_normal([m, k], 0.0, 1.0, &mut rng).unwrap();
+        // The right operand as a dense tensor or as the transposed view of one.
+        let b = if transposed {
+            Tensor::<f64>::rand_normal([n, k], 0.0, 1.0, &mut rng).unwrap().t().unwrap()
+        } else {
+            Tensor::<f64>::rand_normal([k, n], 0.0, 1.0, &mut rng).unwrap()
+        };
+        let got = a.matmul(&b).unwrap();
+        prop_assert_eq!(got.dims(), &[m, n]);
+        let want = naive(&a.to_vec().unwrap(), &b.to_vec().unwrap(), m, k, n);
+        for (g, w) in got.to_vec().unwrap().iter().zip(&want) {
+            prop_assert!((g - w).abs() <= 1e-12 * (k as f64 + 1.0) * (1.0 + w.abs()), "{} vs {}", g, w);
+        }
+    }
+
+    #[test]
+    fn prop_matmul_is_bitwise_equal_for_1_2_and_4_threads(m in 1usize..300, k in 1usize..300, n in 1usize..300, seed in any::<u64>()) {
+        let mut rng = Rng::new(seed, "matmul-threads");
+        let a: Vec<f32> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| rng.normal(0.0, 1.0)).collect();
+        let product = |par| on(par, a.clone(), [m, k]).matmul(&on(par, b.clone(), [k, n])).unwrap().to_vec().unwrap();
+        let reference: Vec<u32> = product(Par::Seq).iter().map(|v| v.to_bits()).collect();
+        for par in [Par::rayon(2), Par::rayon(4)] {
+            let got: Vec<u32> = product(par).iter().map(|v| v.to_bits()).collect();
+            prop_assert_eq!(&got, &reference);
+        }
+    }
+}
+
+#[test]
+fn large_products_are_bitwise_equal_across_threads() {
+    // Big enough that gemm splits the work between threads.
+    let (m, k, n) = (512, 384, 448);
+    let mut rng = Rng::new(3, "large");
+    let a: Vec<f32> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();
+    let b: Vec<f32> = (0..k * n).map(|_| rng.normal(0.0, 1.0)).collect();
+    let product = |par| {
+        on(par, a.clone(), [m, k])
+            .matmul(&on(par, b.clone(), [k, n]))
+            .unwrap()
+            .to_vec()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let reference = product(Par::Seq);
+    assert_eq!(product(Par::rayon(2)), reference);
+    assert_eq!(product(Par::rayon(4)), reference);
+}
+
+#[test]
+fn batched_matmul_broadcasts_batch_dimensions() {
+    let mut rng = Rng::new(9, "batched");
+    let a = Tensor::<f64>::rand_normal([3, 2, 4, 5], 0.0, 1.0, &mut rng).unwrap();
+    let b = Tensor::<f64>::rand_normal([2, 5, 6], 0.0, 1.0, &mut rng).unwrap();
+    let c = a.matmul(&b).unwrap();
+    assert_eq!(c.dims(), &[3, 2, 4, 6]);
+    for i in 0..3 {
+        for j in 0..2 {
+            let ai = a
+                .narrow(0, i, 1)
+                .unwrap()
+                .narrow(1, j, 1)
+                .unwrap()
+                .reshape([4, 5])
+                .unwrap();
+            let bj = b.narrow(0, j, 1).unwrap().reshape([5, 6]).unwrap();
+            let want = naive(&ai.to_vec().unwrap(), &bj.to_vec().unwrap(), 4, 5, 6);
+            let got = c
+                .narrow(0, i, 1)
+                .unwrap()
+                .narrow(1, j, 1)
+                .unwrap()
+                .to_vec()
+                .unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-12);
+            }
+        }
+    }
+}
+
+#[test]
+fn mismatched_operands_are_errors() {
+    let a = Tensor::<f32>::zeros([2, 3]).unwrap();
+    let err = a.matmul(&a).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("Tensor::matmul: argument `rhs`"),
+        "{err}"
+    );
+    assert!(a.matmul(&Tensor::zeros([3]).unwrap()).is_err());
+    assert!(
+        Tensor::<f32>::zeros([2, 2, 3])
+            .unwrap()
+            .matmul(&Tensor::zeros([3, 3, 1]).unwrap())
+            .is_err()
+    );
+    let empty = Tensor::<f32>::zeros([2, 0])
+        .unwrap()
+        .matmul(&Tensor::zeros([0, 4]).unwrap())
+        .unwrap();
+    assert_eq!(empty.to_vec().unwrap(), [0.0; 8]);
+}

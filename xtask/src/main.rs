@@ -1,0 +1,159 @@
+//! `cargo xtask`: the workspace driver.
+//!
+//! ```text
+//! cargo xtask test                    fmt --check, clippy -D warnings, tests, parity
+//! cargo xtask proptest [--cases N]    only the property tests, N cases each
+//! cargo xtask parity [DIR] [--suite S]...
+//!                                     reference vectors (default: the vendored parity/)
+//! cargo xtask bench [FILTER]          the criterion benches
+//! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
+//! ```
+
+mod parity;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  test                       cargo fmt --check, clippy -D warnings, cargo test, parity
+  proptest [--cases N]       only the property tests (names starting prop_), N cases each
+  parity [DIR] [--suite S]   run reference vectors (default DIR: the vendored parity/);
+                             --suite may repeat; ends with `N passed, N failed`
+  bench [FILTER]             criterion benches (results in target/criterion)
+  gpu-bench                  CUDA benches
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(),
+        Some("proptest") => proptest(&args[1..]),
+        Some("parity") => parity_command(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        Some("gpu-bench") => gpu_bench(),
+        Some("help" | "--help" | "-h") => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+        None => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let status = Command::new(cargo)
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn test() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--check"], &[])?;
+    cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    cargo(&["test", "--workspace"], &[])?;
+    let suites: Vec<String> = parity::implemented_suites()
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    if suites.is_empty() {
+        eprintln!("xtask: parity: no suite has an implementing crate yet");
+        return Ok(());
+    }
+    eprintln!("xtask: parity --suite {}", suites.join(" --suite "));
+    parity::run(&parity::default_dir(), &suites)
+}
+
+fn proptest(args: &[String]) -> Result<(), String> {
+    let cases = match args {
+        [] => None,
+        [flag, n] if flag == "--cases" => Some(
+            n.parse::<u32>()
+                .map_err(|_| format!("--cases needs a positive integer, got `{n}`"))?,
+        ),
+        _ => {
+            return Err(format!(
+                "usage: cargo xtask proptest [--cases N], got {args:?}"
+            ));
+        }
+    };
+    let cases = cases.map(|n| n.to_string());
+    let envs: Vec<(&str, &str)> = cases
+        .iter()
+        .map(|n| ("PROPTEST_CASES", n.as_str()))
+        .collect();
+    cargo(&["test", "--workspace", "--tests", "prop_"], &envs)
+}
+
+fn parity_command(args: &[String]) -> Result<(), String> {
+    let mut dir = None;
+    let mut suites = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--suite" {
+            let suite = rest.next().ok_or("--suite needs a suite name")?;
+            suites.push(suite.clone());
+        } else if arg.starts_with("--") {
+            return Err(format!("unknown option `{arg}`\n\n{USAGE}"));
+        } else if dir.replace(PathBuf::from(arg)).is_some() {
+            return Err(format!("more than one directory given\n\n{USAGE}"));
+        }
+    }
+    parity::run(&dir.unwrap_or_else(parity::default_dir), &suites)
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let mut cargo_args = vec!["bench", "--package", "rlgrad-benches"];
+    if let Some(filter) = args.first() {
+        cargo_args.extend(["--", filter.as_str()]);
+    }
+    cargo(&cargo_args, &[])
+}
+
+fn gpu_bench() -> Result<(), String> {
+    if root().join("crates/cuda").is_dir() {
+        cargo(
+            &["bench", "--package", "rlgrad-cuda", "--features", "cuda"],
+            &[],
+        )
+    } else {
+        println!("gpu-bench: the rlgrad-cuda crate does not exist yet; nothing to run");
+        Ok(())
+    }
+}

@@ -1,0 +1,142 @@
+//! The parity runner: reference vectors from PyTorch, Keras, JAX/optax/rlax and RLlib
+//! (schema in `parity/README.md`), dispatched on `suite` + `op` to rlgrad's
+//! implementation and compared within each case's tolerance.
+//!
+//! Without `--suite`, every file runs; a case whose suite has no implementing crate in this
+//! workspace yet is reported `unsupported` and not counted. With `--suite S`, every case
+//! of S counts, and an op without an implementation is a failure. An unknown op of an
+//! implemented suite is always a failure.
+
+mod case;
+mod returns;
+
+use std::path::{Path, PathBuf};
+
+pub use case::{Array, Case, Outputs};
+
+/// What the implementation of one `suite`/`op` computes from a case.
+pub type Handler = fn(&Case) -> Result<Outputs, String>;
+
+/// Calls `$f::<f32>` or `$f::<f64>` as the case's dtype says.
+macro_rules! by_dtype {
+    ($case:expr, $f:ident) => {
+        match $case.dtype {
+            rlgrad_core::DType::F32 => $f::<f32>($case),
+            rlgrad_core::DType::F64 => $f::<f64>($case),
+            other => Err(format!("unsupported dtype {other}")),
+        }
+    };
+}
+pub(crate) use by_dtype;
+
+/// The suites with an implementing crate, and their ops.
+const SUITES: &[(&str, &[(&str, Handler)])] = &[("returns", returns::OPS)];
+
+/// Suites with an implementing crate in this workspace.
+pub fn implemented_suites() -> Vec<&'static str> {
+    SUITES.iter().map(|(suite, _)| *suite).collect()
+}
+
+fn handler(suite: &str, op: &str) -> Option<Handler> {
+    SUITES
+        .iter()
+        .find(|(s, _)| *s == suite)?
+        .1
+        .iter()
+        .find(|(o, _)| *o == op)
+        .map(|(_, h)| *h)
+}
+
+/// The vendored copy of the reference vectors.
+pub fn default_dir() -> PathBuf {
+    crate::root().join("parity")
+}
+
+enum Outcome {
+    Pass(f64),
+    Fail(String),
+    Unsupported(String),
+}
+
+fn evaluate(case: &Case) -> Outcome {
+    let Some(handler) = handler(&case.suite, &case.op) else {
+        return if implemented_suites().contains(&case.suite.as_str()) {
+            Outcome::Fail(format!(
+                "unknown op `{}` of suite `{}`",
+                case.op, case.suite
+            ))
+        } else {
+            Outcome::Unsupported(format!("no crate implements suite `{}` yet", case.suite))
+        };
+    };
+    match handler(case) {
+        Ok(outputs) => match case.compare(&outputs) {
+            Ok(worst) => Outcome::Pass(worst),
+            Err(why) => Outcome::Fail(why),
+        },
+        Err(why) => Outcome::Fail(format!("the implementation returned an error: {why}")),
+    }
+}
+
+/// Runs every `*.json` case of `dir` (restricted to `suites` unless empty), prints a line
+/// per case and `N passed, N failed`; an error when a case failed or none ran.
+pub fn run(dir: &Path, suites: &[String]) -> Result<(), String> {
+    let cases = case::load_dir(dir)?;
+    let (mut passed, mut failed, mut unsupported) = (0usize, 0usize, 0usize);
+    let mut ran = 0usize;
+    for loaded in &cases {
+        let case = match loaded {
+            Ok(case) => case,
+            Err(why) => {
+                if suites.is_empty() {
+                    println!("FAIL  {why}");
+                    failed += 1;
+                }
+                continue;
+            }
+        };
+        if !suites.is_empty() && !suites.contains(&case.suite) {
+            continue;
+        }
+        ran += 1;
+        let label = format!("{}/{}  {}", case.suite, case.op, case.name);
+        match evaluate(case) {
+            Outcome::Pass(worst) => {
+                passed += 1;
+                println!(
+                    "pass  {label}  (worst error {:.0}% of tolerance)",
+                    worst * 100.0
+                );
+            }
+            Outcome::Fail(why) => {
+                failed += 1;
+                println!("FAIL  {label}  {why}");
+            }
+            Outcome::Unsupported(why) if suites.is_empty() => {
+                unsupported += 1;
+                println!("unsupported  {label}  {why}");
+            }
+            Outcome::Unsupported(why) => {
+                failed += 1;
+                println!("FAIL  {label}  unsupported: {why}");
+            }
+        }
+    }
+    for suite in suites {
+        if !cases.iter().flatten().any(|c| &c.suite == suite) {
+            println!("FAIL  suite `{suite}`: no case in {}", dir.display());
+            failed += 1;
+        }
+    }
+    if unsupported > 0 {
+        println!("{unsupported} unsupported (suites without an implementing crate, not counted)");
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} parity case(s) failed"))
+    } else if ran == 0 {
+        Err(format!("no parity case ran from {}", dir.display()))
+    } else {
+        Ok(())
+    }
+}
