@@ -39,6 +39,14 @@ impl Par {
         Self::rayon(0)
     }
 
+    /// This setting, with fewer tasks when `work` (elements) is too small to give each
+    /// task `min_per_task`: waking a thread costs microseconds, which small kernels do not
+    /// recover. Results do not change: partitions never depend on the thread count.
+    pub fn for_work(self, work: usize, min_per_task: usize) -> Self {
+        let tasks = (work / min_per_task.max(1)).clamp(1, self.threads());
+        Self::rayon(tasks)
+    }
+
     /// The number of tasks this setting allows (1 for `Seq`).
     pub fn threads(self) -> usize {
         match self {
@@ -90,6 +98,21 @@ impl Par {
         }
     }
 
+    /// Calls `f` on every item, spread over at most [`Par::threads`] tasks of consecutive
+    /// items.
+    pub fn for_each_item<I, F>(self, items: Vec<I>, f: F)
+    where
+        I: Send,
+        F: Fn(I) + Sync + Send,
+    {
+        if self.threads() == 1 || items.len() <= 1 {
+            items.into_iter().for_each(f);
+        } else {
+            let per_task = items.len().div_ceil(self.threads());
+            items.into_par_iter().with_min_len(per_task).for_each(f);
+        }
+    }
+
     /// Runs `a` and `b`, in parallel unless this is `Seq`.
     pub fn join<A, B, RA, RB>(self, a: A, b: B) -> (RA, RB)
     where
@@ -122,6 +145,14 @@ mod tests {
     fn rayon_with_one_thread_is_sequential() {
         assert_eq!(Par::rayon(1), Par::Seq);
         assert_eq!(Par::rayon(3).threads(), 3);
+    }
+
+    #[test]
+    fn small_work_gets_fewer_tasks() {
+        assert_eq!(Par::rayon(4).for_work(100, 1000), Par::Seq);
+        assert_eq!(Par::rayon(4).for_work(2500, 1000), Par::rayon(2));
+        assert_eq!(Par::rayon(4).for_work(1 << 30, 1000), Par::rayon(4));
+        assert_eq!(Par::Seq.for_work(1 << 30, 1), Par::Seq);
     }
 
     #[test]

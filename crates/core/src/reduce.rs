@@ -42,7 +42,7 @@ pub const LEAF_LEN: usize = 64;
 pub const LANES: usize = 16;
 
 /// Leaves per task below which a subtree is not split further for parallelism.
-const MIN_LEAVES_PER_TASK: usize = 64;
+const MIN_LEAVES_PER_TASK: usize = 512;
 
 /// The lane accumulators of one leaf, filled in canonical order by [`Leaf::push`] or
 /// [`Leaf::push_slice`]: the `k`-th value pushed goes to lane `k % LANES`.
@@ -71,21 +71,32 @@ impl<T: Float> Leaf<T> {
     /// Adds `map(v)` for the next values `v` of the leaf, in order.
     #[inline(always)]
     pub fn push_mapped(&mut self, values: &[T], map: impl Fn(T) -> T) {
-        let mut rest = values;
+        self.push_zipped(values, values, |v, _| map(v));
+    }
+
+    /// Adds `map(a[k], b[k])` for `k` in order (`a` and `b` of equal length).
+    #[inline(always)]
+    pub fn push_zipped(&mut self, a: &[T], b: &[T], map: impl Fn(T, T) -> T) {
+        debug_assert_eq!(a.len(), b.len());
+        let len = a.len().min(b.len());
+        let (mut a, mut b) = (&a[..len], &b[..len]);
         // Align to a lane boundary, then add whole lane groups (the vectorized path).
-        while self.pushed % LANES != 0 && !rest.is_empty() {
-            self.push(map(rest[0]));
-            rest = &rest[1..];
+        while self.pushed % LANES != 0 && !a.is_empty() {
+            self.push(map(a[0], b[0]));
+            (a, b) = (&a[1..], &b[1..]);
         }
-        let mut groups = rest.chunks_exact(LANES);
-        for group in &mut groups {
-            for (lane, &v) in self.lanes.iter_mut().zip(group) {
-                *lane = *lane + map(v);
+        let whole = a.len() - a.len() % LANES;
+        for (ga, gb) in a[..whole]
+            .chunks_exact(LANES)
+            .zip(b[..whole].chunks_exact(LANES))
+        {
+            for ((lane, &x), &y) in self.lanes.iter_mut().zip(ga).zip(gb) {
+                *lane = *lane + map(x, y);
             }
         }
-        self.pushed += rest.len() - groups.remainder().len();
-        for &v in groups.remainder() {
-            self.push(map(v));
+        self.pushed += whole;
+        for (&x, &y) in a[whole..].iter().zip(&b[whole..]) {
+            self.push(map(x, y));
         }
     }
 
@@ -172,9 +183,9 @@ where
 
 /// The canonical tree of `range`, evaluated left to right with a stack of complete
 /// power-of-two subtrees (a binary counter): the same tree as the recursive definition.
-fn tree_sequential<V, L, C>(range: Range<usize>, leaf: &L, combine: &C) -> V
+fn tree_sequential<V, L, C>(range: Range<usize>, mut leaf: L, combine: &C) -> V
 where
-    L: Fn(usize) -> V,
+    L: FnMut(usize) -> V,
     C: Fn(V, V) -> V,
 {
     let mut stack: smallvec::SmallVec<[V; 24]> = smallvec::SmallVec::new();
@@ -301,16 +312,39 @@ where
     T: Float,
     F: Fn(Range<usize>, &mut Leaf<T>) + Sync,
 {
-    let leaves = len.div_ceil(LEAF_LEN);
-    tree_reduce(
-        leaves,
+    sum_leaves_with(len, par, |_| (), |(), range, leaf| fill(range, leaf))
+}
+
+/// [`sum_leaves`] with a cursor: each run of consecutive leaves that one task reduces
+/// starts from `start(first_element)` and hands the cursor to `fill` leaf after leaf, so a
+/// gather can walk its index structure instead of searching it for every leaf.
+pub fn sum_leaves_with<T, S, I, F>(len: usize, par: Par, start: I, fill: F) -> T
+where
+    T: Float,
+    I: Fn(usize) -> S + Sync,
+    F: Fn(&mut S, Range<usize>, &mut Leaf<T>) + Sync,
+{
+    let combine = |a: Leaf<T>, b: Leaf<T>| a.combine(b);
+    tree_reduce_with(
+        len.div_ceil(LEAF_LEN),
         par,
-        |i| {
-            let mut leaf = Leaf::new();
-            fill(i * LEAF_LEN..((i + 1) * LEAF_LEN).min(len), &mut leaf);
-            leaf
+        |leaves| {
+            let mut cursor = start(leaves.start * LEAF_LEN);
+            tree_sequential(
+                leaves,
+                |i| {
+                    let mut leaf = Leaf::new();
+                    fill(
+                        &mut cursor,
+                        i * LEAF_LEN..((i + 1) * LEAF_LEN).min(len),
+                        &mut leaf,
+                    );
+                    leaf
+                },
+                &combine,
+            )
         },
-        Leaf::combine,
+        &combine,
     )
     .map_or_else(T::zero, Leaf::fold)
 }

@@ -37,7 +37,7 @@ proptest! {
 
     #[test]
     fn prop_reductions_are_bitwise_equal_across_thread_pools(
-        x in strategies::vec(finite::<f32>(), 0..20_000),
+        x in strategies::vec(finite::<f32>(), 0..100_000),
     ) {
         let results = in_thread_pools(&[1, 2, 4], |par| all_reductions(&x, par));
         let sequential = all_reductions(&x, Par::Seq);

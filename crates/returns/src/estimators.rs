@@ -67,7 +67,7 @@ pub(crate) fn element_count(function: &'static str, layout: TimeMajor) -> Result
 /// ```
 pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
     check::unit_interval("discounted_cumsum", "gamma", gamma.as_f64())?;
-    let mut out = vec![T::zero(); rewards.len()];
+    let mut out = rlgrad_core::cpu::alloc::zeroed(rewards.len());
     kernel::discounted_returns(
         Par::Seq,
         TimeMajor::new(rewards.len(), 1),
@@ -106,7 +106,7 @@ pub fn discounted_returns<T: Float>(
     episodes: Episodes<'_, [T], T>,
     bootstrap: &[T],
 ) -> Result<Vec<T>> {
-    let mut out = vec![T::zero(); element_count("discounted_returns", layout)?];
+    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("discounted_returns", layout)?);
     discounted_returns_into(Par::auto(), layout, rewards, episodes, bootstrap, &mut out)?;
     Ok(out)
 }
@@ -140,8 +140,8 @@ pub fn gae<T: Float>(
 ) -> Result<Gae<Vec<T>>> {
     let len = element_count("gae", layout)?;
     let mut out = Gae {
-        advantages: vec![T::zero(); len],
-        returns: vec![T::zero(); len],
+        advantages: rlgrad_core::cpu::alloc::zeroed(len),
+        returns: rlgrad_core::cpu::alloc::zeroed(len),
     };
     gae_into(
         Par::auto(),
@@ -190,7 +190,7 @@ pub fn lambda_returns<T: Float>(
     episodes: Episodes<'_, [T], T>,
     lambda: T,
 ) -> Result<Vec<T>> {
-    let mut out = vec![T::zero(); element_count("lambda_returns", layout)?];
+    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("lambda_returns", layout)?);
     lambda_returns_into(
         Par::auto(),
         layout,
@@ -229,7 +229,7 @@ pub fn n_step_returns<T: Float>(
     episodes: Episodes<'_, [T], T>,
     n: usize,
 ) -> Result<Vec<T>> {
-    let mut out = vec![T::zero(); element_count("n_step_returns", layout)?];
+    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("n_step_returns", layout)?);
     n_step_returns_into(
         Par::auto(),
         layout,
@@ -274,8 +274,8 @@ pub fn vtrace<T: Float>(
 ) -> Result<Vtrace<Vec<T>>> {
     let len = element_count("vtrace", layout)?;
     let mut out = Vtrace {
-        vs: vec![T::zero(); len],
-        pg_advantages: vec![T::zero(); len],
+        vs: rlgrad_core::cpu::alloc::zeroed(len),
+        pg_advantages: rlgrad_core::cpu::alloc::zeroed(len),
     };
     vtrace_into(
         Par::auto(),

@@ -14,6 +14,14 @@ pub struct Array {
 }
 
 impl Array {
+    /// A scalar (shape `[]`).
+    pub fn scalar(value: f64) -> Self {
+        Self {
+            shape: Vec::new(),
+            data: vec![value],
+        }
+    }
+
     /// An array from values of the case dtype.
     pub fn new<T: Float>(shape: &[usize], data: &[T]) -> Self {
         Self {
@@ -172,6 +180,47 @@ impl Case {
             .ok_or_else(|| format!("missing input `{name}`"))
     }
 
+    /// Input `name` as non-negative integers (lengths).
+    pub fn input_usize(&self, name: &str) -> Result<Vec<usize>, String> {
+        self.input_array(name)?
+            .data
+            .iter()
+            .map(|&v| {
+                if v >= 0.0 && v.fract() == 0.0 {
+                    Ok(v as usize)
+                } else {
+                    Err(format!("input `{name}` holds {v}, not a count"))
+                }
+            })
+            .collect()
+    }
+
+    /// Input `name` as integers (ids).
+    pub fn input_i64(&self, name: &str) -> Result<Vec<i64>, String> {
+        self.input_array(name)?
+            .data
+            .iter()
+            .map(|&v| {
+                if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                    Ok(v as i64)
+                } else {
+                    Err(format!("input `{name}` holds {v}, not an integer"))
+                }
+            })
+            .collect()
+    }
+
+    /// Config value `key` as an optional count (`null` or absent is `None`).
+    pub fn optional_count(&self, key: &str) -> Result<Option<usize>, String> {
+        match self.config.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| format!("config `{key}`: {v} is not a count")),
+        }
+    }
+
     /// Config value `key` as a number (booleans read as 0/1).
     pub fn number(&self, key: &str) -> Result<f64, String> {
         self.config
@@ -245,6 +294,7 @@ mod tests {
         assert_eq!(case.dtype, DType::F32);
         assert!(case.input::<f32>("x").unwrap()[1].is_nan());
         assert!(case.flag("flag").unwrap());
+        assert_eq!(case.optional_count("n").unwrap(), None);
         let out = |a: f64, b: f64| {
             Outputs::from([(
                 "y".to_owned(),

@@ -8,6 +8,7 @@
 //! implemented suite is always a failure.
 
 mod case;
+mod mask;
 mod returns;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ macro_rules! by_dtype {
 pub(crate) use by_dtype;
 
 /// The suites with an implementing crate, and their ops.
-const SUITES: &[(&str, &[(&str, Handler)])] = &[("returns", returns::OPS)];
+const SUITES: &[(&str, &[(&str, Handler)])] = &[("returns", returns::OPS), ("mask", mask::OPS)];
 
 /// Suites with an implementing crate in this workspace.
 pub fn implemented_suites() -> Vec<&'static str> {

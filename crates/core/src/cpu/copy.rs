@@ -1,4 +1,4 @@
-use super::{CHUNK, Cpu, check_view, dense_or_copy};
+use super::{CHUNK, Cpu, MIN_TASK, check_view, dense_or_copy};
 use crate::kernels::CopyKernel;
 use crate::{Error, Float, Result, View};
 
@@ -24,20 +24,20 @@ impl<T: Float> CopyKernel<T> for Cpu {
         let inner: usize = shape.dims()[axis + 1..].iter().product();
         let outer: usize = shape.dims()[..axis].iter().product();
         let data = dense_or_copy(self.par, x);
-        let mut out = vec![T::zero(); outer * indices.len() * inner];
+        let mut out = super::alloc::zeroed(outer * indices.len() * inner);
         if inner == 0 {
             return Ok(out);
         }
         let rows_per_chunk = CHUNK.div_ceil(inner);
-        self.par
-            .for_each_chunk_mut(&mut out, rows_per_chunk * inner, |ci, chunk| {
-                for (r, row) in chunk.chunks_mut(inner).enumerate() {
-                    let out_row = ci * rows_per_chunk + r;
-                    let (o, k) = (out_row / indices.len(), out_row % indices.len());
-                    let src = (o * len + indices[k]) * inner;
-                    row.copy_from_slice(&data[src..src + inner]);
-                }
-            });
+        let par = self.par.for_work(out.len(), MIN_TASK);
+        par.for_each_chunk_mut(&mut out, rows_per_chunk * inner, |ci, chunk| {
+            for (r, row) in chunk.chunks_mut(inner).enumerate() {
+                let out_row = ci * rows_per_chunk + r;
+                let (o, k) = (out_row / indices.len(), out_row % indices.len());
+                let src = (o * len + indices[k]) * inner;
+                row.copy_from_slice(&data[src..src + inner]);
+            }
+        });
         Ok(out)
     }
 

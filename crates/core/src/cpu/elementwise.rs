@@ -1,4 +1,4 @@
-use super::{CHUNK, Cpu, check_view, dense, for_each_run};
+use super::{CHUNK, Cpu, MIN_TASK, check_view, dense, for_each_run};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use crate::{Error, Float, Result, View};
 
@@ -23,14 +23,15 @@ fn same_shape<T>(
 impl<T: Float> ElementwiseKernel<T> for Cpu {
     fn unary(&self, op: UnaryOp<T>, x: View<'_, Vec<T>>) -> Result<Vec<T>> {
         check_view("Cpu::unary", "x", x)?;
-        let mut out = vec![T::zero(); x.layout.numel()];
+        let mut out = super::alloc::zeroed(x.layout.numel());
+        let par = self.par.for_work(out.len(), MIN_TASK);
         match dense(x) {
-            Some(src) => self.par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            Some(src) => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 for (o, &v) in chunk.iter_mut().zip(&src[ci * CHUNK..]) {
                     *o = op.apply(v);
                 }
             }),
-            None => self.par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            None => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 for_each_run(
                     [x.layout],
                     ci * CHUNK,
@@ -50,15 +51,16 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         check_view("Cpu::binary", "lhs", lhs)?;
         check_view("Cpu::binary", "rhs", rhs)?;
         same_shape("Cpu::binary", "rhs", lhs, rhs)?;
-        let mut out = vec![T::zero(); lhs.layout.numel()];
+        let mut out = super::alloc::zeroed(lhs.layout.numel());
+        let par = self.par.for_work(out.len(), MIN_TASK);
         match (dense(lhs), dense(rhs)) {
-            (Some(a), Some(b)) => self.par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            (Some(a), Some(b)) => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 let (a, b) = (&a[ci * CHUNK..], &b[ci * CHUNK..]);
                 for ((o, &x), &y) in chunk.iter_mut().zip(a).zip(b) {
                     *o = op.apply(x, y);
                 }
             }),
-            _ => self.par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            _ => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 for_each_run(
                     [lhs.layout, rhs.layout],
                     ci * CHUNK,
@@ -85,8 +87,9 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         check_view("Cpu::select", "on_false", on_false)?;
         same_shape("Cpu::select", "on_true", condition, on_true)?;
         same_shape("Cpu::select", "on_false", condition, on_false)?;
-        let mut out = vec![T::zero(); condition.layout.numel()];
-        self.par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+        let mut out = super::alloc::zeroed(condition.layout.numel());
+        let par = self.par.for_work(out.len(), MIN_TASK);
+        par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
             for_each_run(
                 [condition.layout, on_true.layout, on_false.layout],
                 ci * CHUNK,

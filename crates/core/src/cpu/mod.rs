@@ -5,12 +5,14 @@
 //! directly (plain `&[T]` in, `&mut [T]` out, a [`Par`] setting): the `Cpu` device's
 //! trait implementations call the same functions, so there is one implementation.
 
+pub mod alloc;
 mod copy;
 mod elementwise;
 #[cfg(feature = "matmul")]
 mod matmul;
 pub mod recurrence;
 mod reduce;
+pub mod sequence;
 
 use crate::{Device, Element, Error, Layout, Par, Result, View};
 
@@ -53,7 +55,7 @@ impl Device for Cpu {
     }
 
     fn alloc_zeros<E: Element>(&self, len: usize) -> Result<Vec<E>> {
-        Ok(vec![E::default(); len])
+        Ok(alloc::zeroed(len))
     }
 
     fn upload<E: Element>(&self, host: &[E]) -> Result<Vec<E>> {
@@ -80,6 +82,8 @@ impl Device for Cpu {
 /// Elements per parallel piece of elementwise work: large enough to amortize a task,
 /// small enough to balance two to four threads on mid-sized tensors.
 const CHUNK: usize = 1 << 14;
+/// Fewest elements worth a task of their own (see [`Par::for_work`]).
+const MIN_TASK: usize = 1 << 16;
 
 /// `Ok` when every element `view` addresses lies inside its buffer.
 fn check_view<E>(
@@ -143,6 +147,7 @@ fn dense_or_copy<'a, E: Copy + Default + Send + Sync>(
         Some(slice) => std::borrow::Cow::Borrowed(slice),
         None => {
             let mut out = vec![E::default(); view.layout.numel()];
+            let par = par.for_work(out.len(), MIN_TASK);
             par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 for_each_run(
                     [view.layout],

@@ -12,11 +12,14 @@
 //! | strided copy, gather, concat | [`CopyKernel`] | tensor |
 //! | matrix multiplication | [`MatmulKernel`] | tensor |
 //! | reverse linear recurrences over `[T, B]` | [`RecurrenceKernel`] | returns |
+//! | ragged sequences: pad, unpad, masked sums and maps | [`SequenceKernel`] | mask |
 
 mod elementwise;
 pub mod recurrence;
 mod reduce;
+pub mod sequence;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
 pub use recurrence::RecurrenceKernel;
 pub use reduce::{CopyKernel, MatmulKernel, ReduceKernel, ReduceOp};
+pub use sequence::SequenceKernel;

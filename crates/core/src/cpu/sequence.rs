@@ -1,0 +1,406 @@
+//! The Cpu ragged-sequence kernels on plain slices (the slice level of `rlgrad-mask`),
+//! following the canonical orders of [`crate::kernels::sequence`]. Work is split by whole
+//! sequences (or whole steps, for time-major data); copies are `memcpy`s of valid rows.
+
+use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
+use crate::{Error, Float, Par, Result, check, reduce};
+
+/// Elements per parallel piece of work.
+const CHUNK: usize = 1 << 15;
+/// Fewest elements worth a task of its own.
+const MIN_TASK: usize = 1 << 16;
+
+fn check_len(
+    function: &'static str,
+    argument: &'static str,
+    what: &str,
+    want: usize,
+    got: usize,
+) -> Result<()> {
+    if want == got {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            function,
+            argument,
+            format_args!("{want} elements ({what})"),
+            format_args!("{got} elements"),
+        ))
+    }
+}
+
+/// `N * F` and `B * T * F`, or an error when they overflow.
+fn sizes(function: &'static str, seqs: &Sequences, features: usize) -> Result<(usize, usize)> {
+    Ok((
+        check::product(function, "features", seqs.total(), features)?,
+        check::product(function, "features", seqs.padded_steps(), features)?,
+    ))
+}
+
+/// Packed `[N, F]` to padded `[B, T, F]` or `[T, B, F]`, zeros outside the valid steps.
+pub fn pad<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    flat: &[T],
+    padded: &mut [T],
+) -> Result<()> {
+    let (packed_len, padded_len) = sizes("pad", seqs, features)?;
+    check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
+    check_len("pad", "padded", "[B, T, F]", padded_len, padded.len())?;
+    copy_into_padded(par, seqs, features, order, flat, padded, true);
+    Ok(())
+}
+
+/// [`pad`] into a new buffer. The buffer comes zeroed from [`super::alloc::zeroed`], so
+/// only the valid rows are written: the padding is not zeroed twice.
+pub fn pad_new<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    flat: &[T],
+) -> Result<Vec<T>> {
+    let (packed_len, padded_len) = sizes("pad", seqs, features)?;
+    check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
+    let mut padded = super::alloc::zeroed(padded_len);
+    copy_into_padded(par, seqs, features, order, flat, &mut padded, false);
+    Ok(padded)
+}
+
+/// The copy behind [`pad`] and [`pad_new`]; lengths are checked by the caller.
+fn copy_into_padded<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    flat: &[T],
+    padded: &mut [T],
+    zero_padding: bool,
+) {
+    let padded_len = padded.len();
+    let (lengths, offsets, f) = (seqs.lengths(), seqs.offsets(), features);
+    let par = par.for_work(padded_len, MIN_TASK);
+    match order {
+        PadOrder::BatchMajor => {
+            let per_sequence = seqs.max_len() * f;
+            if per_sequence == 0 {
+                return;
+            }
+            let sequences_per_chunk = CHUNK.div_ceil(per_sequence);
+            par.for_each_chunk_mut(padded, sequences_per_chunk * per_sequence, |ci, chunk| {
+                for (k, dst) in chunk.chunks_mut(per_sequence).enumerate() {
+                    let b = ci * sequences_per_chunk + k;
+                    let (valid, rest) = dst.split_at_mut(lengths[b] * f);
+                    valid.copy_from_slice(&flat[offsets[b] * f..offsets[b + 1] * f]);
+                    if zero_padding {
+                        rest.fill(T::zero());
+                    }
+                }
+            });
+        }
+        PadOrder::TimeMajor => {
+            let per_step = seqs.batch() * f;
+            if per_step == 0 {
+                return;
+            }
+            let steps_per_chunk = CHUNK.div_ceil(per_step);
+            par.for_each_chunk_mut(padded, steps_per_chunk * per_step, |ci, chunk| {
+                for (k, row) in chunk.chunks_mut(per_step).enumerate() {
+                    let t = ci * steps_per_chunk + k;
+                    for (b, dst) in row.chunks_mut(f).enumerate() {
+                        if t < lengths[b] {
+                            let src = (offsets[b] + t) * f;
+                            dst.copy_from_slice(&flat[src..src + f]);
+                        } else if zero_padding {
+                            dst.fill(T::zero());
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Padded `[B, T, F]` or `[T, B, F]` to packed `[N, F]`; padding is never read.
+pub fn unpad<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    padded: &[T],
+    flat: &mut [T],
+) -> Result<()> {
+    let (packed_len, padded_len) = sizes("unpad", seqs, features)?;
+    check_len("unpad", "padded", "[B, T, F]", padded_len, padded.len())?;
+    check_len("unpad", "flat", "[N, F]", packed_len, flat.len())?;
+    let (f, t_max, batch) = (features, seqs.max_len(), seqs.batch());
+    let par = par.for_work(packed_len, MIN_TASK);
+    // Each sequence's packed rows, handed out in groups of about CHUNK elements.
+    let mut groups: Vec<Vec<(usize, &mut [T])>> = Vec::new();
+    let mut group_len = CHUNK;
+    let mut rest = flat;
+    for (b, &len) in seqs.lengths().iter().enumerate() {
+        let (rows, tail) = rest.split_at_mut(len * f);
+        rest = tail;
+        if group_len >= CHUNK {
+            groups.push(Vec::new());
+            group_len = 0;
+        }
+        group_len += rows.len().max(1);
+        groups
+            .last_mut()
+            .expect("a group was pushed")
+            .push((b, rows));
+    }
+    par.for_each_item(groups, |group| {
+        for (b, rows) in group {
+            match order {
+                PadOrder::BatchMajor => {
+                    let src = b * t_max * f;
+                    rows.copy_from_slice(&padded[src..src + rows.len()]);
+                }
+                PadOrder::TimeMajor => {
+                    for (t, dst) in rows.chunks_mut(f.max(1)).enumerate() {
+                        let src = (t * batch + b) * f;
+                        dst.copy_from_slice(&padded[src..src + f]);
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Calls `visit(range)` for the runs of valid elements of the `[B, T]` array whose packed
+/// indices lie in `packed` (`range` indexes the `[B, T]` array), in packed order. `b` is a
+/// cursor: a sequence at or before the one holding `packed.start`, advanced as it goes.
+#[inline(always)]
+fn for_each_valid_run(
+    seqs: &Sequences,
+    b: &mut usize,
+    packed: std::ops::Range<usize>,
+    mut visit: impl FnMut(std::ops::Range<usize>),
+) {
+    let offsets = seqs.offsets();
+    let t_max = seqs.max_len();
+    let mut i = packed.start;
+    while i < packed.end {
+        while offsets[*b + 1] <= i {
+            *b += 1;
+        }
+        let end = packed.end.min(offsets[*b + 1]);
+        let start = *b * t_max + (i - offsets[*b]);
+        visit(start..start + (end - i));
+        i = end;
+    }
+}
+
+/// The canonical sum of `term(x)` over the valid elements of the `[B, T]` array `x`, in
+/// packed order.
+pub fn masked_sum<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    x: &[T],
+    term: MaskedTerm<'_, [T], T>,
+) -> Result<T> {
+    check_len("masked_sum", "x", "[B, T]", seqs.padded_steps(), x.len())?;
+    if let MaskedTerm::Product { other, .. } = term {
+        check_len(
+            "masked_sum",
+            "other",
+            "[B, T]",
+            seqs.padded_steps(),
+            other.len(),
+        )?;
+    }
+    if seqs.total() == 0 {
+        return Ok(T::zero());
+    }
+    Ok(reduce::sum_leaves_with(
+        seqs.total(),
+        par,
+        |first| seqs.sequence_of(first),
+        |b, packed, leaf| {
+            for_each_valid_run(seqs, b, packed, |run| match term {
+                MaskedTerm::Value => leaf.push_slice(&x[run]),
+                MaskedTerm::SquaredDeviation { mean } => {
+                    leaf.push_mapped(&x[run], |v| (v - mean) * (v - mean));
+                }
+                MaskedTerm::Product { other, shift } => {
+                    leaf.push_zipped(&x[run.clone()], &other[run], |v, w| (v - shift) * w);
+                }
+            });
+        },
+    ))
+}
+
+/// The canonical sum of each sequence's valid elements of the `[B, T]` array `x`.
+pub fn sequence_sums<T: Float>(par: Par, seqs: &Sequences, x: &[T], sums: &mut [T]) -> Result<()> {
+    check_len("sequence_sums", "x", "[B, T]", seqs.padded_steps(), x.len())?;
+    check_len("sequence_sums", "sums", "[B]", seqs.batch(), sums.len())?;
+    let (lengths, t_max) = (seqs.lengths(), seqs.max_len());
+    let per_chunk = CHUNK.div_ceil(t_max.max(1));
+    let par = par.for_work(seqs.total(), MIN_TASK);
+    par.for_each_chunk_mut(sums, per_chunk, |ci, chunk| {
+        for (k, sum) in chunk.iter_mut().enumerate() {
+            let b = ci * per_chunk + k;
+            *sum = reduce::sum(&x[b * t_max..b * t_max + lengths[b]], Par::Seq);
+        }
+    });
+    Ok(())
+}
+
+/// `out = map(x)` at the valid elements of the `[B, T]` arrays, `+0` at padding; `x` may
+/// be `None` for maps that do not read it.
+pub fn masked_map<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    x: Option<&[T]>,
+    map: MaskedMap<'_, [T], T>,
+    out: &mut [T],
+) -> Result<()> {
+    let steps = seqs.padded_steps();
+    let x = match x {
+        Some(x) => {
+            check_len("masked_map", "x", "[B, T]", steps, x.len())?;
+            x
+        }
+        None if map.reads_x() => {
+            return Err(Error::empty(
+                "masked_map",
+                "x",
+                format_args!("an input for {map:?}"),
+            ));
+        }
+        None => &[],
+    };
+    check_len("masked_map", "out", "[B, T]", steps, out.len())?;
+    match map {
+        MaskedMap::PerSequence(values) => {
+            check_len("masked_map", "values", "[B]", seqs.batch(), values.len())?;
+        }
+        MaskedMap::StandardizeBackward { grad, .. } => {
+            check_len("masked_map", "grad", "[B, T]", steps, grad.len())?;
+        }
+        _ => {}
+    }
+    let (lengths, t_max) = (seqs.lengths(), seqs.max_len());
+    if t_max == 0 {
+        return Ok(());
+    }
+    let per_chunk = CHUNK.div_ceil(t_max);
+    let par = par.for_work(steps, MIN_TASK);
+    par.for_each_chunk_mut(out, per_chunk * t_max, |ci, chunk| {
+        for (k, row) in chunk.chunks_mut(t_max).enumerate() {
+            let b = ci * per_chunk + k;
+            let (valid, padding) = row.split_at_mut(lengths[b]);
+            let range = b * t_max..b * t_max + lengths[b];
+            // The match is hoisted out of the loops so that each one vectorizes.
+            match map {
+                MaskedMap::Fill(value) => valid.fill(value),
+                MaskedMap::PerSequence(values) => valid.fill(values[b]),
+                MaskedMap::Scale { shift, scale } => {
+                    for (o, &v) in valid.iter_mut().zip(&x[range]) {
+                        *o = (v - shift) * scale;
+                    }
+                }
+                MaskedMap::Standardize { mean, denominator } => {
+                    for (o, &v) in valid.iter_mut().zip(&x[range]) {
+                        *o = (v - mean) / denominator;
+                    }
+                }
+                MaskedMap::StandardizeBackward { .. } => {
+                    for ((o, &v), i) in valid.iter_mut().zip(&x[range.clone()]).zip(range) {
+                        *o = map.apply(v, b, i);
+                    }
+                }
+            }
+            padding.fill(T::zero());
+        }
+    });
+    Ok(())
+}
+
+mod device {
+    use super::super::Cpu;
+    use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, SequenceKernel, Sequences};
+    use crate::{Float, Result};
+
+    impl<T: Float> SequenceKernel<T> for Cpu {
+        fn pad(
+            &self,
+            seqs: &Sequences,
+            features: usize,
+            order: PadOrder,
+            flat: &Vec<T>,
+            padded: &mut Vec<T>,
+        ) -> Result<()> {
+            super::pad(self.par(), seqs, features, order, flat, padded)
+        }
+
+        fn unpad(
+            &self,
+            seqs: &Sequences,
+            features: usize,
+            order: PadOrder,
+            padded: &Vec<T>,
+            flat: &mut Vec<T>,
+        ) -> Result<()> {
+            super::unpad(self.par(), seqs, features, order, padded, flat)
+        }
+
+        fn masked_sum(
+            &self,
+            seqs: &Sequences,
+            x: &Vec<T>,
+            term: MaskedTerm<'_, Vec<T>, T>,
+        ) -> Result<T> {
+            let term = match term {
+                MaskedTerm::Value => MaskedTerm::Value,
+                MaskedTerm::SquaredDeviation { mean } => MaskedTerm::SquaredDeviation { mean },
+                MaskedTerm::Product { other, shift } => MaskedTerm::Product {
+                    other: other.as_slice(),
+                    shift,
+                },
+            };
+            super::masked_sum(self.par(), seqs, x, term)
+        }
+
+        fn sequence_sums(&self, seqs: &Sequences, x: &Vec<T>, sums: &mut Vec<T>) -> Result<()> {
+            super::sequence_sums(self.par(), seqs, x, sums)
+        }
+
+        fn masked_map(
+            &self,
+            seqs: &Sequences,
+            x: Option<&Vec<T>>,
+            map: MaskedMap<'_, Vec<T>, T>,
+            out: &mut Vec<T>,
+        ) -> Result<()> {
+            let map = match map {
+                MaskedMap::Fill(value) => MaskedMap::Fill(value),
+                MaskedMap::PerSequence(values) => MaskedMap::PerSequence(values.as_slice()),
+                MaskedMap::Scale { shift, scale } => MaskedMap::Scale { shift, scale },
+                MaskedMap::Standardize { mean, denominator } => {
+                    MaskedMap::Standardize { mean, denominator }
+                }
+                MaskedMap::StandardizeBackward {
+                    grad,
+                    grad_mean,
+                    mean,
+                    denominator,
+                    coefficient,
+                } => MaskedMap::StandardizeBackward {
+                    grad: grad.as_slice(),
+                    grad_mean,
+                    mean,
+                    denominator,
+                    coefficient,
+                },
+            };
+            super::masked_map(self.par(), seqs, x.map(Vec::as_slice), map, out)
+        }
+    }
+}

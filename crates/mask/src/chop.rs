@@ -1,0 +1,249 @@
+//! Chopping episodes into fixed-length training sequences (RLlib's
+//! `chop_into_sequences`), and minibatches of whole sequences.
+
+use rlgrad_core::cpu::sequence as kernel;
+use rlgrad_core::{Error, Float, Par, Result, Rng};
+
+use crate::{PadOrder, Sequences};
+
+/// One feature column of the packed rows: `data` holds `width` values per row.
+#[derive(Debug, Clone, Copy)]
+pub struct Column<'a, T> {
+    /// `[N, width]`, row-major.
+    pub data: &'a [T],
+    /// Values per row.
+    pub width: usize,
+}
+
+/// How [`chop_into_sequences`] cuts and pads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChopConfig {
+    /// The longest sequence; longer episodes are cut into several sequences. Must be >= 1.
+    pub max_seq_len: usize,
+    /// Pad to the longest sequence found (`true`, RLlib's default) instead of `max_seq_len`.
+    pub dynamic_max: bool,
+    /// Refuse data in which an episode id comes back after another episode's rows
+    /// (interleaved or shuffled rows). RLlib accepts it and starts a new sequence; turn
+    /// this on when your pipeline should never produce it.
+    pub require_contiguous_episodes: bool,
+}
+
+impl ChopConfig {
+    /// RLlib's defaults for a given `max_seq_len`: dynamic padding, reappearing ids allowed.
+    pub fn new(max_seq_len: usize) -> Self {
+        Self {
+            max_seq_len,
+            dynamic_max: true,
+            require_contiguous_episodes: false,
+        }
+    }
+}
+
+/// Padded training sequences: lengths, where each started, and the padded columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceBatch<T> {
+    seqs: Sequences,
+    starts: Vec<usize>,
+    columns: Vec<Vec<T>>,
+    widths: Vec<usize>,
+}
+
+/// Cuts the packed rows into sequences and pads every column, with RLlib's semantics:
+/// walking the rows in order, a new sequence starts when the episode id differs from the
+/// previous row's or the current sequence already has `max_seq_len` rows. Sequence `s`
+/// occupies rows `s*T .. s*T + len_s` of each padded column (`[S*T, width]`), zeros after.
+///
+/// ```
+/// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column};
+/// let ids = [7, 7, 7, 9, 9];
+/// let obs = [0.0f32, 1.0, 2.0, 3.0, 4.0];
+/// let batch = chop_into_sequences(&ids, &[Column { data: &obs, width: 1 }], ChopConfig::new(2))?;
+/// assert_eq!(batch.seqs().lengths(), &[2, 1, 2]);
+/// assert_eq!(batch.starts(), &[0, 2, 3]);
+/// assert_eq!(batch.column(0), &[0.0, 1.0, 2.0, 0.0, 3.0, 4.0]);
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+pub fn chop_into_sequences<T: Float>(
+    episode_ids: &[i64],
+    columns: &[Column<'_, T>],
+    config: ChopConfig,
+) -> Result<SequenceBatch<T>> {
+    let function = "chop_into_sequences";
+    if config.max_seq_len == 0 {
+        return Err(Error::value(
+            function,
+            "config.max_seq_len",
+            "at least 1",
+            0,
+        ));
+    }
+    let rows = episode_ids.len();
+    for column in columns {
+        let want = rlgrad_core::check::product(function, "columns", rows, column.width)?;
+        if column.data.len() != want {
+            return Err(Error::shape(
+                function,
+                "columns",
+                format_args!("{want} values ({rows} rows of width {})", column.width),
+                format_args!("{} values", column.data.len()),
+            ));
+        }
+    }
+    let mut lengths = Vec::new();
+    let mut starts = Vec::new();
+    let mut finished = std::collections::HashSet::new();
+    for (row, &id) in episode_ids.iter().enumerate() {
+        let new_episode = row == 0 || id != episode_ids[row - 1];
+        if new_episode && config.require_contiguous_episodes {
+            if row > 0 {
+                finished.insert(episode_ids[row - 1]);
+            }
+            if finished.contains(&id) {
+                return Err(Error::value(
+                    function,
+                    "episode_ids",
+                    "the rows of each episode to be contiguous",
+                    format_args!("episode {id} again at row {row} after other episodes"),
+                ));
+            }
+        }
+        let full = lengths.last().is_some_and(|&len| len >= config.max_seq_len);
+        if new_episode || full {
+            lengths.push(0);
+            starts.push(row);
+        }
+        *lengths.last_mut().expect("a sequence was started") += 1;
+    }
+    let max_len = if config.dynamic_max {
+        lengths.iter().copied().max().unwrap_or(0)
+    } else {
+        config.max_seq_len
+    };
+    let seqs = Sequences::new(&lengths, Some(max_len))?;
+    let padded = columns
+        .iter()
+        .map(|column| {
+            kernel::pad_new(
+                Par::auto(),
+                &seqs,
+                column.width,
+                PadOrder::BatchMajor,
+                column.data,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(SequenceBatch {
+        seqs,
+        starts,
+        columns: padded,
+        widths: columns.iter().map(|c| c.width).collect(),
+    })
+}
+
+impl<T: Float> SequenceBatch<T> {
+    /// The lengths and padding of the sequences.
+    pub fn seqs(&self) -> &Sequences {
+        &self.seqs
+    }
+
+    /// The packed row at which each sequence started (where its initial recurrent state
+    /// comes from).
+    pub fn starts(&self) -> &[usize] {
+        &self.starts
+    }
+
+    /// The number of columns.
+    pub fn column_count(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Padded column `k`, `[S * T, width_k]`. Panics if `k >= column_count()`.
+    pub fn column(&self, k: usize) -> &[T] {
+        &self.columns[k]
+    }
+
+    /// The width of column `k`. Panics if `k >= column_count()`.
+    pub fn width(&self, k: usize) -> usize {
+        self.widths[k]
+    }
+
+    /// The sub-batch of the given sequences, in the given order (each sequence's rows kept
+    /// together and in order; the padded length stays `T`). An error for an index out of
+    /// range.
+    pub fn select(&self, sequences: &[usize]) -> Result<Self> {
+        if let Some(&bad) = sequences.iter().find(|&&s| s >= self.seqs.batch()) {
+            return Err(Error::out_of_range(
+                "SequenceBatch::select",
+                "sequences",
+                format_args!("indices below {}", self.seqs.batch()),
+                bad,
+            ));
+        }
+        let t = self.seqs.max_len();
+        let lengths: Vec<usize> = sequences.iter().map(|&s| self.seqs.lengths()[s]).collect();
+        let columns = self
+            .columns
+            .iter()
+            .zip(&self.widths)
+            .map(|(data, &w)| {
+                let block = t * w;
+                sequences
+                    .iter()
+                    .flat_map(|&s| data[s * block..(s + 1) * block].iter().copied())
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            seqs: Sequences::new(&lengths, Some(t))?,
+            starts: sequences.iter().map(|&s| self.starts[s]).collect(),
+            columns,
+            widths: self.widths.clone(),
+        })
+    }
+
+    /// Splits the sequences into `count` minibatches of whole sequences: shuffled with
+    /// `rng` ([`Rng::shuffle`]), then cut into consecutive groups of about `N / count` valid
+    /// steps each (a group closes once it reaches its share; every group gets at least one
+    /// sequence). Returns sequence indices for [`SequenceBatch::select`]. An error when
+    /// `count` is 0 or exceeds the number of sequences.
+    ///
+    /// ```
+    /// use rlgrad_core::Rng;
+    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column};
+    /// let ids: Vec<i64> = (0..40).map(|r| r / 4).collect(); // 10 episodes of 4 steps
+    /// let x: Vec<f32> = (0..40).map(|r| r as f32).collect();
+    /// let batch = chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4))?;
+    /// let groups = batch.minibatches(2, &mut Rng::new(0, "minibatch"))?;
+    /// assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 10);
+    /// let first = batch.select(&groups[0])?; // padded sequences, rows in order
+    /// assert_eq!(first.seqs().total(), 20);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn minibatches(&self, count: usize, rng: &mut Rng) -> Result<Vec<Vec<usize>>> {
+        let sequences = self.seqs.batch();
+        if count == 0 || count > sequences {
+            return Err(Error::value(
+                "SequenceBatch::minibatches",
+                "count",
+                format_args!("between 1 and the number of sequences, {sequences}"),
+                count,
+            ));
+        }
+        let mut order: Vec<usize> = (0..sequences).collect();
+        rng.shuffle(&mut order);
+        let total = self.seqs.total();
+        let mut groups = vec![Vec::new(); count];
+        let (mut k, mut steps) = (0usize, 0usize);
+        for (placed, &s) in order.iter().enumerate() {
+            let left_after_this = sequences - placed;
+            let share_reached = steps * count >= (k + 1) * total;
+            let must_move = left_after_this == count - k - 1;
+            if !groups[k].is_empty() && k + 1 < count && (share_reached || must_move) {
+                k += 1;
+            }
+            groups[k].push(s);
+            steps += self.seqs.lengths()[s];
+        }
+        Ok(groups)
+    }
+}

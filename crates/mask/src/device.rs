@@ -1,0 +1,171 @@
+//! The same operations on any device: inputs and outputs are device buffers and the work
+//! is done by the device's [`SequenceKernel`], so the bits match the slice level.
+//!
+//! ```
+//! use rlgrad_core::{Cpu, Device, Par};
+//! use rlgrad_mask::{device, Sequences};
+//!
+//! let cpu = Cpu::new(Par::rayon(2));
+//! let seqs = Sequences::new(&[2, 1], None)?;
+//! let x = cpu.upload(&[1.0f32, 3.0, 5.0, f32::NAN])?; // padding may hold anything
+//! assert_eq!(device::masked_mean(&cpu, &seqs, &x)?, 3.0);
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+
+use rlgrad_core::kernels::SequenceKernel;
+use rlgrad_core::{Float, Result, check};
+
+use crate::backend::OnDevice;
+use crate::reductions::generic as r;
+use crate::{PadOrder, Sequences};
+
+/// [`crate::pad`] / [`crate::pad_time_major`] on `device`.
+pub fn pad<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    flat: &D::Buffer<T>,
+    features: usize,
+    order: PadOrder,
+) -> Result<D::Buffer<T>> {
+    let mut out = device.alloc_zeros(check::product(
+        "pad",
+        "features",
+        seqs.padded_steps(),
+        features,
+    )?)?;
+    device.pad(seqs, features, order, flat, &mut out)?;
+    Ok(out)
+}
+
+/// [`crate::unpad`] / [`crate::unpad_time_major`] on `device`.
+pub fn unpad<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    padded: &D::Buffer<T>,
+    features: usize,
+    order: PadOrder,
+) -> Result<D::Buffer<T>> {
+    let mut out =
+        device.alloc_zeros(check::product("unpad", "features", seqs.total(), features)?)?;
+    device.unpad(seqs, features, order, padded, &mut out)?;
+    Ok(out)
+}
+
+/// [`crate::masked_sum`] on `device`.
+pub fn masked_sum<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+) -> Result<T> {
+    r::sum(&OnDevice(device), seqs, x)
+}
+
+/// [`crate::masked_sum_backward`] on `device`.
+pub fn masked_sum_backward<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    grad: T,
+) -> Result<D::Buffer<T>> {
+    r::fill(&OnDevice(device), seqs, grad)
+}
+
+/// [`crate::masked_mean`] on `device`.
+pub fn masked_mean<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+) -> Result<T> {
+    r::mean(&OnDevice(device), seqs, x)
+}
+
+/// [`crate::masked_mean_backward`] on `device`.
+pub fn masked_mean_backward<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    grad: T,
+) -> Result<D::Buffer<T>> {
+    r::mean_backward(&OnDevice(device), seqs, grad)
+}
+
+/// [`crate::sequence_means`] on `device` (the `[B]` means come back to the host).
+pub fn sequence_means<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+) -> Result<Vec<T>> {
+    r::sequence_means(&OnDevice(device), seqs, x)
+}
+
+/// [`crate::sequence_means_backward`] on `device`.
+pub fn sequence_means_backward<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    grad: &[T],
+) -> Result<D::Buffer<T>> {
+    r::sequence_means_backward(&OnDevice(device), seqs, grad)
+}
+
+/// [`crate::masked_var`] on `device`.
+pub fn masked_var<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+    ddof: usize,
+) -> Result<T> {
+    r::var(&OnDevice(device), seqs, x, ddof)
+}
+
+/// [`crate::masked_var_backward`] on `device`.
+pub fn masked_var_backward<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+    ddof: usize,
+    grad: T,
+) -> Result<D::Buffer<T>> {
+    r::var_backward(&OnDevice(device), seqs, x, ddof, grad)
+}
+
+/// [`crate::masked_std`] on `device`.
+pub fn masked_std<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+    ddof: usize,
+) -> Result<T> {
+    r::std(&OnDevice(device), seqs, x, ddof)
+}
+
+/// [`crate::masked_std_backward`] on `device`.
+pub fn masked_std_backward<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+    ddof: usize,
+    grad: T,
+) -> Result<D::Buffer<T>> {
+    r::std_backward(&OnDevice(device), seqs, x, ddof, grad)
+}
+
+/// [`crate::masked_normalize`] on `device`.
+pub fn masked_normalize<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+    eps: T,
+    ddof: usize,
+) -> Result<D::Buffer<T>> {
+    r::normalize(&OnDevice(device), seqs, x, eps, ddof)
+}
+
+/// [`crate::masked_normalize_backward`] on `device`.
+pub fn masked_normalize_backward<D: SequenceKernel<T>, T: Float>(
+    device: &D,
+    seqs: &Sequences,
+    x: &D::Buffer<T>,
+    eps: T,
+    ddof: usize,
+    grad: &D::Buffer<T>,
+) -> Result<D::Buffer<T>> {
+    r::normalize_backward(&OnDevice(device), seqs, x, eps, ddof, grad)
+}

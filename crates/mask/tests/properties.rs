@@ -1,0 +1,308 @@
+//! Properties of padding, masked reductions, chopping and minibatching.
+
+use proptest::prelude::*;
+use rlgrad_core::strategies::{self, config, in_thread_pools};
+use rlgrad_core::{Cpu, Par, Rng, reduce};
+use rlgrad_mask::*;
+
+/// Ragged lengths, a padded length at least the longest, a feature count and a seed.
+fn ragged() -> impl Strategy<Value = (Vec<usize>, usize, usize, u64)> {
+    (
+        strategies::lengths(12, 20),
+        0usize..4,
+        1usize..4,
+        any::<u64>(),
+    )
+        .prop_map(|(lengths, extra, features, seed)| {
+            let longest = lengths.iter().copied().max().unwrap_or(0);
+            (lengths, longest + extra, features, seed)
+        })
+}
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = Rng::new(seed, "mask-values");
+    (0..n).map(|_| rng.normal(0.0, 2.0)).collect()
+}
+
+/// Padded `[B, T]` data whose padding holds NaN: any arithmetic that touches it shows.
+fn padded_with_nan(seqs: &Sequences, seed: u64) -> Vec<f64> {
+    let flat = values(seqs.total(), seed);
+    let mut x = pad(seqs, &flat, 1).unwrap();
+    let mask = sequence_mask(seqs.lengths(), Some(seqs.max_len())).unwrap();
+    for (v, &valid) in x.iter_mut().zip(mask.as_bools()) {
+        if !valid {
+            *v = f64::NAN;
+        }
+    }
+    x
+}
+
+/// Central finite differences of `f` at the valid entries of `x` (padding entries get 0).
+fn numeric_gradient(seqs: &Sequences, x: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    let mask = sequence_mask(seqs.lengths(), Some(seqs.max_len())).unwrap();
+    let h = 1e-6;
+    (0..x.len())
+        .map(|i| {
+            if !mask.as_bools()[i] {
+                return 0.0;
+            }
+            let (mut up, mut down) = (x.to_vec(), x.to_vec());
+            up[i] += h;
+            down[i] -= h;
+            (f(&up) - f(&down)) / (2.0 * h)
+        })
+        .collect()
+}
+
+fn assert_close(got: &[f64], want: &[f64], tol: f64) -> Result<(), TestCaseError> {
+    prop_assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        prop_assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "at {}: {} vs {}",
+            i,
+            g,
+            w
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config(96))]
+
+    #[test]
+    fn prop_unpad_of_pad_is_identity_and_padding_is_zero((lengths, max_len, f, seed) in ragged()) {
+        let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
+        let flat = values(seqs.total() * f, seed);
+        let mask = sequence_mask(&lengths, Some(max_len)).unwrap();
+        let batch_major = pad(&seqs, &flat, f).unwrap();
+        prop_assert_eq!(unpad(&seqs, &batch_major, f).unwrap(), flat.clone());
+        for (step, &valid) in mask.as_bools().iter().enumerate() {
+            if !valid {
+                prop_assert!(batch_major[step * f..(step + 1) * f].iter().all(|v| v.to_bits() == 0));
+            }
+        }
+        let time_major = pad_time_major(&seqs, &flat, f).unwrap();
+        prop_assert_eq!(unpad_time_major(&seqs, &time_major, f).unwrap(), flat);
+        // Time-major is the batch-major array with its first two axes swapped.
+        let (b, t) = (seqs.batch(), max_len);
+        for s in 0..t {
+            for j in 0..b {
+                prop_assert_eq!(&time_major[(s * b + j) * f..(s * b + j + 1) * f], &batch_major[(j * t + s) * f..(j * t + s + 1) * f]);
+            }
+        }
+    }
+
+    #[test]
+    fn prop_masked_mean_is_the_mean_of_the_unpadded_values((lengths, max_len, _, seed) in ragged()) {
+        let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
+        let x = padded_with_nan(&seqs, seed);
+        let flat = unpad(&seqs, &x, 1).unwrap();
+        match masked_mean(&seqs, &x) {
+            Ok(mean) => prop_assert_eq!(mean.to_bits(), reduce::mean(&flat, Par::Seq).unwrap().to_bits()),
+            Err(_) => prop_assert_eq!(seqs.total(), 0),
+        }
+        prop_assert_eq!(masked_sum(&seqs, &x).unwrap().to_bits(), reduce::sum(&flat, Par::Seq).to_bits());
+        if seqs.total() > 1 {
+            prop_assert_eq!(masked_var(&seqs, &x, 1).unwrap().to_bits(), reduce::var(&flat, 1, Par::Seq).unwrap().to_bits());
+        }
+    }
+
+    #[test]
+    fn prop_gradients_match_central_differences((lengths, max_len, _, seed) in ragged()) {
+        let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
+        prop_assume!(seqs.total() >= 3);
+        let x = padded_with_nan(&seqs, seed);
+        let upstream = values(seqs.padded_steps(), seed ^ 7);
+        let check = |analytic: Vec<f64>, f: &dyn Fn(&[f64]) -> f64| assert_close(&analytic, &numeric_gradient(&seqs, &x, f), 1e-5);
+        check(masked_mean_backward(&seqs, 0.7).unwrap(), &|y| 0.7 * masked_mean(&seqs, y).unwrap())?;
+        check(masked_sum_backward(&seqs, -1.3).unwrap(), &|y| -1.3 * masked_sum(&seqs, y).unwrap())?;
+        check(masked_var_backward(&seqs, &x, 1, 0.5).unwrap(), &|y| 0.5 * masked_var(&seqs, y, 1).unwrap())?;
+        check(masked_std_backward(&seqs, &x, 0, 2.0).unwrap(), &|y| 2.0 * masked_std(&seqs, y, 0).unwrap())?;
+        let dot = |a: &[f64]| -> f64 {
+            let mask = sequence_mask(seqs.lengths(), Some(seqs.max_len())).unwrap();
+            a.iter().zip(&upstream).zip(mask.as_bools()).filter(|(_, v)| **v).map(|((p, q), _)| p * q).sum()
+        };
+        check(
+            masked_normalize_backward(&seqs, &x, 1e-3, 0, &upstream).unwrap(),
+            &|y| dot(&masked_normalize(&seqs, y, 1e-3, 0).unwrap()),
+        )?;
+        if lengths.iter().all(|&l| l > 0) {
+            let g: Vec<f64> = (0..lengths.len()).map(|b| 0.1 * b as f64 - 0.3).collect();
+            check(sequence_means_backward(&seqs, &g).unwrap(), &|y| {
+                sequence_means(&seqs, y).unwrap().iter().zip(&g).map(|(m, w)| m * w).sum()
+            })?;
+        }
+    }
+
+    #[test]
+    fn prop_chop_then_unpad_returns_the_rows_in_order(
+        episode_lengths in proptest::collection::vec(1usize..30, 0..12),
+        max_seq_len in 1usize..12,
+        dynamic_max in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let ids: Vec<i64> = episode_lengths.iter().enumerate().flat_map(|(e, &n)| std::iter::repeat_n(e as i64 * 3 + 1, n)).collect();
+        let obs = values(ids.len() * 2, seed);
+        let reward = values(ids.len(), seed ^ 1);
+        let config = ChopConfig { max_seq_len, dynamic_max, require_contiguous_episodes: true };
+        let batch = chop_into_sequences(&ids, &[Column { data: &obs, width: 2 }, Column { data: &reward, width: 1 }], config).unwrap();
+        prop_assert_eq!(unpad(batch.seqs(), batch.column(0), 2).unwrap(), obs);
+        prop_assert_eq!(unpad(batch.seqs(), batch.column(1), 1).unwrap(), reward);
+        prop_assert!(batch.seqs().lengths().iter().all(|&l| (1..=max_seq_len).contains(&l)));
+        for (s, &start) in batch.starts().iter().enumerate() {
+            // A sequence never spans two episodes.
+            let len = batch.seqs().lengths()[s];
+            prop_assert!(ids[start..start + len].iter().all(|&id| id == ids[start]));
+        }
+    }
+
+    #[test]
+    fn prop_minibatches_partition_whole_sequences(
+        episode_lengths in proptest::collection::vec(1usize..25, 1..20),
+        count_pick in any::<usize>(),
+        seed in any::<u64>(),
+    ) {
+        let ids: Vec<i64> = episode_lengths.iter().enumerate().flat_map(|(e, &n)| std::iter::repeat_n(e as i64, n)).collect();
+        let x: Vec<f64> = (0..ids.len()).map(|r| r as f64).collect();
+        let batch = chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(8)).unwrap();
+        let sequences = batch.seqs().batch();
+        let count = 1 + count_pick % sequences;
+        let groups = batch.minibatches(count, &mut Rng::new(seed, "minibatch")).unwrap();
+        prop_assert_eq!(groups.len(), count);
+        let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..sequences).collect::<Vec<_>>());
+        let total = batch.seqs().total();
+        for group in &groups {
+            prop_assert!(!group.is_empty());
+            let sub = batch.select(group).unwrap();
+            // Rows of each sequence stay together and in order: the packed row index x.
+            let rows = unpad(sub.seqs(), sub.column(0), 1).unwrap();
+            let mut at = 0;
+            for (k, &s) in group.iter().enumerate() {
+                let len = sub.seqs().lengths()[k];
+                let start = batch.starts()[s] as f64;
+                prop_assert!(rows[at..at + len].iter().enumerate().all(|(i, &r)| r == start + i as f64));
+                at += len;
+            }
+            // Balanced: no group exceeds its share by more than one sequence.
+            prop_assert!(sub.seqs().total() * count <= total + count * 8);
+        }
+        // The same seed gives the same minibatches.
+        prop_assert_eq!(groups, batch.minibatches(count, &mut Rng::new(seed, "minibatch")).unwrap());
+    }
+}
+
+#[test]
+fn reductions_and_copies_are_bitwise_equal_across_threads() {
+    // Large enough that sums, pads and unpads are split between tasks.
+    let mut rng = Rng::new(4, "threads");
+    let lengths: Vec<usize> = (0..700).map(|_| 1 + rng.below(199) as usize).collect();
+    let seqs = Sequences::new(&lengths, Some(200)).unwrap();
+    let x = padded_with_nan(&seqs, 9);
+    let flat = values(seqs.total() * 3, 10);
+    let run = |par: Par| {
+        let cpu = Cpu::new(par);
+        let mut bits: Vec<u64> = vec![
+            device::masked_mean(&cpu, &seqs, &x).unwrap().to_bits(),
+            device::masked_var(&cpu, &seqs, &x, 1).unwrap().to_bits(),
+        ];
+        bits.push(device::masked_std(&cpu, &seqs, &x, 0).unwrap().to_bits());
+        bits.extend(
+            device::sequence_means(&cpu, &seqs, &x)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits()),
+        );
+        bits.extend(
+            device::masked_normalize(&cpu, &seqs, &x, 1e-8, 0)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits()),
+        );
+        bits.extend(
+            device::masked_normalize_backward(&cpu, &seqs, &x, 1e-8, 0, &x)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits()),
+        );
+        for order in [PadOrder::BatchMajor, PadOrder::TimeMajor] {
+            let padded = device::pad(&cpu, &seqs, &flat, 3, order).unwrap();
+            bits.extend(padded.iter().map(|v| v.to_bits()));
+            bits.extend(
+                device::unpad(&cpu, &seqs, &padded, 3, order)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits()),
+            );
+        }
+        bits
+    };
+    let reference = run(Par::Seq);
+    for par in [Par::rayon(2), Par::rayon(4)] {
+        assert!(run(par) == reference, "{par:?}");
+    }
+    for got in in_thread_pools(&[1, 2, 4], run) {
+        assert!(got == reference);
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_argument() {
+    let msg = |e: Error| e.to_string();
+    assert!(msg(Sequences::new(&[3, 5], Some(4)).unwrap_err()).contains("`lengths`"));
+    let seqs = Sequences::new(&[2, 1], None).unwrap();
+    assert_eq!(
+        msg(pad(&seqs, &[1.0f32; 4], 1).unwrap_err()),
+        "pad: argument `flat` has the wrong shape: expected 3 elements ([N, F]), got 4 elements"
+    );
+    assert!(msg(unpad(&seqs, &[1.0f32; 5], 1).unwrap_err()).contains("`padded`"));
+    assert!(msg(masked_mean(&seqs, &[1.0f32; 3]).unwrap_err()).contains("`x`"));
+    let empty = Sequences::new(&[0, 0], Some(3)).unwrap();
+    assert!(msg(masked_mean(&empty, &[0.0f32; 6]).unwrap_err()).contains("is empty"));
+    assert!(
+        msg(masked_var(&seqs, &[0.0f32; 4], 3).unwrap_err()).contains("at least 4 valid steps")
+    );
+    assert!(
+        msg(sequence_means(&Sequences::new(&[2, 0], None).unwrap(), &[0.0f32; 4]).unwrap_err())
+            .contains("sequence 1")
+    );
+    assert!(msg(masked_normalize(&seqs, &[0.0f32; 4], -1.0, 0).unwrap_err()).contains("`eps`"));
+    let ids = [1i64, 1, 2, 1];
+    let x = [0.0f32; 4];
+    let strict = ChopConfig {
+        require_contiguous_episodes: true,
+        ..ChopConfig::new(4)
+    };
+    assert!(
+        msg(chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], strict).unwrap_err())
+            .contains("episode 1 again at row 3")
+    );
+    assert_eq!(
+        chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4))
+            .unwrap()
+            .seqs()
+            .lengths(),
+        &[2, 1, 1]
+    );
+    assert!(
+        msg(
+            chop_into_sequences(&ids, &[Column { data: &x, width: 2 }], ChopConfig::new(4))
+                .unwrap_err()
+        )
+        .contains("`columns`")
+    );
+    assert!(
+        msg(
+            chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(0))
+                .unwrap_err()
+        )
+        .contains("max_seq_len")
+    );
+    let batch =
+        chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4)).unwrap();
+    assert!(msg(batch.minibatches(4, &mut Rng::new(0, "m")).unwrap_err()).contains("`count`"));
+    assert!(msg(batch.select(&[3]).unwrap_err()).contains("`sequences`"));
+}
