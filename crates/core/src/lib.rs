@@ -46,6 +46,7 @@ mod par;
 pub mod reduce;
 mod rng;
 mod shape;
+mod simd;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 

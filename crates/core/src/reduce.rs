@@ -206,50 +206,21 @@ where
     acc
 }
 
-/// [`slice_subtree`] compiled for the widest vector unit the CPU has. The lanes and the
-/// order of additions are fixed by the canonical order, so SSE2, AVX2 and AVX-512 give
-/// the same bits; only the number of lanes per instruction changes. (Rust never fuses a
-/// multiply and an add into an FMA, so a `map` like `(v - m) * (v - m)` is safe too.)
-fn slice_subtree_dispatch<T: Float>(
-    x: &[T],
+/// The job of [`slice_subtree`], for [`crate::simd::widest`]: the lanes and the order of
+/// additions are fixed by the canonical order, so SSE2, AVX2 and AVX-512 give the same
+/// bits; only the number of lanes per instruction changes.
+#[derive(Clone)]
+struct SliceSubtree<'a, T, M> {
+    x: &'a [T],
     leaves: Range<usize>,
-    map: &impl Fn(T) -> T,
-) -> [T; LANES] {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { x86::slice_subtree_avx512(x, leaves, map) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { x86::slice_subtree_avx2(x, leaves, map) };
-        }
-    }
-    slice_subtree(x, leaves, map)
+    map: &'a M,
 }
 
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{LANES, Range, slice_subtree};
-    use crate::Float;
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn slice_subtree_avx2<T: Float>(
-        x: &[T],
-        leaves: Range<usize>,
-        map: &impl Fn(T) -> T,
-    ) -> [T; LANES] {
-        slice_subtree(x, leaves, map)
-    }
-
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn slice_subtree_avx512<T: Float>(
-        x: &[T],
-        leaves: Range<usize>,
-        map: &impl Fn(T) -> T,
-    ) -> [T; LANES] {
-        slice_subtree(x, leaves, map)
+impl<T: Float, M: Fn(T) -> T> crate::simd::Vectorized for SliceSubtree<'_, T, M> {
+    type Output = [T; LANES];
+    #[inline(always)]
+    fn run(self) -> [T; LANES] {
+        slice_subtree(self.x, self.leaves, self.map)
     }
 }
 
@@ -360,7 +331,11 @@ where
         x.len().div_ceil(LEAF_LEN),
         par,
         |range| Leaf {
-            lanes: slice_subtree_dispatch(x, range, &map),
+            lanes: crate::simd::widest(SliceSubtree {
+                x,
+                leaves: range,
+                map: &map,
+            }),
             pushed: 0,
         },
         &combine,
@@ -490,26 +465,21 @@ mod tests {
     fn every_instruction_set_gives_the_same_bits() {
         let mut rng = crate::Rng::new(8, "isa");
         let x: Vec<f32> = (0..10_007).map(|_| rng.normal(0.0, 1.0)).collect();
-        let leaves = 0..x.len().div_ceil(LEAF_LEN);
         let square = |v: f32| v * v;
-        let portable = slice_subtree(&x, leaves.clone(), &square);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: AVX2 support was checked.
-                let avx2 = unsafe { x86::slice_subtree_avx2(&x, leaves.clone(), &square) };
-                assert_eq!(avx2.map(f32::to_bits), portable.map(f32::to_bits));
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: AVX-512F support was checked.
-                let avx512 = unsafe { x86::slice_subtree_avx512(&x, leaves.clone(), &square) };
-                assert_eq!(avx512.map(f32::to_bits), portable.map(f32::to_bits));
-            }
+        let job = SliceSubtree {
+            x: &x,
+            leaves: 0..x.len().div_ceil(LEAF_LEN),
+            map: &square,
+        };
+        let versions = crate::simd::every_version(job);
+        let (_, baseline) = versions.last().expect("the baseline always runs");
+        for (name, lanes) in &versions {
+            assert_eq!(
+                lanes.map(f32::to_bits),
+                baseline.map(f32::to_bits),
+                "{name}"
+            );
         }
-        assert_eq!(
-            slice_subtree_dispatch(&x, leaves, &square).map(f32::to_bits),
-            portable.map(f32::to_bits)
-        );
     }
 
     #[test]

@@ -221,6 +221,14 @@ impl Case {
         }
     }
 
+    /// Config value `key` as a string.
+    pub fn text(&self, key: &str) -> Result<&str, String> {
+        self.config
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("missing string config `{key}`"))
+    }
+
     /// Config value `key` as a number (booleans read as 0/1).
     pub fn number(&self, key: &str) -> Result<f64, String> {
         self.config

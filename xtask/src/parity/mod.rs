@@ -8,7 +8,9 @@
 //! implemented suite is always a failure.
 
 mod case;
+mod convergence;
 mod mask;
+mod optim;
 mod returns;
 
 use std::path::{Path, PathBuf};
@@ -31,7 +33,12 @@ macro_rules! by_dtype {
 pub(crate) use by_dtype;
 
 /// The suites with an implementing crate, and their ops.
-const SUITES: &[(&str, &[(&str, Handler)])] = &[("returns", returns::OPS), ("mask", mask::OPS)];
+const SUITES: &[(&str, &[(&str, Handler)])] = &[
+    ("returns", returns::OPS),
+    ("mask", mask::OPS),
+    ("optim", optim::OPS),
+    ("convergence", convergence::OPS),
+];
 
 /// Suites with an implementing crate in this workspace.
 pub fn implemented_suites() -> Vec<&'static str> {

@@ -10,6 +10,7 @@ mod copy;
 mod elementwise;
 #[cfg(feature = "matmul")]
 mod matmul;
+pub mod optim;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;

@@ -197,49 +197,35 @@ fn scan_blocks<T, K: ColumnScan<T, N>, const N: usize>(
     }
 }
 
-/// [`scan_blocks`] compiled for the widest vector unit of the CPU. Columns are
-/// independent and Rust never contracts `a + b * c` into an FMA, so every instruction set
-/// gives the same bits.
+/// The job of [`scan_blocks`], for [`crate::simd::widest`]: columns are independent and
+/// Rust never contracts `a + b * c` into an FMA, so every instruction set gives the same
+/// bits.
+struct ScanBlocks<'k, 'r, 'a, T, K, const N: usize> {
+    kernel: &'k K,
+    columns: Range<usize>,
+    rows: &'r mut [Rows<'a, T>; N],
+}
+
+impl<T, K: ColumnScan<T, N>, const N: usize> crate::simd::Vectorized
+    for ScanBlocks<'_, '_, '_, T, K, N>
+{
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        scan_blocks(self.kernel, self.columns, self.rows);
+    }
+}
+
 fn scan_blocks_dispatch<T, K: ColumnScan<T, N>, const N: usize>(
     kernel: &K,
     columns: Range<usize>,
     rows: &mut [Rows<'_, T>; N],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { x86::scan_blocks_avx512(kernel, columns, rows) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { x86::scan_blocks_avx2(kernel, columns, rows) };
-        }
-    }
-    scan_blocks(kernel, columns, rows);
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{ColumnScan, Range, Rows, scan_blocks};
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn scan_blocks_avx2<T, K: ColumnScan<T, N>, const N: usize>(
-        kernel: &K,
-        columns: Range<usize>,
-        rows: &mut [Rows<'_, T>; N],
-    ) {
-        scan_blocks(kernel, columns, rows);
-    }
-
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn scan_blocks_avx512<T, K: ColumnScan<T, N>, const N: usize>(
-        kernel: &K,
-        columns: Range<usize>,
-        rows: &mut [Rows<'_, T>; N],
-    ) {
-        scan_blocks(kernel, columns, rows);
-    }
+    crate::simd::widest(ScanBlocks {
+        kernel,
+        columns,
+        rows,
+    });
 }
 
 /// A task's columns and its row segments of every output.

@@ -13,13 +13,16 @@
 //! | matrix multiplication | [`MatmulKernel`] | tensor |
 //! | reverse linear recurrences over `[T, B]` | [`RecurrenceKernel`] | returns |
 //! | ragged sequences: pad, unpad, masked sums and maps | [`SequenceKernel`] | mask |
+//! | fused optimizer updates | [`OptimKernel`] | optim |
 
 mod elementwise;
+pub mod optim;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;
 
 pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
+pub use optim::OptimKernel;
 pub use recurrence::RecurrenceKernel;
 pub use reduce::{CopyKernel, MatmulKernel, ReduceKernel, ReduceOp};
 pub use sequence::SequenceKernel;

@@ -1,0 +1,144 @@
+//! The Cpu fused optimizer update on plain slices (the slice level of `rlgrad-optim`).
+//!
+//! Parameters are cut into chunks of [`CHUNK`] elements; all chunks of all parameters of
+//! a step run in one parallel region, each chunk in one vectorized pass over its param,
+//! grad and slot elements. Updates are elementwise, so the chunking never changes bits.
+
+use crate::kernels::optim::Update;
+use crate::simd::{Vectorized, widest};
+use crate::{Error, Float, Par, Result};
+
+/// Elements per chunk of work.
+const CHUNK: usize = 1 << 14;
+/// Fewest elements worth a task of their own.
+const MIN_TASK: usize = 1 << 16;
+
+/// One parameter's update: the rule with its step scalars, the parameter, its gradient
+/// and its slots (in the order of [`Update::slot_names`]).
+#[derive(Debug)]
+pub struct Job<'a, T> {
+    /// The update rule and its scalars.
+    pub update: Update<T>,
+    /// The parameter, updated in place.
+    pub param: &'a mut [T],
+    /// Its gradient.
+    pub grad: &'a [T],
+    /// Its slots.
+    pub slots: Vec<&'a mut [T]>,
+}
+
+struct Chunk<'a, T> {
+    update: Update<T>,
+    param: &'a mut [T],
+    grad: &'a [T],
+    slots: Vec<&'a mut [T]>,
+}
+
+impl<T: Float> Vectorized for Chunk<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(mut self) {
+        self.update
+            .apply_chunk(self.param, self.grad, &mut self.slots);
+    }
+}
+
+fn check<T: Float>(job: &Job<'_, T>) -> Result<()> {
+    let len = job.param.len();
+    if job.grad.len() != len {
+        return Err(Error::shape(
+            "optim::update",
+            "grad",
+            format_args!("{len} elements, as the parameter"),
+            format_args!("{} elements", job.grad.len()),
+        ));
+    }
+    let names = job.update.slot_names();
+    if job.slots.len() != names.len() {
+        return Err(Error::shape(
+            "optim::update",
+            "slots",
+            format_args!("{} slots ({})", names.len(), names.join(", ")),
+            format_args!("{} slots", job.slots.len()),
+        ));
+    }
+    if let Some((name, slot)) = names.iter().zip(&job.slots).find(|(_, s)| s.len() != len) {
+        return Err(Error::shape(
+            "optim::update",
+            "slots",
+            format_args!("slot `{name}` of {len} elements"),
+            format_args!("{} elements", slot.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Applies every job: all chunks of all parameters run in one parallel region.
+pub fn update_all<T: Float>(par: Par, jobs: Vec<Job<'_, T>>) -> Result<()> {
+    for job in &jobs {
+        check(job)?;
+    }
+    let total: usize = jobs.iter().map(|j| j.param.len()).sum();
+    let mut chunks = Vec::with_capacity(total.div_ceil(CHUNK) + jobs.len());
+    for job in jobs {
+        let Job {
+            update,
+            param,
+            grad,
+            slots,
+        } = job;
+        let mut slot_chunks: Vec<_> = slots.into_iter().map(|s| s.chunks_mut(CHUNK)).collect();
+        for (param, grad) in param.chunks_mut(CHUNK).zip(grad.chunks(CHUNK)) {
+            let slots = slot_chunks
+                .iter_mut()
+                .map(|it| it.next().expect("slots have the parameter's length"))
+                .collect();
+            chunks.push(Chunk {
+                update,
+                param,
+                grad,
+                slots,
+            });
+        }
+    }
+    par.for_work(total, MIN_TASK).for_each_item(chunks, widest);
+    Ok(())
+}
+
+/// Applies one update to one parameter.
+pub fn update<T: Float>(
+    par: Par,
+    update: &Update<T>,
+    param: &mut [T],
+    grad: &[T],
+    slots: Vec<&mut [T]>,
+) -> Result<()> {
+    update_all(
+        par,
+        vec![Job {
+            update: *update,
+            param,
+            grad,
+            slots,
+        }],
+    )
+}
+
+mod device {
+    use super::super::Cpu;
+    use crate::kernels::optim::{OptimKernel, Update};
+    use crate::{Float, Result};
+
+    impl<T: Float> OptimKernel<T> for Cpu {
+        fn update(
+            &self,
+            update: &Update<T>,
+            param: &mut Vec<T>,
+            grad: &Vec<T>,
+            slots: &mut [&mut Vec<T>],
+        ) -> Result<()> {
+            let slots = slots.iter_mut().map(|s| s.as_mut_slice()).collect();
+            super::update(self.par(), update, param, grad, slots)
+        }
+    }
+}

@@ -1,0 +1,566 @@
+//! Fused optimizer updates: one pass over (param, grad, slots) per element, in the
+//! canonical order written in each rule's documentation.
+//!
+//! Every scalar that depends only on the step (bias corrections, the scheduled learning
+//! rate, Adam's `alpha_t`) is computed by the caller on the host in f64 and rounded once to
+//! the element type, so every device gets the same values. Each rule's formula follows the
+//! framework it is named after (PyTorch's single-tensor `torch.optim` code, Keras 3's
+//! optimizers) in its order of operations; the parity vectors check them.
+//!
+//! Slots are passed in the order of [`Update::slot_names`].
+
+use crate::{Device, Float, Result, reduce};
+
+/// `torch.optim.SGD` with momentum 0: `g' = g + wd * p` (if `wd != 0`), `p = p - lr * g'`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sgd<T> {
+    /// Learning rate.
+    pub lr: T,
+    /// L2 weight decay (added to the gradient).
+    pub weight_decay: T,
+}
+
+/// Momentum in one of three conventions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Momentum<T> {
+    /// `torch.optim.SGD`: `g' = g + wd * p`; `buf = g'` at the first step, else
+    /// `buf = buf * mu + (1 - dampening) * g'`; `d = g' + mu * buf` (Nesterov) or `buf`;
+    /// `p = p - lr * d`. Slot: `momentum_buffer`.
+    Torch {
+        /// Learning rate.
+        lr: T,
+        /// `mu`.
+        momentum: T,
+        /// Dampening of the gradient term.
+        dampening: T,
+        /// Nesterov's look-ahead.
+        nesterov: bool,
+        /// L2 weight decay.
+        weight_decay: T,
+        /// Whether this is the first step (the buffer starts as the gradient).
+        first_step: bool,
+    },
+    /// `keras.optimizers.SGD`: `p = p - (p * wd) * lr` (decoupled, if `wd != 0`);
+    /// `velocity = velocity * mu - g * lr`; `p = p + (velocity * mu - g * lr)` (Nesterov) or
+    /// `p = p + velocity`. Slot: `velocity` (it includes the learning rate and the sign).
+    Keras {
+        /// Learning rate.
+        lr: T,
+        /// `mu`.
+        momentum: T,
+        /// Nesterov's look-ahead.
+        nesterov: bool,
+        /// Decoupled weight decay.
+        weight_decay: T,
+    },
+    /// The classic form of the TF "optimizers with Core APIs" guide:
+    /// `change = lr * g + mu * change`, `p = p - change`. Slot: `change`.
+    Core {
+        /// Learning rate.
+        lr: T,
+        /// `mu`.
+        momentum: T,
+    },
+}
+
+/// Adam and AdamW.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Adam<T> {
+    /// `torch.optim.Adam` / `AdamW` (single tensor): `p = p * keep` with
+    /// `keep = 1 - lr * wd` (AdamW's decoupled decay, if `keep != 1`); `g' = g + wd * p` (Adam's L2, if nonzero);
+    /// `m = m + (1 - b1) * (g' - m)` (torch's `lerp`); `v = v * b2 + (1 - b2) * (g' * g')`;
+    /// with amsgrad `v_max = max(v_max, v)` and `vv = v_max`, else `vv = v`;
+    /// `p = p + ((-step_size) * m) / (sqrt(vv) / bc2_sqrt + eps)` with
+    /// `step_size = lr / (1 - b1^t)`, `bc2_sqrt = sqrt(1 - b2^t)`. Slots: `m`, `v`
+    /// (and `v_max`).
+    Torch {
+        /// `lr / (1 - beta1^t)`, from the host.
+        step_size: T,
+        /// `sqrt(1 - beta2^t)`, from the host.
+        bias_correction2_sqrt: T,
+        /// `1 - beta1`, from the host.
+        one_minus_beta1: T,
+        /// `beta2`.
+        beta2: T,
+        /// `1 - beta2`, from the host.
+        one_minus_beta2: T,
+        /// Added to `sqrt` of the bias-corrected `v`.
+        eps: T,
+        /// L2 weight decay (Adam).
+        weight_decay: T,
+        /// `1 - lr * weight_decay` of AdamW's decoupled decay, from the host (1: none).
+        decoupled_keep: T,
+        /// Keep the running maximum of `v`.
+        amsgrad: bool,
+    },
+    /// `keras.optimizers.Adam`: `p = p - (p * wd) * lr` (decoupled, if nonzero);
+    /// `m = m + (g - m) * (1 - b1)`; `v = v + (g * g - v) * (1 - b2)`; amsgrad as above;
+    /// `p = p - (m * alpha) / (sqrt(vv) + eps)` with
+    /// `alpha = lr * sqrt(1 - b2^t) / (1 - b1^t)`. Slots: `m`, `v` (and `v_max`).
+    Keras {
+        /// `alpha_t`, from the host.
+        alpha: T,
+        /// `lr`, for the decoupled decay.
+        lr: T,
+        /// `1 - beta1`, from the host.
+        one_minus_beta1: T,
+        /// `1 - beta2`, from the host.
+        one_minus_beta2: T,
+        /// Added to `sqrt(v)` (not to the bias-corrected `v`).
+        eps: T,
+        /// Decoupled weight decay.
+        weight_decay: T,
+        /// Keep the running maximum of `v`.
+        amsgrad: bool,
+    },
+}
+
+/// RMSprop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rmsprop<T> {
+    /// `torch.optim.RMSprop`: `g' = g + wd * p` (if nonzero);
+    /// `sq = sq * alpha + (1 - alpha) * (g' * g')`; centered: `ga = ga + (1 - alpha) * (g' - ga)`,
+    /// `avg = sqrt(sq + (-1) * (ga * ga)) + eps`, else `avg = sqrt(sq) + eps`; with momentum:
+    /// `buf = buf * mu + g' / avg`, `p = p + (-lr) * buf`; else `p = p + ((-lr) * g') / avg`.
+    /// Slots: `square_avg` (, `grad_avg`) (, `momentum_buffer`).
+    Torch {
+        /// Learning rate.
+        lr: T,
+        /// Smoothing constant.
+        alpha: T,
+        /// `1 - alpha`, from the host.
+        one_minus_alpha: T,
+        /// Added outside the square root.
+        eps: T,
+        /// `mu` (0: no momentum slot).
+        momentum: T,
+        /// Subtract the squared mean gradient.
+        centered: bool,
+        /// L2 weight decay.
+        weight_decay: T,
+    },
+    /// `keras.optimizers.RMSprop` (`alpha` is Keras' `rho`): `p = p - (p * wd) * lr`
+    /// (if nonzero); `sq = alpha * sq + (1 - alpha) * (g * g)`; centered:
+    /// `ga = alpha * ga + (1 - alpha) * g`, `den = sq - ga * ga + eps`, else `den = sq + eps`;
+    /// `inc = (lr * g) / sqrt(den)`; with momentum `buf = mu * buf + inc`, `p = p - buf`;
+    /// else `p = p - inc`. Slots as for Torch.
+    Keras {
+        /// Learning rate.
+        lr: T,
+        /// Keras' `rho`.
+        alpha: T,
+        /// `1 - alpha`, from the host.
+        one_minus_alpha: T,
+        /// Added inside the square root.
+        eps: T,
+        /// `mu` (0: no momentum slot).
+        momentum: T,
+        /// Subtract the squared mean gradient.
+        centered: bool,
+        /// Decoupled weight decay.
+        weight_decay: T,
+    },
+}
+
+/// Adagrad.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Adagrad<T> {
+    /// `torch.optim.Adagrad`: `g' = g + wd * p` (if nonzero); `sum = sum + g' * g'`;
+    /// `p = p + ((-clr) * g') / (sqrt(sum) + eps)` with `clr = lr / (1 + (t - 1) * lr_decay)`.
+    /// Slot: `sum`.
+    Torch {
+        /// The decayed learning rate, from the host.
+        clr: T,
+        /// Added outside the square root.
+        eps: T,
+        /// L2 weight decay.
+        weight_decay: T,
+    },
+    /// `keras.optimizers.Adagrad`: `p = p - (p * wd) * lr` (if nonzero); `sum = sum + g * g`;
+    /// `p = p - (lr * g) / sqrt(sum + eps)`. Slot: `sum`.
+    Keras {
+        /// Learning rate.
+        lr: T,
+        /// Added inside the square root.
+        eps: T,
+        /// Decoupled weight decay.
+        weight_decay: T,
+    },
+}
+
+/// One fused update with its step scalars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Update<T> {
+    /// Plain SGD.
+    Sgd(Sgd<T>),
+    /// Momentum, Nesterov.
+    Momentum(Momentum<T>),
+    /// Adam, AdamW.
+    Adam(Adam<T>),
+    /// RMSprop.
+    Rmsprop(Rmsprop<T>),
+    /// Adagrad.
+    Adagrad(Adagrad<T>),
+}
+
+impl<T: Float> Update<T> {
+    /// The slots the update reads and writes, in the order the kernels take them.
+    pub fn slot_names(&self) -> Vec<&'static str> {
+        match *self {
+            Self::Sgd(_) => vec![],
+            Self::Momentum(Momentum::Torch { .. }) => vec!["momentum_buffer"],
+            Self::Momentum(Momentum::Keras { .. }) => vec!["velocity"],
+            Self::Momentum(Momentum::Core { .. }) => vec!["change"],
+            Self::Adam(Adam::Torch { amsgrad, .. } | Adam::Keras { amsgrad, .. }) => {
+                if amsgrad {
+                    vec!["m", "v", "v_max"]
+                } else {
+                    vec!["m", "v"]
+                }
+            }
+            Self::Rmsprop(
+                Rmsprop::Torch {
+                    momentum, centered, ..
+                }
+                | Rmsprop::Keras {
+                    momentum, centered, ..
+                },
+            ) => {
+                let mut names = vec!["square_avg"];
+                if centered {
+                    names.push("grad_avg");
+                }
+                if momentum != T::zero() {
+                    names.push("momentum_buffer");
+                }
+                names
+            }
+            Self::Adagrad(_) => vec!["sum"],
+        }
+    }
+
+    /// Applies the update to one chunk: `param`, `grad` and every slot have one length.
+    /// This is the canonical implementation the Cpu device runs; the `match` sits outside
+    /// the loops so that each loop vectorizes.
+    #[inline(always)]
+    pub fn apply_chunk(&self, param: &mut [T], grad: &[T], slots: &mut [&mut [T]]) {
+        let zero = T::zero();
+        match *self {
+            Self::Sgd(Sgd { lr, weight_decay }) => {
+                for (p, &g) in param.iter_mut().zip(grad) {
+                    let g = if weight_decay != zero {
+                        g + weight_decay * *p
+                    } else {
+                        g
+                    };
+                    *p = *p - lr * g;
+                }
+            }
+            Self::Momentum(Momentum::Torch {
+                lr,
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+                first_step,
+            }) => {
+                let [buf] = slots else {
+                    unreachable!("momentum takes one slot")
+                };
+                let one_minus_dampening = T::one() - dampening;
+                for ((p, &g), b) in param.iter_mut().zip(grad).zip(buf.iter_mut()) {
+                    let g = if weight_decay != zero {
+                        g + weight_decay * *p
+                    } else {
+                        g
+                    };
+                    *b = if first_step {
+                        g
+                    } else {
+                        *b * momentum + one_minus_dampening * g
+                    };
+                    let d = if nesterov { g + momentum * *b } else { *b };
+                    *p = *p - lr * d;
+                }
+            }
+            Self::Momentum(Momentum::Keras {
+                lr,
+                momentum,
+                nesterov,
+                weight_decay,
+            }) => {
+                let [velocity] = slots else {
+                    unreachable!("momentum takes one slot")
+                };
+                for ((p, &g), v) in param.iter_mut().zip(grad).zip(velocity.iter_mut()) {
+                    if weight_decay != zero {
+                        *p = *p - (*p * weight_decay) * lr;
+                    }
+                    *v = *v * momentum - g * lr;
+                    *p = if nesterov {
+                        *p + (*v * momentum - g * lr)
+                    } else {
+                        *p + *v
+                    };
+                }
+            }
+            Self::Momentum(Momentum::Core { lr, momentum }) => {
+                let [change] = slots else {
+                    unreachable!("momentum takes one slot")
+                };
+                for ((p, &g), c) in param.iter_mut().zip(grad).zip(change.iter_mut()) {
+                    *c = lr * g + momentum * *c;
+                    *p = *p - *c;
+                }
+            }
+            Self::Adam(Adam::Torch {
+                step_size,
+                bias_correction2_sqrt,
+                one_minus_beta1,
+                beta2,
+                one_minus_beta2,
+                eps,
+                weight_decay,
+                decoupled_keep,
+                amsgrad: _,
+            }) => {
+                let neg_step = -step_size;
+                let prepare = |p: &mut T, g: T| -> T {
+                    if decoupled_keep != T::one() {
+                        *p = *p * decoupled_keep;
+                    }
+                    if weight_decay != zero {
+                        g + weight_decay * *p
+                    } else {
+                        g
+                    }
+                };
+                match slots {
+                    [m, v] => {
+                        for (((p, &g), m), v) in param
+                            .iter_mut()
+                            .zip(grad)
+                            .zip(m.iter_mut())
+                            .zip(v.iter_mut())
+                        {
+                            let g = prepare(p, g);
+                            *m = *m + one_minus_beta1 * (g - *m);
+                            *v = *v * beta2 + one_minus_beta2 * (g * g);
+                            *p = *p + (neg_step * *m) / (v.sqrt() / bias_correction2_sqrt + eps);
+                        }
+                    }
+                    [m, v, v_max] => {
+                        for ((((p, &g), m), v), vm) in param
+                            .iter_mut()
+                            .zip(grad)
+                            .zip(m.iter_mut())
+                            .zip(v.iter_mut())
+                            .zip(v_max.iter_mut())
+                        {
+                            let g = prepare(p, g);
+                            *m = *m + one_minus_beta1 * (g - *m);
+                            *v = *v * beta2 + one_minus_beta2 * (g * g);
+                            *vm = reduce::max2(*vm, *v);
+                            *p = *p + (neg_step * *m) / (vm.sqrt() / bias_correction2_sqrt + eps);
+                        }
+                    }
+                    _ => unreachable!("adam takes two or three slots"),
+                }
+            }
+            Self::Adam(Adam::Keras {
+                alpha,
+                lr,
+                one_minus_beta1,
+                one_minus_beta2,
+                eps,
+                weight_decay,
+                amsgrad: _,
+            }) => {
+                let decay = |p: &mut T| {
+                    if weight_decay != zero {
+                        *p = *p - (*p * weight_decay) * lr;
+                    }
+                };
+                match slots {
+                    [m, v] => {
+                        for (((p, &g), m), v) in param
+                            .iter_mut()
+                            .zip(grad)
+                            .zip(m.iter_mut())
+                            .zip(v.iter_mut())
+                        {
+                            decay(p);
+                            *m = *m + (g - *m) * one_minus_beta1;
+                            *v = *v + (g * g - *v) * one_minus_beta2;
+                            *p = *p - (*m * alpha) / (v.sqrt() + eps);
+                        }
+                    }
+                    [m, v, v_max] => {
+                        for ((((p, &g), m), v), vm) in param
+                            .iter_mut()
+                            .zip(grad)
+                            .zip(m.iter_mut())
+                            .zip(v.iter_mut())
+                            .zip(v_max.iter_mut())
+                        {
+                            decay(p);
+                            *m = *m + (g - *m) * one_minus_beta1;
+                            *v = *v + (g * g - *v) * one_minus_beta2;
+                            *vm = reduce::max2(*vm, *v);
+                            *p = *p - (*m * alpha) / (vm.sqrt() + eps);
+                        }
+                    }
+                    _ => unreachable!("adam takes two or three slots"),
+                }
+            }
+            Self::Rmsprop(rule) => rmsprop_chunk(rule, param, grad, slots),
+            Self::Adagrad(Adagrad::Torch {
+                clr,
+                eps,
+                weight_decay,
+            }) => {
+                let [sum] = slots else {
+                    unreachable!("adagrad takes one slot")
+                };
+                let neg_clr = -clr;
+                for ((p, &g), s) in param.iter_mut().zip(grad).zip(sum.iter_mut()) {
+                    let g = if weight_decay != zero {
+                        g + weight_decay * *p
+                    } else {
+                        g
+                    };
+                    *s = *s + g * g;
+                    *p = *p + (neg_clr * g) / (s.sqrt() + eps);
+                }
+            }
+            Self::Adagrad(Adagrad::Keras {
+                lr,
+                eps,
+                weight_decay,
+            }) => {
+                let [sum] = slots else {
+                    unreachable!("adagrad takes one slot")
+                };
+                for ((p, &g), s) in param.iter_mut().zip(grad).zip(sum.iter_mut()) {
+                    if weight_decay != zero {
+                        *p = *p - (*p * weight_decay) * lr;
+                    }
+                    *s = *s + g * g;
+                    *p = *p - (lr * g) / (*s + eps).sqrt();
+                }
+            }
+        }
+    }
+}
+
+/// RMSprop's chunk update (both flavors), split out for its slot combinations.
+#[inline(always)]
+fn rmsprop_chunk<T: Float>(rule: Rmsprop<T>, param: &mut [T], grad: &[T], slots: &mut [&mut [T]]) {
+    let zero = T::zero();
+    let (torch, lr, alpha, one_minus_alpha, eps, momentum, centered, weight_decay) = match rule {
+        Rmsprop::Torch {
+            lr,
+            alpha,
+            one_minus_alpha,
+            eps,
+            momentum,
+            centered,
+            weight_decay,
+        } => (
+            true,
+            lr,
+            alpha,
+            one_minus_alpha,
+            eps,
+            momentum,
+            centered,
+            weight_decay,
+        ),
+        Rmsprop::Keras {
+            lr,
+            alpha,
+            one_minus_alpha,
+            eps,
+            momentum,
+            centered,
+            weight_decay,
+        } => (
+            false,
+            lr,
+            alpha,
+            one_minus_alpha,
+            eps,
+            momentum,
+            centered,
+            weight_decay,
+        ),
+    };
+    let (square_avg, rest) = slots.split_first_mut().expect("rmsprop keeps square_avg");
+    let (mut grad_avg, rest) = if centered {
+        let (ga, rest) = rest
+            .split_first_mut()
+            .expect("centered rmsprop keeps grad_avg");
+        (Some(ga), rest)
+    } else {
+        (None, rest)
+    };
+    let mut buffer = rest.first_mut();
+    for i in 0..param.len() {
+        let p = &mut param[i];
+        let mut g = grad[i];
+        let sq = &mut square_avg[i];
+        if torch {
+            if weight_decay != zero {
+                g = g + weight_decay * *p;
+            }
+            *sq = *sq * alpha + one_minus_alpha * (g * g);
+            let avg = match grad_avg.as_deref_mut() {
+                Some(ga) => {
+                    ga[i] = ga[i] + one_minus_alpha * (g - ga[i]);
+                    (*sq + (-T::one()) * (ga[i] * ga[i])).sqrt() + eps
+                }
+                None => sq.sqrt() + eps,
+            };
+            match buffer.as_deref_mut() {
+                Some(buf) => {
+                    buf[i] = buf[i] * momentum + g / avg;
+                    *p = *p + (-lr) * buf[i];
+                }
+                None => *p = *p + ((-lr) * g) / avg,
+            }
+        } else {
+            if weight_decay != zero {
+                *p = *p - (*p * weight_decay) * lr;
+            }
+            *sq = alpha * *sq + one_minus_alpha * (g * g);
+            let denominator = match grad_avg.as_deref_mut() {
+                Some(ga) => {
+                    ga[i] = alpha * ga[i] + one_minus_alpha * g;
+                    *sq - ga[i] * ga[i] + eps
+                }
+                None => *sq + eps,
+            };
+            let increment = (lr * g) / denominator.sqrt();
+            match buffer.as_deref_mut() {
+                Some(buf) => {
+                    buf[i] = momentum * buf[i] + increment;
+                    *p = *p - buf[i];
+                }
+                None => *p = *p - increment,
+            }
+        }
+    }
+}
+
+/// The fused optimizer update. Every buffer holds the parameter's element count; `slots`
+/// follow [`Update::slot_names`].
+pub trait OptimKernel<T: Float>: Device {
+    /// Applies `update` to `param` in place, reading `grad` and updating the slots.
+    fn update(
+        &self,
+        update: &Update<T>,
+        param: &mut Self::Buffer<T>,
+        grad: &Self::Buffer<T>,
+        slots: &mut [&mut Self::Buffer<T>],
+    ) -> Result<()>;
+}

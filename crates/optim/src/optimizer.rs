@@ -1,0 +1,634 @@
+//! The optimizer engine: parameters by name, parameter groups, slots, the step counter,
+//! schedules, the opt-in finite check, and state export/import.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rlgrad_core::cpu::optim::{self as cpu_kernel, Job};
+use rlgrad_core::kernels::OptimKernel;
+use rlgrad_core::{Cpu, Device, Error, Float, Par, Result, check};
+
+use crate::rule::{Rule, StepRule};
+use crate::schedule::Schedule;
+
+/// One parameter at a slice-level step: its name, its values (updated in place) and its
+/// gradient.
+#[derive(Debug)]
+pub struct Param<'a, T> {
+    /// A name that stays the same from step to step (`"critic.fc1.weight"`).
+    pub name: &'a str,
+    /// The values.
+    pub value: &'a mut [T],
+    /// The gradient, as long as `value`.
+    pub grad: &'a [T],
+}
+
+/// One parameter at a device-level step.
+#[derive(Debug)]
+pub struct DeviceParam<'a, T: Float, D: Device> {
+    /// A name that stays the same from step to step.
+    pub name: &'a str,
+    /// The values, updated in place.
+    pub value: &'a mut D::Buffer<T>,
+    /// The gradient.
+    pub grad: &'a D::Buffer<T>,
+}
+
+/// An optimizer's exported state: the step counter and every parameter's slots, by name.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct OptimizerState<T> {
+    /// Completed optimizer steps.
+    pub step: u64,
+    /// Per parameter.
+    pub params: BTreeMap<String, ParamState<T>>,
+}
+
+/// One parameter's exported state.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ParamState<T> {
+    /// The rule that owns the slots (`"adam"`).
+    pub rule: String,
+    /// Steps this parameter took (bias corrections count these).
+    pub steps: u64,
+    /// The slots by name.
+    pub slots: BTreeMap<String, Vec<T>>,
+}
+
+#[derive(Debug)]
+struct Group<T> {
+    rule: Box<dyn Rule<T>>,
+    schedule: Box<dyn Schedule>,
+    /// `None` for the default group, which takes every parameter no other group names.
+    members: Option<BTreeSet<String>>,
+    last_lr: Option<f64>,
+}
+
+#[derive(Debug)]
+struct Slots<B> {
+    group: usize,
+    steps: u64,
+    len: usize,
+    buffers: Vec<B>,
+}
+
+/// An optimizer: rules per parameter group, slots per parameter, a step counter.
+///
+/// `Optimizer<T>` keeps its slots on the host and steps plain slices ([`Optimizer::step`]);
+/// `Optimizer<T, D>` keeps them on device `D` and steps device buffers
+/// ([`Optimizer::step_on`]). Every parameter's update is one fused pass; all parameters of
+/// a step run in one parallel region, in chunks that never change the bits.
+#[derive(Debug)]
+pub struct Optimizer<T: Float, D: Device = Cpu> {
+    device: D,
+    groups: Vec<Group<T>>,
+    slots: BTreeMap<String, Slots<D::Buffer<T>>>,
+    step: u64,
+    check_finite: bool,
+    expected_params: Option<BTreeSet<String>>,
+}
+
+impl<T: Float> Optimizer<T, Cpu> {
+    /// An optimizer on the host with `rule` and `schedule` for every parameter (a plain
+    /// `f64` is a constant learning rate). An error when the rule's hyper-parameters are
+    /// invalid.
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, Optimizer, Param};
+    /// let mut adam = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+    /// let mut w = vec![1.0f32, -2.0];
+    /// adam.step(&mut [Param { name: "w", value: &mut w, grad: &[0.5, -0.5] }])?;
+    /// assert_eq!(w, [1.0 - 1e-3, -2.0 + 1e-3]);
+    /// assert!((adam.effective_lr(0)? - 1e-3 * (1.0f64 - 0.999).sqrt() / (1.0 - 0.9)).abs() < 1e-12);
+    /// assert_eq!(adam.slot("w", "m").unwrap(), &[0.05, -0.05]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn new(rule: impl Rule<T> + 'static, schedule: impl Schedule + 'static) -> Result<Self> {
+        Self::new_on(Cpu::default(), rule, schedule)
+    }
+
+    /// One step over `params` (each name at most once): the `k`-th call uses learning rate
+    /// `schedule.lr(k - 1)` of each parameter's group. Nothing changes when it returns an
+    /// error: a length that differs from the parameter's slots, a repeated name, a
+    /// parameter set that differs from imported state, a non-finite gradient when
+    /// [`Optimizer::check_finite`] is on, a schedule giving a negative or non-finite rate.
+    pub fn step(&mut self, params: &mut [Param<'_, T>]) -> Result<()> {
+        for p in params.iter() {
+            check::len("Optimizer::step", "grad", p.value.len(), p.grad.len())?;
+        }
+        if self.check_finite {
+            for p in params.iter() {
+                first_non_finite(p.name, p.grad)?;
+            }
+        }
+        let shapes: Vec<(&str, usize)> = params.iter().map(|p| (p.name, p.value.len())).collect();
+        let plan = self.plan(&shapes)?;
+        self.create_slots(&plan)?;
+        let par = self.device.par();
+        let Self {
+            groups,
+            slots,
+            step,
+            ..
+        } = self;
+        let rules = Self::step_rules(groups, *step, &plan);
+        let mut slots_by_param: HashMap<&str, &mut Slots<Vec<T>>> = slots
+            .iter_mut()
+            .map(|(name, s)| (name.as_str(), s))
+            .collect();
+        let mut jobs = Vec::new();
+        let mut custom = Vec::new();
+        for (param, p) in params.iter_mut().zip(&plan) {
+            let buffers: Vec<&mut [T]> = slots_by_param
+                .remove(param.name)
+                .expect("create_slots() made the slots of every parameter")
+                .buffers
+                .iter_mut()
+                .map(Vec::as_mut_slice)
+                .collect();
+            match &rules[&(p.group, p.step)] {
+                StepRule::Fused(update) => jobs.push(Job {
+                    update: *update,
+                    param: &mut *param.value,
+                    grad: param.grad,
+                    slots: buffers,
+                }),
+                StepRule::Custom(apply) => {
+                    custom.push((apply, &mut *param.value, param.grad, buffers))
+                }
+            }
+        }
+        cpu_kernel::update_all(par, jobs)?;
+        for (apply, value, grad, mut buffers) in custom {
+            apply_custom(par, apply.as_ref(), value, grad, &mut buffers);
+        }
+        drop(rules);
+        self.commit(&plan);
+        Ok(())
+    }
+}
+
+/// Runs a custom rule over a parameter in chunks, in parallel.
+fn apply_custom<T: Float>(
+    par: Par,
+    apply: &(dyn Fn(&mut [T], &[T], &mut [&mut [T]]) + Send + Sync),
+    value: &mut [T],
+    grad: &[T],
+    slots: &mut [&mut [T]],
+) {
+    const CHUNK: usize = 1 << 14;
+    let mut slot_chunks: Vec<_> = slots.iter_mut().map(|s| s.chunks_mut(CHUNK)).collect();
+    let chunks: Vec<_> = value
+        .chunks_mut(CHUNK)
+        .zip(grad.chunks(CHUNK))
+        .map(|(v, g)| {
+            let s: Vec<&mut [T]> = slot_chunks
+                .iter_mut()
+                .map(|it| it.next().expect("slots have the parameter's length"))
+                .collect();
+            (v, g, s)
+        })
+        .collect();
+    par.for_work(value_len(&chunks), 1 << 16)
+        .for_each_item(chunks, |(v, g, mut s)| apply(v, g, &mut s));
+}
+
+fn value_len<T, S>(chunks: &[(&mut [T], &[T], S)]) -> usize {
+    chunks.iter().map(|c| c.0.len()).sum()
+}
+
+fn first_non_finite<T: Float>(name: &str, grad: &[T]) -> Result<()> {
+    match grad.iter().position(|g| !g.is_finite()) {
+        Some(i) => Err(Error::value(
+            "Optimizer::step",
+            "params",
+            "finite gradients (check_finite is on)",
+            format_args!("{} at element {i} of the gradient of `{name}`", grad[i]),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What one parameter does at this step.
+struct Planned {
+    name: String,
+    group: usize,
+    /// The parameter's step number (1-based).
+    step: u64,
+    new_slots: Option<usize>,
+}
+
+impl<T: Float, D: Device> Optimizer<T, D> {
+    /// An optimizer whose slots live on `device`.
+    pub fn new_on(
+        device: D,
+        rule: impl Rule<T> + 'static,
+        schedule: impl Schedule + 'static,
+    ) -> Result<Self> {
+        rule.validate()?;
+        Ok(Self {
+            device,
+            groups: vec![Group {
+                rule: Box::new(rule),
+                schedule: Box::new(schedule),
+                members: None,
+                last_lr: None,
+            }],
+            slots: BTreeMap::new(),
+            step: 0,
+            check_finite: false,
+            expected_params: None,
+        })
+    }
+
+    /// A parameter group with its own rule (and so its own hyper-parameters) and schedule,
+    /// for the named parameters; returns its index (the default group is 0). An error when
+    /// a parameter already belongs to another group or already has slots.
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, Optimizer, Param, Sgd};
+    /// let mut opt = Optimizer::<f64>::new(Adam::torch(), 1e-3)?;
+    /// let slow = opt.add_group(&["embedding"], Sgd::default(), 1e-4)?;
+    /// let (mut e, mut w) = (vec![1.0], vec![1.0]);
+    /// opt.step(&mut [
+    ///     Param { name: "embedding", value: &mut e, grad: &[1.0] },
+    ///     Param { name: "w", value: &mut w, grad: &[1.0] },
+    /// ])?;
+    /// assert_eq!(e, [1.0 - 1e-4]);
+    /// assert_eq!(opt.last_lr(slow), Some(1e-4));
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn add_group(
+        &mut self,
+        params: &[&str],
+        rule: impl Rule<T> + 'static,
+        schedule: impl Schedule + 'static,
+    ) -> Result<usize> {
+        rule.validate()?;
+        for &name in params {
+            let taken = self
+                .groups
+                .iter()
+                .any(|g| g.members.as_ref().is_some_and(|m| m.contains(name)));
+            if taken || self.slots.contains_key(name) {
+                return Err(Error::value(
+                    "Optimizer::add_group",
+                    "params",
+                    "parameters without a group and without slots",
+                    format_args!("`{name}`"),
+                ));
+            }
+        }
+        self.groups.push(Group {
+            rule: Box::new(rule),
+            schedule: Box::new(schedule),
+            members: Some(params.iter().map(|s| (*s).to_owned()).collect()),
+            last_lr: None,
+        });
+        Ok(self.groups.len() - 1)
+    }
+
+    /// Turns the finite check on or off: when on, a step whose gradients hold a NaN or an
+    /// infinity changes nothing and returns an error naming the first such parameter.
+    pub fn check_finite(&mut self, on: bool) {
+        self.check_finite = on;
+    }
+
+    /// Completed optimizer steps.
+    pub fn step_count(&self) -> u64 {
+        self.step
+    }
+
+    /// The learning rate group `group` used at the last step (`None` before the first).
+    pub fn last_lr(&self, group: usize) -> Option<f64> {
+        self.groups.get(group)?.last_lr
+    }
+
+    /// The step size group `group` effectively applied at the last step: Adam's
+    /// `alpha_t = lr sqrt(1 - beta2^t) / (1 - beta1^t)`, Adagrad's decayed rate, the
+    /// learning rate for the others. An error for an unknown group or before the first step.
+    pub fn effective_lr(&self, group: usize) -> Result<f64> {
+        let g = self.groups.get(group).ok_or_else(|| {
+            Error::out_of_range(
+                "Optimizer::effective_lr",
+                "group",
+                format_args!("a group below {}", self.groups.len()),
+                group,
+            )
+        })?;
+        let lr = g.last_lr.ok_or_else(|| {
+            Error::empty("Optimizer::effective_lr", "group", "a step taken first")
+        })?;
+        Ok(g.rule.effective_lr(self.step, lr))
+    }
+
+    /// The rule of group `group`.
+    pub fn rule(&self, group: usize) -> Option<&dyn Rule<T>> {
+        self.groups.get(group).map(|g| g.rule.as_ref())
+    }
+
+    /// The group a parameter belongs to.
+    fn group_of(&self, name: &str) -> usize {
+        self.groups
+            .iter()
+            .position(|g| g.members.as_ref().is_some_and(|m| m.contains(name)))
+            .unwrap_or(0)
+    }
+
+    /// Validates a step and decides what each parameter does, changing nothing.
+    fn plan(&self, params: &[(&str, usize)]) -> Result<Vec<Planned>> {
+        let mut seen = BTreeSet::new();
+        for &(name, _) in params {
+            if !seen.insert(name) {
+                return Err(Error::value(
+                    "Optimizer::step",
+                    "params",
+                    "each parameter once",
+                    format_args!("`{name}` twice"),
+                ));
+            }
+        }
+        if let Some(expected) = &self.expected_params {
+            let given: BTreeSet<String> = seen.iter().map(|s| (*s).to_owned()).collect();
+            if &given != expected {
+                return Err(Error::state(
+                    "Optimizer::step",
+                    "params",
+                    format_args!("the parameters of the imported state {expected:?}"),
+                    format_args!("{given:?}"),
+                ));
+            }
+        }
+        for (index, group) in self.groups.iter().enumerate() {
+            let lr = group.schedule.lr(self.step);
+            if !(lr.is_finite() && lr >= 0.0) {
+                return Err(Error::value(
+                    "Optimizer::step",
+                    "schedule",
+                    format_args!("a finite learning rate >= 0 for group {index}"),
+                    lr,
+                ));
+            }
+        }
+        params
+            .iter()
+            .map(|&(name, len)| {
+                let group = self.group_of(name);
+                match self.slots.get(name) {
+                    Some(slots) if slots.len != len => Err(Error::state(
+                        "Optimizer::step",
+                        "params",
+                        format_args!("`{name}` with {} elements, as its slots", slots.len),
+                        len,
+                    )),
+                    Some(slots) => Ok(Planned {
+                        name: name.to_owned(),
+                        group,
+                        step: slots.steps + 1,
+                        new_slots: None,
+                    }),
+                    None => Ok(Planned {
+                        name: name.to_owned(),
+                        group,
+                        step: 1,
+                        new_slots: Some(len),
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// Creates the slots of the parameters seen for the first time; all or none.
+    fn create_slots(&mut self, plan: &[Planned]) -> Result<()> {
+        let mut created = Vec::new();
+        for p in plan {
+            if let Some(len) = p.new_slots {
+                let rule = &self.groups[p.group].rule;
+                let buffers = rule
+                    .slot_names()
+                    .iter()
+                    .map(|slot| self.device.upload_vec(vec![rule.slot_init(slot); len]))
+                    .collect::<Result<Vec<_>>>()?;
+                created.push((
+                    p.name.clone(),
+                    Slots {
+                        group: p.group,
+                        steps: 0,
+                        len,
+                        buffers,
+                    },
+                ));
+            }
+        }
+        self.slots.extend(created);
+        Ok(())
+    }
+
+    /// The fused or custom update of every (group, per-parameter step) of this step: the
+    /// step-only scalars are computed once here, on the host.
+    fn step_rules<'g>(
+        groups: &'g [Group<T>],
+        completed: u64,
+        plan: &[Planned],
+    ) -> HashMap<(usize, u64), StepRule<'g, T>> {
+        let mut rules = HashMap::new();
+        for p in plan {
+            rules.entry((p.group, p.step)).or_insert_with(|| {
+                let g = &groups[p.group];
+                g.rule.step(p.step, g.schedule.lr(completed))
+            });
+        }
+        rules
+    }
+
+    /// Records a finished step.
+    fn commit(&mut self, plan: &[Planned]) {
+        for group in &mut self.groups {
+            group.last_lr = Some(group.schedule.lr(self.step));
+        }
+        for p in plan {
+            if let Some(slots) = self.slots.get_mut(&p.name) {
+                slots.steps = p.step;
+            }
+        }
+        self.step += 1;
+        self.expected_params = None;
+    }
+}
+
+impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
+    /// [`Optimizer::step`] for parameters in device buffers: the fused update of the
+    /// device's [`OptimKernel`]. Custom rules run on the host only and are an error here.
+    pub fn step_on(&mut self, params: &mut [DeviceParam<'_, T, D>]) -> Result<()> {
+        for p in params.iter() {
+            check::len(
+                "Optimizer::step_on",
+                "grad",
+                self.device.buffer_len(p.value),
+                self.device.buffer_len(p.grad),
+            )?;
+        }
+        if self.check_finite {
+            for p in params.iter() {
+                first_non_finite(p.name, &self.device.download(p.grad)?)?;
+            }
+        }
+        let shapes: Vec<(&str, usize)> = params
+            .iter()
+            .map(|p| (p.name, self.device.buffer_len(p.value)))
+            .collect();
+        let plan = self.plan(&shapes)?;
+        if let Some(p) = plan.iter().find(|p| {
+            matches!(
+                self.groups[p.group].rule.step(p.step, 0.0),
+                StepRule::Custom(_)
+            )
+        }) {
+            return Err(Error::value(
+                "Optimizer::step_on",
+                "params",
+                "parameters whose rule has a fused kernel",
+                format_args!(
+                    "`{}` with the custom rule `{}`",
+                    p.name,
+                    self.groups[p.group].rule.name()
+                ),
+            ));
+        }
+        self.create_slots(&plan)?;
+        let Self {
+            groups,
+            slots,
+            step,
+            device,
+            ..
+        } = self;
+        let rules = Self::step_rules(groups, *step, &plan);
+        for (param, p) in params.iter_mut().zip(&plan) {
+            let state = slots
+                .get_mut(param.name)
+                .expect("create_slots() made every parameter's slots");
+            let mut buffers: Vec<&mut D::Buffer<T>> = state.buffers.iter_mut().collect();
+            if let StepRule::Fused(update) = &rules[&(p.group, p.step)] {
+                device.update(update, param.value, param.grad, &mut buffers)?;
+            }
+        }
+        drop(rules);
+        self.commit(&plan);
+        Ok(())
+    }
+}
+
+impl<T: Float, D: Device> Optimizer<T, D> {
+    /// Slot `slot` of parameter `param`, copied to the host (`None` if either is unknown).
+    pub fn slot_values(&self, param: &str, slot: &str) -> Option<Vec<T>> {
+        let state = self.slots.get(param)?;
+        let index = self.groups[state.group]
+            .rule
+            .slot_names()
+            .iter()
+            .position(|s| *s == slot)?;
+        self.device.download(&state.buffers[index]).ok()
+    }
+
+    /// The exported state: the step counter and every parameter's slots, keyed by
+    /// parameter name (for checkpoints).
+    pub fn state(&self) -> Result<OptimizerState<T>> {
+        let params = self
+            .slots
+            .iter()
+            .map(|(name, state)| {
+                let rule = &self.groups[state.group].rule;
+                let slots = rule
+                    .slot_names()
+                    .into_iter()
+                    .zip(&state.buffers)
+                    .map(|(slot, buffer)| Ok((slot.to_owned(), self.device.download(buffer)?)))
+                    .collect::<Result<BTreeMap<_, _>>>()?;
+                Ok((
+                    name.clone(),
+                    ParamState {
+                        rule: rule.name().to_owned(),
+                        steps: state.steps,
+                        slots,
+                    },
+                ))
+            })
+            .collect::<Result<BTreeMap<_, _>>>()?;
+        Ok(OptimizerState {
+            step: self.step,
+            params,
+        })
+    }
+
+    /// Replaces the state with an exported one. Each parameter's rule and slot names must
+    /// match its group here, and its slots must agree in length; the next step must then
+    /// pass exactly the imported parameters. On error nothing changes.
+    pub fn load_state(&mut self, state: OptimizerState<T>) -> Result<()> {
+        let mut slots = BTreeMap::new();
+        for (name, param) in state.params {
+            let group = self.group_of(&name);
+            let rule = &self.groups[group].rule;
+            let names = rule.slot_names();
+            let got: Vec<&str> = param.slots.keys().map(String::as_str).collect();
+            let mut want = names.clone();
+            want.sort_unstable();
+            if param.rule != rule.name() || got != want {
+                return Err(Error::state(
+                    "Optimizer::load_state",
+                    "state",
+                    format_args!("rule `{}` with slots {names:?} for `{name}`", rule.name()),
+                    format_args!("rule `{}` with slots {got:?}", param.rule),
+                ));
+            }
+            let len = param.slots.values().next().map_or(0, Vec::len);
+            if param.slots.values().any(|v| v.len() != len) {
+                return Err(Error::state(
+                    "Optimizer::load_state",
+                    "state",
+                    format_args!("slots of one length for `{name}`"),
+                    "slots of different lengths",
+                ));
+            }
+            let mut by_name = param.slots;
+            let buffers = names
+                .iter()
+                .map(|slot| {
+                    let values = by_name.remove(*slot).expect("slot names were checked");
+                    self.device.upload_vec(values)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            slots.insert(
+                name,
+                Slots {
+                    group,
+                    steps: param.steps,
+                    len,
+                    buffers,
+                },
+            );
+        }
+        self.expected_params = Some(slots.keys().cloned().collect());
+        self.slots = slots;
+        self.step = state.step;
+        Ok(())
+    }
+}
+
+impl<T: Float> Optimizer<T, Cpu> {
+    /// Slot `slot` of parameter `param` (`None` if either is unknown), without a copy.
+    pub fn slot(&self, param: &str, slot: &str) -> Option<&[T]> {
+        let state = self.slots.get(param)?;
+        let index = self.groups[state.group]
+            .rule
+            .slot_names()
+            .iter()
+            .position(|s| *s == slot)?;
+        Some(&state.buffers[index])
+    }
+
+    /// Sets the parallelism of the host updates (the bits never depend on it).
+    pub fn set_par(&mut self, par: Par) {
+        self.device = Cpu::new(par);
+    }
+}
