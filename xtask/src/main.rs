@@ -7,8 +7,10 @@
 //!                                     reference vectors (default: the vendored parity/)
 //! cargo xtask bench [FILTER]          the criterion benches
 //! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
+//! cargo xtask converge                the TF guide's convergence test, plotted
 //! ```
 
+mod converge;
 mod parity;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +26,9 @@ commands:
                              --suite may repeat; ends with `N passed, N failed`
   bench [FILTER]             criterion benches (results in target/criterion)
   gpu-bench                  CUDA benches
+  converge                   the convergence test of GD, momentum and Adam on
+                             L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts
+                             in target/converge/
 ";
 
 fn main() -> ExitCode {
@@ -34,6 +39,7 @@ fn main() -> ExitCode {
         Some("parity") => parity_command(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("gpu-bench") => gpu_bench(),
+        Some("converge") => converge::run(),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             Ok(())
@@ -118,7 +124,10 @@ fn proptest(args: &[String]) -> Result<(), String> {
         .iter()
         .map(|n| ("PROPTEST_CASES", n.as_str()))
         .collect();
-    cargo(&["test", "--workspace", "--tests", "prop_"], &envs)
+    cargo(
+        &["test", "--workspace", "--all-features", "--tests", "prop_"],
+        &envs,
+    )
 }
 
 fn parity_command(args: &[String]) -> Result<(), String> {

@@ -1,10 +1,98 @@
-//! rlgrad-optim: optimizers you can see into.
+//! rlgrad-optim: optimizers you can see into, that match PyTorch and Keras, fused and
+//! deterministic.
+//!
+//! - Built-in rules, each documenting its update formula: [`Sgd`], [`Momentum`] (PyTorch,
+//!   Keras and the classic `change = lr*g + mu*change` form; Nesterov), [`Adam`] (PyTorch and
+//!   Keras flavors, amsgrad, L2 weight decay), [`AdamW`], [`Rmsprop`] (centered, momentum;
+//!   both flavors) and [`Adagrad`] (both flavors). [`Flavor`] names where the frameworks put
+//!   epsilon and weight decay differently.
+//! - [`Optimizer`]: named parameters, parameter groups with their own hyper-parameters and
+//!   [`Schedule`]s, slots with stable names (`m`, `v`, `v_max`, `momentum_buffer`,
+//!   `velocity`, `change`, `square_avg`, `grad_avg`, `sum`) readable at any time, a step
+//!   counter, [`effective_lr`](Optimizer::effective_lr) (Adam's `alpha_t`) and
+//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name, and an
+//!   opt-in finite check.
+//! - Every update is one fused pass over (param, grad, slots), parallel in fixed chunks and
+//!   vectorized; step-only scalars (bias corrections, the scheduled rate) are computed once
+//!   per step on the host in f64. The same kernels run on any device implementing
+//!   [`OptimKernel`](rlgrad_core::kernels::OptimKernel) ([`Optimizer::step_on`]).
+//! - [`clip_grad_norm`] (global, canonical reduction, returns the norm before clipping),
+//!   [`clip_grad_value`], [`polyak_update`] and [`hard_update`] for target networks.
+//! - [`converge`]: the TF "optimizers with Core APIs" convergence test (`cargo xtask
+//!   converge` plots it).
+//!
+//! # Example
+//!
+//! ```
+//! use rlgrad_optim::{Adam, Cosine, LinearWarmup, Optimizer, Param};
+//!
+//! let schedule = LinearWarmup { steps: 10, then: Cosine { base: 3e-4, min: 0.0, steps: 1000 } };
+//! let mut opt = Optimizer::<f32>::new(Adam::torch(), schedule)?;
+//! let mut weight = vec![0.5f32; 4];
+//! let grad = vec![0.1f32, -0.2, 0.3, 0.0];
+//! opt.step(&mut [Param { name: "actor.weight", value: &mut weight, grad: &grad }])?;
+//! assert_eq!(opt.last_lr(0), Some(3e-4 * 1.0 / 10.0)); // the first warm-up step
+//! println!("alpha_t = {}", opt.effective_lr(0)?);
+//! println!("m = {:?}", opt.slot("actor.weight", "m").unwrap());
+//! let checkpoint = opt.state()?; // slots by parameter name, and the step counter
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+//!
+//! # A custom optimizer is a small trait impl
+//!
+//! Lion (Chen et al. 2023): `c = b1 m + (1 - b1) g`, `p -= lr (sign(c) + wd p)`,
+//! `m = b2 m + (1 - b2) g`.
+//!
+//! ```
+//! use rlgrad_core::Float;
+//! use rlgrad_optim::{Optimizer, Param, Rule, StepRule};
+//!
+//! #[derive(Debug)]
+//! struct Lion { beta1: f64, beta2: f64, weight_decay: f64 }
+//!
+//! impl<T: Float> Rule<T> for Lion {
+//!     fn name(&self) -> &'static str { "lion" }
+//!     fn slot_names(&self) -> Vec<&'static str> { vec!["m"] }
+//!     fn step(&self, _step: u64, lr: f64) -> StepRule<'_, T> {
+//!         let f = T::from_f64;
+//!         let (b1, b2, wd, lr) = (f(self.beta1), f(self.beta2), f(self.weight_decay), f(lr));
+//!         let (c1, c2) = (f(1.0 - self.beta1), f(1.0 - self.beta2));
+//!         StepRule::Custom(Box::new(move |p: &mut [T], g: &[T], slots: &mut [&mut [T]]| {
+//!             let [m] = slots else { return };
+//!             for ((p, &g), m) in p.iter_mut().zip(g).zip(m.iter_mut()) {
+//!                 let c = b1 * *m + c1 * g;
+//!                 let sign = if c > T::zero() { T::one() } else if c < T::zero() { -T::one() } else { T::zero() };
+//!                 *p = *p - lr * (sign + wd * *p);
+//!                 *m = b2 * *m + c2 * g;
+//!             }
+//!         }))
+//!     }
+//! }
+//!
+//! let mut opt = Optimizer::<f64>::new(Lion { beta1: 0.9, beta2: 0.99, weight_decay: 0.0 }, 0.1)?;
+//! let mut x = vec![1.0, -1.0];
+//! opt.step(&mut [Param { name: "x", value: &mut x, grad: &[2.0, -3.0] }])?;
+//! assert_eq!(x, [0.9, -0.9]);
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+//!
+//! # Errors
+//!
+//! Hyper-parameters are checked when a rule joins an optimizer (betas outside `[0, 1)`,
+//! `eps <= 0`, negative or non-finite weight decay), learning rates at every step (negative
+//! or non-finite). A step refuses, changing nothing, parameters whose gradient length
+//! differs, a repeated name, a length that differs from the parameter's slots, a parameter
+//! set that differs from imported state, and non-finite gradients when the check is on.
 
+mod clip;
 pub mod converge;
 mod optimizer;
 mod rule;
 mod schedule;
 
+pub use clip::{
+    clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
+};
 pub use optimizer::{DeviceParam, Optimizer, OptimizerState, Param, ParamState};
 pub use rule::{
     Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, Sgd,

@@ -7,7 +7,7 @@ use rlgrad_core::cpu::optim::{self as cpu_kernel, Job};
 use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Device, Error, Float, Par, Result, check};
 
-use crate::rule::{Rule, StepRule};
+use crate::rule::{ChunkUpdate, Rule, StepRule};
 use crate::schedule::Schedule;
 
 /// One parameter at a slice-level step: its name, its values (updated in place) and its
@@ -171,7 +171,7 @@ impl<T: Float> Optimizer<T, Cpu> {
 /// Runs a custom rule over a parameter in chunks, in parallel.
 fn apply_custom<T: Float>(
     par: Par,
-    apply: &(dyn Fn(&mut [T], &[T], &mut [&mut [T]]) + Send + Sync),
+    apply: &ChunkUpdate<'_, T>,
     value: &mut [T],
     grad: &[T],
     slots: &mut [&mut [T]],
@@ -407,7 +407,10 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 let buffers = rule
                     .slot_names()
                     .iter()
-                    .map(|slot| self.device.upload_vec(vec![rule.slot_init(slot); len]))
+                    .map(|slot| match rule.slot_init(slot) {
+                        init if init == T::zero() => self.device.alloc_zeros(len),
+                        init => self.device.upload_vec(vec![init; len]),
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 created.push((
                     p.name.clone(),

@@ -324,45 +324,31 @@ impl<T: Float> Update<T> {
                 decoupled_keep,
                 amsgrad: _,
             }) => {
-                let neg_step = -step_size;
-                let prepare = |p: &mut T, g: T| -> T {
-                    if decoupled_keep != T::one() {
-                        *p = *p * decoupled_keep;
-                    }
-                    if weight_decay != zero {
-                        g + weight_decay * *p
-                    } else {
-                        g
-                    }
+                let scalars = AdamTorchScalars {
+                    neg_step: -step_size,
+                    bias_correction2_sqrt,
+                    one_minus_beta1,
+                    beta2,
+                    one_minus_beta2,
+                    eps,
+                    weight_decay,
+                    decoupled_keep,
                 };
-                match slots {
-                    [m, v] => {
-                        for (((p, &g), m), v) in param
-                            .iter_mut()
-                            .zip(grad)
-                            .zip(m.iter_mut())
-                            .zip(v.iter_mut())
-                        {
-                            let g = prepare(p, g);
-                            *m = *m + one_minus_beta1 * (g - *m);
-                            *v = *v * beta2 + one_minus_beta2 * (g * g);
-                            *p = *p + (neg_step * *m) / (v.sqrt() / bias_correction2_sqrt + eps);
-                        }
+                // Four loops, so that the common case (no weight decay) carries no
+                // per-element test of a loop-invariant condition.
+                let decay = weight_decay != zero || decoupled_keep != T::one();
+                match (decay, slots) {
+                    (false, [m, v]) => {
+                        adam_torch_loop::<T, false, false>(scalars, param, grad, m, v, &mut [])
                     }
-                    [m, v, v_max] => {
-                        for ((((p, &g), m), v), vm) in param
-                            .iter_mut()
-                            .zip(grad)
-                            .zip(m.iter_mut())
-                            .zip(v.iter_mut())
-                            .zip(v_max.iter_mut())
-                        {
-                            let g = prepare(p, g);
-                            *m = *m + one_minus_beta1 * (g - *m);
-                            *v = *v * beta2 + one_minus_beta2 * (g * g);
-                            *vm = reduce::max2(*vm, *v);
-                            *p = *p + (neg_step * *m) / (vm.sqrt() / bias_correction2_sqrt + eps);
-                        }
+                    (true, [m, v]) => {
+                        adam_torch_loop::<T, true, false>(scalars, param, grad, m, v, &mut [])
+                    }
+                    (false, [m, v, vm]) => {
+                        adam_torch_loop::<T, false, true>(scalars, param, grad, m, v, vm)
+                    }
+                    (true, [m, v, vm]) => {
+                        adam_torch_loop::<T, true, true>(scalars, param, grad, m, v, vm)
                     }
                     _ => unreachable!("adam takes two or three slots"),
                 }
@@ -450,6 +436,55 @@ impl<T: Float> Update<T> {
                 }
             }
         }
+    }
+}
+
+/// The step scalars of PyTorch's Adam.
+#[derive(Clone, Copy)]
+struct AdamTorchScalars<T> {
+    neg_step: T,
+    bias_correction2_sqrt: T,
+    one_minus_beta1: T,
+    beta2: T,
+    one_minus_beta2: T,
+    eps: T,
+    weight_decay: T,
+    decoupled_keep: T,
+}
+
+/// PyTorch's Adam over one chunk; `DECAY` applies the weight decays, `AMSGRAD` keeps
+/// `v_max` (empty otherwise).
+#[inline(always)]
+fn adam_torch_loop<T: Float, const DECAY: bool, const AMSGRAD: bool>(
+    s: AdamTorchScalars<T>,
+    param: &mut [T],
+    grad: &[T],
+    m: &mut [T],
+    v: &mut [T],
+    v_max: &mut [T],
+) {
+    let n = param.len();
+    let (grad, m, v) = (&grad[..n], &mut m[..n], &mut v[..n]);
+    let v_max = if AMSGRAD { &mut v_max[..n] } else { v_max };
+    for i in 0..n {
+        let mut g = grad[i];
+        if DECAY {
+            if s.decoupled_keep != T::one() {
+                param[i] = param[i] * s.decoupled_keep;
+            }
+            if s.weight_decay != T::zero() {
+                g = g + s.weight_decay * param[i];
+            }
+        }
+        m[i] = m[i] + s.one_minus_beta1 * (g - m[i]);
+        v[i] = v[i] * s.beta2 + s.one_minus_beta2 * (g * g);
+        let vv = if AMSGRAD {
+            v_max[i] = reduce::max2(v_max[i], v[i]);
+            v_max[i]
+        } else {
+            v[i]
+        };
+        param[i] = param[i] + (s.neg_step * m[i]) / (vv.sqrt() / s.bias_correction2_sqrt + s.eps);
     }
 }
 
