@@ -1,11 +1,11 @@
-//! The canonical sum of 64M f32 beside a plain `iter().sum()` and the bandwidth of a
-//! copy of the same size (throughput in bytes: the sum reads 4 B per element, the copy
-//! moves 8).
+//! The canonical sum of 64M f32 beside a plain `iter().sum()`, the fastest unordered
+//! read of the same data (the read bandwidth ceiling) and the bandwidth of a copy of the
+//! same size (throughput in bytes: the sums read 4 B per element, the copy moves 8).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use rlgrad_benches::parallel_copy;
+use rlgrad_benches::{parallel_copy, read_ceiling};
 use rlgrad_core::{Par, Rng, reduce};
 
 const LEN: usize = 64 << 20;
@@ -25,6 +25,15 @@ fn sum_64m(c: &mut Criterion) {
     group.bench_function("iter_sum/1t", |b| {
         b.iter(|| black_box(&x).iter().sum::<f32>())
     });
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        group.bench_function(format!("read_ceiling/{threads}t"), |b| {
+            b.iter(|| pool.install(|| read_ceiling(black_box(&x), threads)))
+        });
+    }
     group.throughput(Throughput::Bytes((LEN * 8) as u64));
     for threads in [1, 2] {
         group.bench_function(format!("copy/{threads}t"), |b| {
