@@ -57,3 +57,8 @@ pub use float::{DType, Element, Float};
 pub use par::Par;
 pub use rng::Rng;
 pub use shape::{Dims, Layout, RowCursor, Shape};
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

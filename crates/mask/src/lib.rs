@@ -65,3 +65,8 @@ pub use reductions::{
 };
 pub use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
 pub use rlgrad_core::{Error, Float, Par, Result};
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

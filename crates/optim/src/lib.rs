@@ -99,3 +99,8 @@ pub use rule::{
     StepRule,
 };
 pub use schedule::{Constant, Cosine, Exponential, LinearWarmup, Schedule, Sequence, StepDecay};
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -73,3 +73,8 @@ pub use layout::transpose;
 pub use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
 pub use rlgrad_core::{Error, Float, Par, Result};
 pub use standardize::standardize;
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

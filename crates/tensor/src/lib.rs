@@ -62,3 +62,8 @@ impl<T: Float, D> TensorDevice<T> for D where
     D: ElementwiseKernel<T> + ReduceKernel<T> + CopyKernel<T> + MatmulKernel<T>
 {
 }
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
