@@ -277,7 +277,7 @@ impl<T: Float> Rule<T> for Adam {
 fn adam_update<T: Float>(adam: &Adam, step: u64, lr: f64, decoupled: f64) -> fused::Adam<T> {
     let t_ = step.min(i32::MAX as u64) as i32;
     match adam.flavor {
-        Flavor::Torch => fused::Adam::Torch {
+        Flavor::Torch => fused::Adam::Torch(fused::AdamTorch {
             step_size: t(lr / (1.0 - adam.beta1.powi(t_))),
             bias_correction2_sqrt: t((1.0 - adam.beta2.powi(t_)).sqrt()),
             one_minus_beta1: t(1.0 - adam.beta1),
@@ -287,7 +287,7 @@ fn adam_update<T: Float>(adam: &Adam, step: u64, lr: f64, decoupled: f64) -> fus
             weight_decay: t(adam.weight_decay),
             decoupled_keep: t(1.0 - lr * decoupled),
             amsgrad: adam.amsgrad,
-        },
+        }),
         Flavor::Keras => fused::Adam::Keras {
             alpha: t(adam_alpha(lr, adam.beta1, adam.beta2, step)),
             lr: t(lr),

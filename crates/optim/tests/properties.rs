@@ -21,7 +21,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn unfused(update: &Update<f32>, p: &mut [f32], g: &[f32], slots: &mut [Vec<f32>]) {
     let n = p.len();
     match *update {
-        Update::Adam(fused::Adam::Torch {
+        Update::Adam(fused::Adam::Torch(fused::AdamTorch {
             step_size,
             bias_correction2_sqrt,
             one_minus_beta1,
@@ -31,7 +31,7 @@ fn unfused(update: &Update<f32>, p: &mut [f32], g: &[f32], slots: &mut [Vec<f32>
             weight_decay,
             decoupled_keep,
             ..
-        }) => {
+        })) => {
             if decoupled_keep != 1.0 {
                 (0..n).for_each(|i| p[i] *= decoupled_keep);
             }
@@ -167,7 +167,7 @@ fn updates() -> impl Strategy<Value = Update<f32>> {
             any::<bool>()
         )
             .prop_map(|(b1, b2, wd, amsgrad, decoupled)| {
-                Update::Adam(fused::Adam::Torch {
+                Update::Adam(fused::Adam::Torch(fused::AdamTorch {
                     step_size: 1e-3 / (1.0 - b1 + 1e-3),
                     bias_correction2_sqrt: (1.0 - b2 * b2).sqrt().max(1e-3),
                     one_minus_beta1: 1.0 - b1,
@@ -177,7 +177,7 @@ fn updates() -> impl Strategy<Value = Update<f32>> {
                     weight_decay: if wd { 0.01 } else { 0.0 },
                     decoupled_keep: if decoupled { 1.0 - 1e-4 } else { 1.0 },
                     amsgrad,
-                })
+                }))
             }),
         (unit.clone(), unit.clone(), any::<bool>(), any::<bool>()).prop_map(
             |(b1, b2, wd, amsgrad)| {

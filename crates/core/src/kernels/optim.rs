@@ -63,36 +63,40 @@ pub enum Momentum<T> {
     },
 }
 
+/// `torch.optim.Adam` / `AdamW` (single tensor): `p = p * keep` with
+/// `keep = 1 - lr * wd` (AdamW's decoupled decay, if `keep != 1`); `g' = g + wd * p` (Adam's L2, if nonzero);
+/// `m = m + (1 - b1) * (g' - m)` (torch's `lerp`); `v = v * b2 + (1 - b2) * (g' * g')`;
+/// with amsgrad `v_max = max(v_max, v)` and `vv = v_max`, else `vv = v`;
+/// `p = p + ((-step_size) * m) / (sqrt(vv) / bc2_sqrt + eps)` with
+/// `step_size = lr / (1 - b1^t)`, `bc2_sqrt = sqrt(1 - b2^t)`. Slots: `m`, `v`
+/// (and `v_max`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamTorch<T> {
+    /// `lr / (1 - beta1^t)`, from the host.
+    pub step_size: T,
+    /// `sqrt(1 - beta2^t)`, from the host.
+    pub bias_correction2_sqrt: T,
+    /// `1 - beta1`, from the host.
+    pub one_minus_beta1: T,
+    /// `beta2`.
+    pub beta2: T,
+    /// `1 - beta2`, from the host.
+    pub one_minus_beta2: T,
+    /// Added to `sqrt` of the bias-corrected `v`.
+    pub eps: T,
+    /// L2 weight decay (Adam).
+    pub weight_decay: T,
+    /// `1 - lr * weight_decay` of AdamW's decoupled decay, from the host (1: none).
+    pub decoupled_keep: T,
+    /// Keep the running maximum of `v`.
+    pub amsgrad: bool,
+}
+
 /// Adam and AdamW.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Adam<T> {
-    /// `torch.optim.Adam` / `AdamW` (single tensor): `p = p * keep` with
-    /// `keep = 1 - lr * wd` (AdamW's decoupled decay, if `keep != 1`); `g' = g + wd * p` (Adam's L2, if nonzero);
-    /// `m = m + (1 - b1) * (g' - m)` (torch's `lerp`); `v = v * b2 + (1 - b2) * (g' * g')`;
-    /// with amsgrad `v_max = max(v_max, v)` and `vv = v_max`, else `vv = v`;
-    /// `p = p + ((-step_size) * m) / (sqrt(vv) / bc2_sqrt + eps)` with
-    /// `step_size = lr / (1 - b1^t)`, `bc2_sqrt = sqrt(1 - b2^t)`. Slots: `m`, `v`
-    /// (and `v_max`).
-    Torch {
-        /// `lr / (1 - beta1^t)`, from the host.
-        step_size: T,
-        /// `sqrt(1 - beta2^t)`, from the host.
-        bias_correction2_sqrt: T,
-        /// `1 - beta1`, from the host.
-        one_minus_beta1: T,
-        /// `beta2`.
-        beta2: T,
-        /// `1 - beta2`, from the host.
-        one_minus_beta2: T,
-        /// Added to `sqrt` of the bias-corrected `v`.
-        eps: T,
-        /// L2 weight decay (Adam).
-        weight_decay: T,
-        /// `1 - lr * weight_decay` of AdamW's decoupled decay, from the host (1: none).
-        decoupled_keep: T,
-        /// Keep the running maximum of `v`.
-        amsgrad: bool,
-    },
+    /// PyTorch's Adam and AdamW: see [`AdamTorch`].
+    Torch(AdamTorch<T>),
     /// `keras.optimizers.Adam`: `p = p - (p * wd) * lr` (decoupled, if nonzero);
     /// `m = m + (g - m) * (1 - b1)`; `v = v + (g * g - v) * (1 - b2)`; amsgrad as above;
     /// `p = p - (m * alpha) / (sqrt(vv) + eps)` with
@@ -211,7 +215,7 @@ impl<T: Float> Update<T> {
             Self::Momentum(Momentum::Torch { .. }) => vec!["momentum_buffer"],
             Self::Momentum(Momentum::Keras { .. }) => vec!["velocity"],
             Self::Momentum(Momentum::Core { .. }) => vec!["change"],
-            Self::Adam(Adam::Torch { amsgrad, .. } | Adam::Keras { amsgrad, .. }) => {
+            Self::Adam(Adam::Torch(AdamTorch { amsgrad, .. }) | Adam::Keras { amsgrad, .. }) => {
                 if amsgrad {
                     vec!["m", "v", "v_max"]
                 } else {
@@ -313,42 +317,22 @@ impl<T: Float> Update<T> {
                     *p = *p - *c;
                 }
             }
-            Self::Adam(Adam::Torch {
-                step_size,
-                bias_correction2_sqrt,
-                one_minus_beta1,
-                beta2,
-                one_minus_beta2,
-                eps,
-                weight_decay,
-                decoupled_keep,
-                amsgrad: _,
-            }) => {
-                let scalars = AdamTorchScalars {
-                    neg_step: -step_size,
-                    bias_correction2_sqrt,
-                    one_minus_beta1,
-                    beta2,
-                    one_minus_beta2,
-                    eps,
-                    weight_decay,
-                    decoupled_keep,
-                };
+            Self::Adam(Adam::Torch(adam)) => {
                 // Four loops, so that the common case (no weight decay) carries no
                 // per-element test of a loop-invariant condition.
-                let decay = weight_decay != zero || decoupled_keep != T::one();
+                let decay = adam.weight_decay != zero || adam.decoupled_keep != T::one();
                 match (decay, slots) {
                     (false, [m, v]) => {
-                        adam_torch_loop::<T, false, false>(scalars, param, grad, m, v, &mut [])
+                        adam_torch_loop::<T, false, false>(adam, param, grad, m, v, &mut [])
                     }
                     (true, [m, v]) => {
-                        adam_torch_loop::<T, true, false>(scalars, param, grad, m, v, &mut [])
+                        adam_torch_loop::<T, true, false>(adam, param, grad, m, v, &mut [])
                     }
                     (false, [m, v, vm]) => {
-                        adam_torch_loop::<T, false, true>(scalars, param, grad, m, v, vm)
+                        adam_torch_loop::<T, false, true>(adam, param, grad, m, v, vm)
                     }
                     (true, [m, v, vm]) => {
-                        adam_torch_loop::<T, true, true>(scalars, param, grad, m, v, vm)
+                        adam_torch_loop::<T, true, true>(adam, param, grad, m, v, vm)
                     }
                     _ => unreachable!("adam takes two or three slots"),
                 }
@@ -439,24 +423,11 @@ impl<T: Float> Update<T> {
     }
 }
 
-/// The step scalars of PyTorch's Adam.
-#[derive(Clone, Copy)]
-struct AdamTorchScalars<T> {
-    neg_step: T,
-    bias_correction2_sqrt: T,
-    one_minus_beta1: T,
-    beta2: T,
-    one_minus_beta2: T,
-    eps: T,
-    weight_decay: T,
-    decoupled_keep: T,
-}
-
 /// PyTorch's Adam over one chunk; `DECAY` applies the weight decays, `AMSGRAD` keeps
 /// `v_max` (empty otherwise).
 #[inline(always)]
 fn adam_torch_loop<T: Float, const DECAY: bool, const AMSGRAD: bool>(
-    s: AdamTorchScalars<T>,
+    s: AdamTorch<T>,
     param: &mut [T],
     grad: &[T],
     m: &mut [T],
@@ -464,6 +435,7 @@ fn adam_torch_loop<T: Float, const DECAY: bool, const AMSGRAD: bool>(
     v_max: &mut [T],
 ) {
     let n = param.len();
+    let neg_step = -s.step_size;
     let (grad, m, v) = (&grad[..n], &mut m[..n], &mut v[..n]);
     let v_max = if AMSGRAD { &mut v_max[..n] } else { v_max };
     for i in 0..n {
@@ -484,7 +456,7 @@ fn adam_torch_loop<T: Float, const DECAY: bool, const AMSGRAD: bool>(
         } else {
             v[i]
         };
-        param[i] = param[i] + (s.neg_step * m[i]) / (vv.sqrt() / s.bias_correction2_sqrt + s.eps);
+        param[i] = param[i] + (neg_step * m[i]) / (vv.sqrt() / s.bias_correction2_sqrt + s.eps);
     }
 }
 
