@@ -247,7 +247,7 @@ impl<T: Float> Update<T> {
     /// This is the canonical implementation the Cpu device runs; the `match` sits outside
     /// the loops so that each loop vectorizes.
     #[inline(always)]
-    pub fn apply_chunk(&self, param: &mut [T], grad: &[T], slots: &mut [&mut [T]]) {
+    pub(crate) fn apply_chunk(&self, param: &mut [T], grad: &[T], slots: &mut [&mut [T]]) {
         let zero = T::zero();
         match *self {
             Self::Sgd(Sgd { lr, weight_decay }) => {

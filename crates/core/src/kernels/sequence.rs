@@ -201,7 +201,7 @@ impl<B: ?Sized, T> MaskedMap<'_, B, T> {
 impl<T: Float> MaskedMap<'_, [T], T> {
     /// The canonical value at a valid element `x` of sequence `b` at flat index `i`.
     #[inline(always)]
-    pub fn apply(&self, x: T, b: usize, i: usize) -> T {
+    pub(crate) fn apply(&self, x: T, b: usize, i: usize) -> T {
         match *self {
             Self::Fill(value) => value,
             Self::PerSequence(values) => values[b],
