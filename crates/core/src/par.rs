@@ -1,16 +1,16 @@
-//! [`Par`]: how much parallelism a kernel may use, passed explicitly (as in faer) rather
-//! than taken from the ambient rayon pool, so one process can run a kernel at 1, 2 and 4
-//! threads and compare the bits.
-//!
-//! Parallelism never changes results: every kernel partitions its work by element index
-//! into pieces whose boundaries do not depend on the thread count, and combines partial
-//! results in a fixed order.
-
 use std::num::NonZeroUsize;
 
 use rayon::prelude::*;
 
-/// Parallelism of a kernel call.
+/// [`Par`]: how much parallelism a kernel may use, passed explicitly (as in faer) rather
+/// than taken from the ambient rayon pool, so one process can run a kernel at 1, 2 and 4
+/// threads and compare the bits.
+///
+/// Parallelism never changes results: every kernel partitions its work by element index
+/// into pieces whose boundaries do not depend on the thread count, and combines partial
+/// results in a fixed order.
+///
+/// The variants:
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Par {
     /// Run on the calling thread.

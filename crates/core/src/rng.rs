@@ -1,28 +1,26 @@
-//! Seeded, named random-number streams whose output is fixed forever.
-//!
-//! A [`Rng`] is PCG-64 (`Lcg128Xsl64`, from `rand_pcg`), keyed by a seed *and* a stream
-//! name, so that "init", "shuffle" and "exploration" draw independent numbers from one
-//! seed. Every conversion from random bits to values (uniform floats, normal samples,
-//! bounded integers, shuffles) is written here rather than taken from `rand`, whose
-//! algorithms may change between versions: a seed gives the same values on every
-//! platform, thread count and dependency upgrade. `tests::stream_is_stable` pins the first
-//! outputs.
-//!
-//! ```
-//! use rlgrad_core::Rng;
-//! let mut a = Rng::new(7, "init");
-//! let mut b = Rng::new(7, "init");
-//! assert_eq!(a.normal_f64().to_bits(), b.normal_f64().to_bits());
-//! let mut other = Rng::new(7, "shuffle");
-//! assert_ne!(Rng::new(7, "init").next_u64(), other.next_u64());
-//! ```
-
 use rand_core::Rng as _;
 use rand_pcg::Pcg64;
 
 use crate::Float;
 
-/// A seeded random stream; see the [module docs](self).
+/// Seeded, named random-number streams whose output is fixed forever.
+///
+/// A [`Rng`] is PCG-64 (`Lcg128Xsl64`, from `rand_pcg`), keyed by a seed *and* a stream
+/// name, so that "init", "shuffle" and "exploration" draw independent numbers from one
+/// seed. Every conversion from random bits to values (uniform floats, normal samples,
+/// bounded integers, shuffles) is written here rather than taken from `rand`, whose
+/// algorithms may change between versions: a seed gives the same values on every
+/// platform, thread count and dependency upgrade. `tests::stream_is_stable` pins the first
+/// outputs.
+///
+/// ```
+/// use rlgrad_core::Rng;
+/// let mut a = Rng::new(7, "init");
+/// let mut b = Rng::new(7, "init");
+/// assert_eq!(a.normal_f64().to_bits(), b.normal_f64().to_bits());
+/// let mut other = Rng::new(7, "shuffle");
+/// assert_ne!(Rng::new(7, "init").next_u64(), other.next_u64());
+/// ```
 #[derive(Debug, Clone)]
 pub struct Rng {
     pcg: Pcg64,

@@ -1,6 +1,6 @@
 //! The Cpu fused optimizer update on plain slices (the slice level of `rlgrad-optim`).
 //!
-//! Parameters are cut into chunks of [`CHUNK`] elements; all chunks of all parameters of
+//! Parameters are cut into chunks of 16k elements; all chunks of all parameters of
 //! a step run in one parallel region, each chunk in one vectorized pass over its param,
 //! grad and slot elements. Updates are elementwise, so the chunking never changes bits.
 
