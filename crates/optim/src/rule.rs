@@ -56,13 +56,7 @@ pub trait Rule<T: Float>: Debug + Send + Sync {
 }
 
 /// Where the two big frameworks put things differently (epsilon, weight decay, slots).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Flavor {
-    /// PyTorch's `torch.optim` formulas (L2 weight decay added to the gradient).
-    Torch,
-    /// Keras 3's formulas (decoupled weight decay `p -= p * wd * lr`).
-    Keras,
-}
+pub use rlgrad_core::kernels::optim::Flavor;
 
 fn t<T: Float>(value: f64) -> T {
     T::from_f64(value)
@@ -433,25 +427,15 @@ impl<T: Float> Rule<T> for Rmsprop {
     fn step(&self, _step: u64, lr: f64) -> StepRule<'_, T> {
         let (lr, alpha, one_minus_alpha) = (t(lr), t(self.alpha), t(1.0 - self.alpha));
         let (eps, momentum, weight_decay) = (t(self.eps), t(self.momentum), t(self.weight_decay));
-        StepRule::Fused(Update::Rmsprop(match self.flavor {
-            Flavor::Torch => fused::Rmsprop::Torch {
-                lr,
-                alpha,
-                one_minus_alpha,
-                eps,
-                momentum,
-                centered: self.centered,
-                weight_decay,
-            },
-            Flavor::Keras => fused::Rmsprop::Keras {
-                lr,
-                alpha,
-                one_minus_alpha,
-                eps,
-                momentum,
-                centered: self.centered,
-                weight_decay,
-            },
+        StepRule::Fused(Update::Rmsprop(fused::Rmsprop {
+            flavor: self.flavor,
+            lr,
+            alpha,
+            one_minus_alpha,
+            eps,
+            momentum,
+            centered: self.centered,
+            weight_decay,
         }))
     }
 }

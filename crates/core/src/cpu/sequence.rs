@@ -357,15 +357,7 @@ mod device {
             x: &Vec<T>,
             term: MaskedTerm<'_, Vec<T>, T>,
         ) -> Result<T> {
-            let term = match term {
-                MaskedTerm::Value => MaskedTerm::Value,
-                MaskedTerm::SquaredDeviation { mean } => MaskedTerm::SquaredDeviation { mean },
-                MaskedTerm::Product { other, shift } => MaskedTerm::Product {
-                    other: other.as_slice(),
-                    shift,
-                },
-            };
-            super::masked_sum(self.par(), seqs, x, term)
+            super::masked_sum(self.par(), seqs, x, term.map(Vec::as_slice))
         }
 
         fn sequence_sums(&self, seqs: &Sequences, x: &Vec<T>, sums: &mut Vec<T>) -> Result<()> {
@@ -379,28 +371,13 @@ mod device {
             map: MaskedMap<'_, Vec<T>, T>,
             out: &mut Vec<T>,
         ) -> Result<()> {
-            let map = match map {
-                MaskedMap::Fill(value) => MaskedMap::Fill(value),
-                MaskedMap::PerSequence(values) => MaskedMap::PerSequence(values.as_slice()),
-                MaskedMap::Scale { shift, scale } => MaskedMap::Scale { shift, scale },
-                MaskedMap::Standardize { mean, denominator } => {
-                    MaskedMap::Standardize { mean, denominator }
-                }
-                MaskedMap::StandardizeBackward {
-                    grad,
-                    grad_mean,
-                    mean,
-                    denominator,
-                    coefficient,
-                } => MaskedMap::StandardizeBackward {
-                    grad: grad.as_slice(),
-                    grad_mean,
-                    mean,
-                    denominator,
-                    coefficient,
-                },
-            };
-            super::masked_map(self.par(), seqs, x.map(Vec::as_slice), map, out)
+            super::masked_map(
+                self.par(),
+                seqs,
+                x.map(Vec::as_slice),
+                map.map(Vec::as_slice),
+                out,
+            )
         }
     }
 }

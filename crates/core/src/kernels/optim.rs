@@ -119,51 +119,46 @@ pub enum Adam<T> {
     },
 }
 
+/// Whose formula a rule follows where the frameworks differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// PyTorch's `torch.optim` (L2 weight decay added to the gradient).
+    Torch,
+    /// Keras 3 (decoupled weight decay `p -= p * wd * lr`).
+    Keras,
+}
+
 /// RMSprop.
+///
+/// - `Flavor::Torch` (`torch.optim.RMSprop`): `g' = g + wd * p` (if nonzero);
+///   `sq = sq * alpha + (1 - alpha) * (g' * g')`; centered: `ga = ga + (1 - alpha) * (g' - ga)`,
+///   `avg = sqrt(sq + (-1) * (ga * ga)) + eps`, else `avg = sqrt(sq) + eps`; with momentum:
+///   `buf = buf * mu + g' / avg`, `p = p + (-lr) * buf`; else `p = p + ((-lr) * g') / avg`.
+/// - `Flavor::Keras` (`keras.optimizers.RMSprop`, `alpha` is Keras' `rho`):
+///   `p = p - (p * wd) * lr` (if nonzero); `sq = alpha * sq + (1 - alpha) * (g * g)`;
+///   centered: `ga = alpha * ga + (1 - alpha) * g`, `den = sq - ga * ga + eps`, else
+///   `den = sq + eps`; `inc = (lr * g) / sqrt(den)`; with momentum `buf = mu * buf + inc`,
+///   `p = p - buf`; else `p = p - inc`.
+///
+/// Slots: `square_avg` (, `grad_avg` when centered) (, `momentum_buffer` when `mu != 0`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Rmsprop<T> {
-    /// `torch.optim.RMSprop`: `g' = g + wd * p` (if nonzero);
-    /// `sq = sq * alpha + (1 - alpha) * (g' * g')`; centered: `ga = ga + (1 - alpha) * (g' - ga)`,
-    /// `avg = sqrt(sq + (-1) * (ga * ga)) + eps`, else `avg = sqrt(sq) + eps`; with momentum:
-    /// `buf = buf * mu + g' / avg`, `p = p + (-lr) * buf`; else `p = p + ((-lr) * g') / avg`.
-    /// Slots: `square_avg` (, `grad_avg`) (, `momentum_buffer`).
-    Torch {
-        /// Learning rate.
-        lr: T,
-        /// Smoothing constant.
-        alpha: T,
-        /// `1 - alpha`, from the host.
-        one_minus_alpha: T,
-        /// Added outside the square root.
-        eps: T,
-        /// `mu` (0: no momentum slot).
-        momentum: T,
-        /// Subtract the squared mean gradient.
-        centered: bool,
-        /// L2 weight decay.
-        weight_decay: T,
-    },
-    /// `keras.optimizers.RMSprop` (`alpha` is Keras' `rho`): `p = p - (p * wd) * lr`
-    /// (if nonzero); `sq = alpha * sq + (1 - alpha) * (g * g)`; centered:
-    /// `ga = alpha * ga + (1 - alpha) * g`, `den = sq - ga * ga + eps`, else `den = sq + eps`;
-    /// `inc = (lr * g) / sqrt(den)`; with momentum `buf = mu * buf + inc`, `p = p - buf`;
-    /// else `p = p - inc`. Slots as for Torch.
-    Keras {
-        /// Learning rate.
-        lr: T,
-        /// Keras' `rho`.
-        alpha: T,
-        /// `1 - alpha`, from the host.
-        one_minus_alpha: T,
-        /// Added inside the square root.
-        eps: T,
-        /// `mu` (0: no momentum slot).
-        momentum: T,
-        /// Subtract the squared mean gradient.
-        centered: bool,
-        /// Decoupled weight decay.
-        weight_decay: T,
-    },
+pub struct Rmsprop<T> {
+    /// Whose formula.
+    pub flavor: Flavor,
+    /// Learning rate.
+    pub lr: T,
+    /// Smoothing constant.
+    pub alpha: T,
+    /// `1 - alpha`, from the host.
+    pub one_minus_alpha: T,
+    /// Added outside (Torch) or inside (Keras) the square root.
+    pub eps: T,
+    /// `mu` (0: no momentum slot).
+    pub momentum: T,
+    /// Subtract the squared mean gradient.
+    pub centered: bool,
+    /// L2 (Torch) or decoupled (Keras) weight decay.
+    pub weight_decay: T,
 }
 
 /// Adagrad.
@@ -222,14 +217,9 @@ impl<T: Float> Update<T> {
                     vec!["m", "v"]
                 }
             }
-            Self::Rmsprop(
-                Rmsprop::Torch {
-                    momentum, centered, ..
-                }
-                | Rmsprop::Keras {
-                    momentum, centered, ..
-                },
-            ) => {
+            Self::Rmsprop(Rmsprop {
+                momentum, centered, ..
+            }) => {
                 let mut names = vec!["square_avg"];
                 if centered {
                     names.push("grad_avg");
@@ -464,44 +454,17 @@ fn adam_torch_loop<T: Float, const DECAY: bool, const AMSGRAD: bool>(
 #[inline(always)]
 fn rmsprop_chunk<T: Float>(rule: Rmsprop<T>, param: &mut [T], grad: &[T], slots: &mut [&mut [T]]) {
     let zero = T::zero();
-    let (torch, lr, alpha, one_minus_alpha, eps, momentum, centered, weight_decay) = match rule {
-        Rmsprop::Torch {
-            lr,
-            alpha,
-            one_minus_alpha,
-            eps,
-            momentum,
-            centered,
-            weight_decay,
-        } => (
-            true,
-            lr,
-            alpha,
-            one_minus_alpha,
-            eps,
-            momentum,
-            centered,
-            weight_decay,
-        ),
-        Rmsprop::Keras {
-            lr,
-            alpha,
-            one_minus_alpha,
-            eps,
-            momentum,
-            centered,
-            weight_decay,
-        } => (
-            false,
-            lr,
-            alpha,
-            one_minus_alpha,
-            eps,
-            momentum,
-            centered,
-            weight_decay,
-        ),
-    };
+    let Rmsprop {
+        flavor,
+        lr,
+        alpha,
+        one_minus_alpha,
+        eps,
+        momentum,
+        centered,
+        weight_decay,
+    } = rule;
+    let torch = flavor == Flavor::Torch;
     let (square_avg, rest) = slots.split_first_mut().expect("rmsprop keeps square_avg");
     let (mut grad_avg, rest) = if centered {
         let (ga, rest) = rest

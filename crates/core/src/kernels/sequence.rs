@@ -140,6 +140,20 @@ pub enum MaskedTerm<'a, B: ?Sized, T> {
     },
 }
 
+impl<'a, B: ?Sized, T: Copy> MaskedTerm<'a, B, T> {
+    /// The same term over other buffers (for example `Vec<T>` to `[T]`).
+    pub fn map<C: ?Sized>(self, f: impl Fn(&'a B) -> &'a C) -> MaskedTerm<'a, C, T> {
+        match self {
+            Self::Value => MaskedTerm::Value,
+            Self::SquaredDeviation { mean } => MaskedTerm::SquaredDeviation { mean },
+            Self::Product { other, shift } => MaskedTerm::Product {
+                other: f(other),
+                shift,
+            },
+        }
+    }
+}
+
 impl<B: ?Sized, T: Copy> Clone for MaskedTerm<'_, B, T> {
     fn clone(&self) -> Self {
         *self
@@ -182,6 +196,31 @@ pub enum MaskedMap<'a, B: ?Sized, T> {
         /// `sum(grad * (x - mean)) / ((N - ddof) * std * denominator^2)`.
         coefficient: T,
     },
+}
+
+impl<'a, B: ?Sized, T: Copy> MaskedMap<'a, B, T> {
+    /// The same map over other buffers (for example `Vec<T>` to `[T]`).
+    pub fn map<C: ?Sized>(self, f: impl Fn(&'a B) -> &'a C) -> MaskedMap<'a, C, T> {
+        match self {
+            Self::Fill(value) => MaskedMap::Fill(value),
+            Self::PerSequence(values) => MaskedMap::PerSequence(f(values)),
+            Self::Scale { shift, scale } => MaskedMap::Scale { shift, scale },
+            Self::Standardize { mean, denominator } => MaskedMap::Standardize { mean, denominator },
+            Self::StandardizeBackward {
+                grad,
+                grad_mean,
+                mean,
+                denominator,
+                coefficient,
+            } => MaskedMap::StandardizeBackward {
+                grad: f(grad),
+                grad_mean,
+                mean,
+                denominator,
+                coefficient,
+            },
+        }
+    }
 }
 
 impl<B: ?Sized, T: Copy> Clone for MaskedMap<'_, B, T> {
