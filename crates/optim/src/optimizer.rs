@@ -123,22 +123,22 @@ impl<T: Float> Optimizer<T, Cpu> {
         }
         let shapes: Vec<(&str, usize)> = params.iter().map(|p| (p.name, p.value.len())).collect();
         let plan = self.plan(&shapes)?;
-        self.create_slots(&plan)?;
         let par = self.device.par();
         let Self {
             groups,
             slots,
-            step,
+            device,
             ..
         } = self;
-        let rules = Self::step_rules(groups, *step, &plan);
+        Self::create_slots(groups, device, slots, &plan)?;
+        let rules = Self::step_rules(groups, &plan);
         let mut slots_by_param: HashMap<&str, &mut Slots<Vec<T>>> = slots
             .iter_mut()
             .map(|(name, s)| (name.as_str(), s))
             .collect();
         let mut jobs = Vec::new();
         let mut custom = Vec::new();
-        for (param, p) in params.iter_mut().zip(&plan) {
+        for (param, p) in params.iter_mut().zip(&plan.params) {
             let buffers: Vec<&mut [T]> = slots_by_param
                 .remove(param.name)
                 .expect("create_slots() made the slots of every parameter")
@@ -207,6 +207,13 @@ fn first_non_finite<T: Float>(name: &str, grad: &[T]) -> Result<()> {
         )),
         None => Ok(()),
     }
+}
+
+/// A validated step: what each parameter does, and each group's learning rate.
+struct Plan {
+    params: Vec<Planned>,
+    /// `schedule.lr(completed steps)` per group, computed once per step.
+    lrs: Vec<f64>,
 }
 
 /// What one parameter does at this step.
@@ -336,7 +343,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     }
 
     /// Validates a step and decides what each parameter does, changing nothing.
-    fn plan(&self, params: &[(&str, usize)]) -> Result<Vec<Planned>> {
+    fn plan(&self, params: &[(&str, usize)]) -> Result<Plan> {
         let mut seen = BTreeSet::new();
         for &(name, _) in params {
             if !seen.insert(name) {
@@ -359,6 +366,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 ));
             }
         }
+        let mut lrs = Vec::with_capacity(self.groups.len());
         for (index, group) in self.groups.iter().enumerate() {
             let lr = group.schedule.lr(self.step);
             if !(lr.is_finite() && lr >= 0.0) {
@@ -369,8 +377,9 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     lr,
                 ));
             }
+            lrs.push(lr);
         }
-        params
+        let params = params
             .iter()
             .map(|&(name, len)| {
                 let group = self.group_of(name);
@@ -395,21 +404,29 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     }),
                 }
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Plan { params, lrs })
     }
 
-    /// Creates the slots of the parameters seen for the first time; all or none.
-    fn create_slots(&mut self, plan: &[Planned]) -> Result<()> {
+    /// Creates the slots of the parameters seen for the first time; all or none. (An
+    /// associated function so that callers can hold the step's rules, which borrow the
+    /// groups, while the slots change.)
+    fn create_slots(
+        groups: &[Group<T>],
+        device: &D,
+        slots: &mut BTreeMap<String, Slots<D::Buffer<T>>>,
+        plan: &Plan,
+    ) -> Result<()> {
         let mut created = Vec::new();
-        for p in plan {
+        for p in &plan.params {
             if let Some(len) = p.new_slots {
-                let rule = &self.groups[p.group].rule;
+                let rule = &groups[p.group].rule;
                 let buffers = rule
                     .slot_names()
                     .iter()
                     .map(|slot| match rule.slot_init(slot) {
-                        init if init == T::zero() => self.device.alloc_zeros(len),
-                        init => self.device.upload_vec(vec![init; len]),
+                        init if init == T::zero() => device.alloc_zeros(len),
+                        init => device.upload_vec(vec![init; len]),
                     })
                     .collect::<Result<Vec<_>>>()?;
                 created.push((
@@ -423,7 +440,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 ));
             }
         }
-        self.slots.extend(created);
+        slots.extend(created);
         Ok(())
     }
 
@@ -431,25 +448,23 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// step-only scalars are computed once here, on the host.
     fn step_rules<'g>(
         groups: &'g [Group<T>],
-        completed: u64,
-        plan: &[Planned],
+        plan: &Plan,
     ) -> HashMap<(usize, u64), StepRule<'g, T>> {
         let mut rules = HashMap::new();
-        for p in plan {
-            rules.entry((p.group, p.step)).or_insert_with(|| {
-                let g = &groups[p.group];
-                g.rule.step(p.step, g.schedule.lr(completed))
-            });
+        for p in &plan.params {
+            rules
+                .entry((p.group, p.step))
+                .or_insert_with(|| groups[p.group].rule.step(p.step, plan.lrs[p.group]));
         }
         rules
     }
 
     /// Records a finished step.
-    fn commit(&mut self, plan: &[Planned]) {
-        for group in &mut self.groups {
-            group.last_lr = Some(group.schedule.lr(self.step));
+    fn commit(&mut self, plan: &Plan) {
+        for (group, &lr) in self.groups.iter_mut().zip(&plan.lrs) {
+            group.last_lr = Some(lr);
         }
-        for p in plan {
+        for p in &plan.params {
             if let Some(slots) = self.slots.get_mut(&p.name) {
                 slots.steps = p.step;
             }
@@ -481,12 +496,18 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
             .map(|p| (p.name, self.device.buffer_len(p.value)))
             .collect();
         let plan = self.plan(&shapes)?;
-        if let Some(p) = plan.iter().find(|p| {
-            matches!(
-                self.groups[p.group].rule.step(p.step, 0.0),
-                StepRule::Custom(_)
-            )
-        }) {
+        let Self {
+            groups,
+            slots,
+            device,
+            ..
+        } = self;
+        let rules = Self::step_rules(groups, &plan);
+        if let Some(p) = plan
+            .params
+            .iter()
+            .find(|p| matches!(rules[&(p.group, p.step)], StepRule::Custom(_)))
+        {
             return Err(Error::value(
                 "Optimizer::step_on",
                 "params",
@@ -494,20 +515,12 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
                 format_args!(
                     "`{}` with the custom rule `{}`",
                     p.name,
-                    self.groups[p.group].rule.name()
+                    groups[p.group].rule.name()
                 ),
             ));
         }
-        self.create_slots(&plan)?;
-        let Self {
-            groups,
-            slots,
-            step,
-            device,
-            ..
-        } = self;
-        let rules = Self::step_rules(groups, *step, &plan);
-        for (param, p) in params.iter_mut().zip(&plan) {
+        Self::create_slots(groups, device, slots, &plan)?;
+        for (param, p) in params.iter_mut().zip(&plan.params) {
             let state = slots
                 .get_mut(param.name)
                 .expect("create_slots() made every parameter's slots");
