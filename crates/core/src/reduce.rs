@@ -359,6 +359,12 @@ pub fn mean<T: Float>(x: &[T], par: Par) -> Result<T> {
 /// The canonical two-pass variance `sum((x - mean)^2) / (len - ddof)`.
 /// An error when `len <= ddof` (the divisor would be zero or negative).
 pub fn var<T: Float>(x: &[T], ddof: usize, par: Par) -> Result<T> {
+    Ok(mean_var(x, ddof, par)?.1)
+}
+
+/// The canonical mean and two-pass variance together (the mean is computed once): bitwise
+/// `(mean(x), var(x, ddof))`. An error when `len <= ddof`.
+pub fn mean_var<T: Float>(x: &[T], ddof: usize, par: Par) -> Result<(T, T)> {
     if x.len() <= ddof {
         return Err(Error::empty(
             "reduce::var",
@@ -367,7 +373,8 @@ pub fn var<T: Float>(x: &[T], ddof: usize, par: Par) -> Result<T> {
         ));
     }
     let mean = sum(x, par) / T::from_usize(x.len());
-    Ok(sum_map(x, par, |v| (v - mean) * (v - mean)) / T::from_usize(x.len() - ddof))
+    let var = sum_map(x, par, |v| (v - mean) * (v - mean)) / T::from_usize(x.len() - ddof);
+    Ok((mean, var))
 }
 
 /// NaN-propagating minimum of two values; the first wins a tie (so `min(-0, +0) = -0`).

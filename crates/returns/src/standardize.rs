@@ -24,8 +24,8 @@ pub fn standardize<T: Float>(x: &[T], eps: T, ddof: usize) -> Result<Vec<T>> {
         ));
     }
     let par = Par::auto();
-    let mean = reduce::mean(x, par)?;
-    let std = reduce::var(x, ddof, par)?.sqrt();
+    let (mean, var) = reduce::mean_var(x, ddof, par)?;
+    let std = var.sqrt();
     let denominator = std + eps;
     Ok(x.iter().map(|&v| (v - mean) / denominator).collect())
 }

@@ -8,13 +8,14 @@ use crate::{Tensor, TensorDevice};
 impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
     /// The elements in row-major order, copied to the host.
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let dense = self.contiguous()?;
-        let all = self.device.download(&dense.buffer)?;
-        let offset = dense.layout.offset();
-        if offset == 0 && all.len() == dense.numel() {
-            Ok(all)
+        let whole_buffer = self.is_contiguous()
+            && self.layout.offset() == 0
+            && self.device.buffer_len(&self.buffer) == self.numel();
+        if whole_buffer {
+            self.device.download(&self.buffer)
         } else {
-            Ok(all[offset..offset + dense.numel()].to_vec())
+            // A view into a larger buffer: copy just its elements on the device first.
+            self.device.download(&self.device.copy(self.view())?)
         }
     }
 
