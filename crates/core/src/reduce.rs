@@ -320,6 +320,37 @@ where
     .map_or_else(T::zero, Leaf::fold)
 }
 
+/// The segment holding virtual index `index` of segments laid end to end, segment `k`
+/// spanning `offsets[k]..offsets[k + 1]` (`offsets` starts at 0; `index < last offset`).
+/// Empty segments are skipped.
+pub fn segment_of(offsets: &[usize], index: usize) -> usize {
+    offsets.partition_point(|&o| o <= index) - 1
+}
+
+/// Walks the virtual indices `range` of segments laid end to end (see [`segment_of`]):
+/// calls `visit(k, local)` for each piece, in order, where `local` indexes segment `k`.
+/// `cursor` is a segment at or before the one holding `range.start` and is advanced, so a
+/// run of leaves walks the segments once instead of searching them leaf by leaf (the
+/// cursor of [`sum_leaves_with`] for sums over ragged data).
+#[inline(always)]
+pub fn for_each_segment(
+    offsets: &[usize],
+    cursor: &mut usize,
+    range: Range<usize>,
+    mut visit: impl FnMut(usize, Range<usize>),
+) {
+    let mut i = range.start;
+    while i < range.end {
+        while offsets[*cursor + 1] <= i {
+            *cursor += 1;
+        }
+        let end = range.end.min(offsets[*cursor + 1]);
+        let start = offsets[*cursor];
+        visit(*cursor, i - start..end - start);
+        i = end;
+    }
+}
+
 /// The canonical sum of `map(x[i])`.
 pub fn sum_map<T, F>(x: &[T], par: Par, map: F) -> T
 where

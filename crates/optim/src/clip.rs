@@ -20,18 +20,11 @@ pub fn global_norm<T: Float>(grads: &[&[T]], par: Par) -> T {
     reduce::sum_leaves_with(
         total,
         par,
-        |first| offsets.partition_point(|&o| o <= first) - 1,
+        |first| reduce::segment_of(&offsets, first),
         |tensor, range, leaf| {
-            let mut i = range.start;
-            while i < range.end {
-                while offsets[*tensor + 1] <= i {
-                    *tensor += 1;
-                }
-                let end = range.end.min(offsets[*tensor + 1]);
-                let start = offsets[*tensor];
-                leaf.push_mapped(&grads[*tensor][i - start..end - start], |g| g * g);
-                i = end;
-            }
+            reduce::for_each_segment(&offsets, tensor, range, |k, local| {
+                leaf.push_mapped(&grads[k][local], |g| g * g);
+            });
         },
     )
     .sqrt()

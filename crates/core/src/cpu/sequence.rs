@@ -173,30 +173,6 @@ pub fn unpad<T: Float>(
     Ok(())
 }
 
-/// Calls `visit(range)` for the runs of valid elements of the `[B, T]` array whose packed
-/// indices lie in `packed` (`range` indexes the `[B, T]` array), in packed order. `b` is a
-/// cursor: a sequence at or before the one holding `packed.start`, advanced as it goes.
-#[inline(always)]
-fn for_each_valid_run(
-    seqs: &Sequences,
-    b: &mut usize,
-    packed: std::ops::Range<usize>,
-    mut visit: impl FnMut(std::ops::Range<usize>),
-) {
-    let offsets = seqs.offsets();
-    let t_max = seqs.max_len();
-    let mut i = packed.start;
-    while i < packed.end {
-        while offsets[*b + 1] <= i {
-            *b += 1;
-        }
-        let end = packed.end.min(offsets[*b + 1]);
-        let start = *b * t_max + (i - offsets[*b]);
-        visit(start..start + (end - i));
-        i = end;
-    }
-}
-
 /// The canonical sum of `term(x)` over the valid elements of the `[B, T]` array `x`, in
 /// packed order.
 pub fn masked_sum<T: Float>(
@@ -223,13 +199,17 @@ pub fn masked_sum<T: Float>(
         par,
         |first| seqs.sequence_of(first),
         |b, packed, leaf| {
-            for_each_valid_run(seqs, b, packed, |run| match term {
-                MaskedTerm::Value => leaf.push_slice(&x[run]),
-                MaskedTerm::SquaredDeviation { mean } => {
-                    leaf.push_mapped(&x[run], |v| (v - mean) * (v - mean));
-                }
-                MaskedTerm::Product { other, shift } => {
-                    leaf.push_zipped(&x[run.clone()], &other[run], |v, w| (v - shift) * w);
+            // The valid steps of sequence `s` sit at `s * T ..` of the `[B, T]` array.
+            reduce::for_each_segment(seqs.offsets(), b, packed, |s, steps| {
+                let run = s * seqs.max_len() + steps.start..s * seqs.max_len() + steps.end;
+                match term {
+                    MaskedTerm::Value => leaf.push_slice(&x[run]),
+                    MaskedTerm::SquaredDeviation { mean } => {
+                        leaf.push_mapped(&x[run], |v| (v - mean) * (v - mean));
+                    }
+                    MaskedTerm::Product { other, shift } => {
+                        leaf.push_zipped(&x[run.clone()], &other[run], |v, w| (v - shift) * w);
+                    }
                 }
             });
         },

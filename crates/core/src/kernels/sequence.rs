@@ -108,7 +108,7 @@ impl Sequences {
 
     /// The sequence holding packed row `row` (`row < total()`).
     pub fn sequence_of(&self, row: usize) -> usize {
-        self.offsets.partition_point(|&o| o <= row) - 1
+        crate::reduce::segment_of(&self.offsets, row)
     }
 }
 
