@@ -177,6 +177,7 @@ fn apply_custom<T: Float>(
     slots: &mut [&mut [T]],
 ) {
     const CHUNK: usize = 1 << 14;
+    let par = par.for_work(value.len(), 1 << 16);
     let mut slot_chunks: Vec<_> = slots.iter_mut().map(|s| s.chunks_mut(CHUNK)).collect();
     let chunks: Vec<_> = value
         .chunks_mut(CHUNK)
@@ -189,12 +190,7 @@ fn apply_custom<T: Float>(
             (v, g, s)
         })
         .collect();
-    par.for_work(value_len(&chunks), 1 << 16)
-        .for_each_item(chunks, |(v, g, mut s)| apply(v, g, &mut s));
-}
-
-fn value_len<T, S>(chunks: &[(&mut [T], &[T], S)]) -> usize {
-    chunks.iter().map(|c| c.0.len()).sum()
+    par.for_each_item(chunks, |(v, g, mut s)| apply(v, g, &mut s));
 }
 
 fn first_non_finite<T: Float>(name: &str, grad: &[T]) -> Result<()> {
