@@ -246,7 +246,12 @@ impl Case {
     /// same shape and each value within `max_abs + max_rel * |want|` (non-finite values
     /// exactly). On success, the worst error as a fraction of its allowance.
     pub fn compare(&self, got: &Outputs) -> Result<f64, String> {
-        let mut worst = 0.0f64;
+        /// The element that is furthest outside (or closest to the edge of) its allowance.
+        struct Worst {
+            fraction: f64,
+            report: String,
+        }
+        let mut worst: Option<Worst> = None;
         for (name, want) in &self.expected {
             let have = got
                 .get(name)
@@ -260,27 +265,37 @@ impl Case {
             for (i, (&g, &w)) in have.data.iter().zip(&want.data).enumerate() {
                 let allowed = self.max_abs + self.max_rel * w.abs();
                 let error = (g - w).abs();
-                let ok = if w.is_finite() {
-                    error <= allowed
-                } else {
-                    g.is_nan() && w.is_nan() || g == w
-                };
-                if !ok {
-                    return Err(format!(
-                        "{name}[{i}]: got {g:e}, want {w:e}, |error| {error:.3e} > allowed {allowed:.3e}"
-                    ));
-                }
-                if w.is_finite() {
-                    let fraction = if allowed > 0.0 {
-                        error / allowed
+                let fraction = if !w.is_finite() {
+                    // Non-finite expectations must be reproduced exactly.
+                    if g.is_nan() && w.is_nan() || g == w {
+                        0.0
                     } else {
-                        f64::from(u8::from(error > 0.0))
-                    };
-                    worst = worst.max(fraction);
+                        f64::INFINITY
+                    }
+                } else if error.is_nan() {
+                    f64::INFINITY
+                } else if allowed > 0.0 {
+                    error / allowed
+                } else if error > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                };
+                if worst.as_ref().is_none_or(|w| fraction > w.fraction) {
+                    worst = Some(Worst {
+                        fraction,
+                        report: format!(
+                            "{name}[{i}]: got {g:e}, want {w:e}, |error| {error:.3e}, allowed {allowed:.3e}"
+                        ),
+                    });
                 }
             }
         }
-        Ok(worst)
+        match worst {
+            Some(w) if w.fraction > 1.0 => Err(format!("worst element {}", w.report)),
+            Some(w) => Ok(w.fraction),
+            None => Ok(0.0),
+        }
     }
 }
 
@@ -323,6 +338,9 @@ mod tests {
                 .unwrap_err()
                 .contains("y[1]")
         );
+        // Two failures: the worst one is reported (a wrong non-finite value beats 0.3 off).
+        let err = case.compare(&out(2.3, f64::NAN)).unwrap_err();
+        assert!(err.starts_with("worst element y[1]"), "{err}");
         assert!(
             case.compare(&Outputs::new())
                 .unwrap_err()
