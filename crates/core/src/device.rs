@@ -5,6 +5,7 @@
 //! [`crate::Cpu`] device or on the CUDA device of `rlgrad-cuda` unchanged.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use crate::{Element, Layout, Result};
 
@@ -25,6 +26,24 @@ pub trait Device: Clone + Debug + Send + Sync + 'static {
     /// A buffer made from `host`; the Cpu device takes the vector without copying.
     fn upload_vec<E: Element>(&self, host: Vec<E>) -> Result<Self::Buffer<E>> {
         self.upload(&host)
+    }
+
+    /// A buffer of `len` elements for a kernel to overwrite entirely, shared-ready: the
+    /// returned `Arc` is the buffer's only reference. Its contents are unspecified (a
+    /// device may hand back a buffer it recycled), so it is only for outputs whose every
+    /// element the kernel writes; every kernel trait documents that it does.
+    ///
+    /// Tensors take their outputs from here and give them back with
+    /// [`Device::recycle`], so a loop that repeats the same ops reaches a steady state
+    /// without allocating. The default allocates zeros.
+    fn alloc_output<E: Element>(&self, len: usize) -> Result<Arc<Self::Buffer<E>>> {
+        Ok(Arc::new(self.alloc_zeros(len)?))
+    }
+
+    /// Hands back a buffer its owner no longer needs, for [`Device::alloc_output`] to
+    /// reuse when `buffer` is the last reference to it. The default frees it.
+    fn recycle<E: Element>(&self, buffer: Arc<Self::Buffer<E>>) {
+        drop(buffer);
     }
 
     /// The buffer's contents, copied to the host.

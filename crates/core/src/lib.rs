@@ -31,8 +31,9 @@
 //! let cpu = Cpu::new(Par::rayon(2));
 //! let x = cpu.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
 //! let layout = Layout::contiguous(Shape::from([2, 3]));
-//! let row_sums = cpu.reduce(ReduceOp::Sum, View::new(&x, &layout), Some(1))?;
-//! assert_eq!(cpu.download(&row_sums)?, [6.0, 15.0]);
+//! let mut row_sums = cpu.alloc_zeros(2)?;
+//! cpu.reduce(ReduceOp::Sum, View::new(&x, &layout), Some(1), &mut row_sums)?;
+//! assert_eq!(row_sums, [6.0, 15.0]);
 //! # Ok::<(), rlgrad_core::Error>(())
 //! ```
 

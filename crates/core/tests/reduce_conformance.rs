@@ -79,11 +79,14 @@ proptest! {
         let dims = shape.dims();
         let inner: usize = dims[axis + 1..].iter().product();
         for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Var { ddof: 0 }] {
-            let by_kernel = Cpu::new(Par::rayon(3)).reduce(op, View::new(&x, &layout), Some(axis)).unwrap();
+            let mut by_kernel = vec![f64::NAN; shape.numel() / dims[axis]];
+            Cpu::new(Par::rayon(3)).reduce(op, View::new(&x, &layout), Some(axis), &mut by_kernel).unwrap();
             for (index, got) in by_kernel.iter().enumerate() {
                 let base = (index / inner) * dims[axis] * inner + index % inner;
                 let column: Vec<f64> = (0..dims[axis]).map(|t| x[base + t * inner]).collect();
-                let want = Cpu::seq().reduce(op, View::new(&column, &Layout::contiguous(Shape::from([column.len()]))), None).unwrap()[0];
+                let mut want = vec![f64::NAN];
+                Cpu::seq().reduce(op, View::new(&column, &Layout::contiguous(Shape::from([column.len()]))), None, &mut want).unwrap();
+                let want = want[0];
                 prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?} axis {} output {}", op, axis, index);
             }
         }
@@ -121,6 +124,7 @@ fn variance_needs_more_elements_than_ddof() {
             ReduceOp::Var { ddof: 2 },
             View::new(&x[..].to_vec(), &layout),
             None,
+            &mut vec![0.0],
         )
         .unwrap_err();
     assert!(err.to_string().contains("at least 3 elements"), "{err}");

@@ -157,12 +157,24 @@ where
         ));
     }
     let layout = Layout::contiguous(Shape::from([len]));
-    let scalar = |op| -> Result<T> {
-        let value = device.reduce(op, View::new(x, &layout), None)?;
+    let mut value = device.alloc_zeros(1)?;
+    let mut scalar = |op| -> Result<T> {
+        device.reduce(op, View::new(x, &layout), None, &mut value)?;
         Ok(device.download(&value)?[0])
     };
     let mean = scalar(ReduceOp::Mean)?;
     let std = scalar(ReduceOp::Var { ddof })?.sqrt();
-    let centered = device.unary(UnaryOp::SubScalar(mean), View::new(x, &layout))?;
-    device.unary(UnaryOp::DivScalar(std + eps), View::new(&centered, &layout))
+    let mut centered = device.alloc_zeros(len)?;
+    device.unary(
+        UnaryOp::SubScalar(mean),
+        View::new(x, &layout),
+        &mut centered,
+    )?;
+    let mut out = device.alloc_zeros(len)?;
+    device.unary(
+        UnaryOp::DivScalar(std + eps),
+        View::new(&centered, &layout),
+        &mut out,
+    )?;
+    Ok(out)
 }

@@ -65,9 +65,12 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
             broadcast_layout(&self.layout, &ls),
             broadcast_layout(&rhs.layout, &rs),
         );
-        let buffer = self
-            .device
-            .matmul(View::new(&self.buffer, &ll), View::new(&rhs.buffer, &rl))?;
-        Ok(Self::from_buffer(&self.device, buffer, with_matrix(m, n)))
+        Self::from_kernel(&self.device, with_matrix(m, n), |out| {
+            self.device.matmul(
+                View::new(&self.buffer, &ll),
+                View::new(&rhs.buffer, &rl),
+                out,
+            )
+        })
     }
 }

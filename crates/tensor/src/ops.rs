@@ -87,12 +87,9 @@ binary_methods! {
 impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
     /// `op.apply(x)` for every element: the door to every [`UnaryOp`], scalar ones included.
     pub fn unary(&self, op: UnaryOp<T>) -> Result<Self> {
-        let buffer = self.device.unary(op, self.view())?;
-        Ok(Self::from_buffer(
-            &self.device,
-            buffer,
-            self.shape().clone(),
-        ))
+        Self::from_kernel(&self.device, self.shape().clone(), |out| {
+            self.device.unary(op, self.view(), out)
+        })
     }
 
     /// `x^exponent` (portable libm).
@@ -111,12 +108,14 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
             broadcast_layout(&self.layout, &shape),
             broadcast_layout(&rhs.layout, &shape),
         );
-        let buffer = self.device.binary(
-            op,
-            rlgrad_core::View::new(&self.buffer, &l),
-            rlgrad_core::View::new(&rhs.buffer, &r),
-        )?;
-        Ok(Self::from_buffer(&self.device, buffer, shape))
+        Self::from_kernel(&self.device, shape, |out| {
+            self.device.binary(
+                op,
+                rlgrad_core::View::new(&self.buffer, &l),
+                rlgrad_core::View::new(&rhs.buffer, &r),
+                out,
+            )
+        })
     }
 
     /// `on_true` where `self != 0` (NaN counts as true), else `on_false`; all three
@@ -136,12 +135,14 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
         let shape = Shape::broadcast(function, &shape, on_false.shape())?;
         let layouts = [&self.layout, &on_true.layout, &on_false.layout]
             .map(|layout| broadcast_layout(layout, &shape));
-        let buffer = self.device.select(
-            rlgrad_core::View::new(&self.buffer, &layouts[0]),
-            rlgrad_core::View::new(&on_true.buffer, &layouts[1]),
-            rlgrad_core::View::new(&on_false.buffer, &layouts[2]),
-        )?;
-        Ok(Self::from_buffer(&self.device, buffer, shape))
+        Self::from_kernel(&self.device, shape, |out| {
+            self.device.select(
+                rlgrad_core::View::new(&self.buffer, &layouts[0]),
+                rlgrad_core::View::new(&on_true.buffer, &layouts[1]),
+                rlgrad_core::View::new(&on_false.buffer, &layouts[2]),
+                out,
+            )
+        })
     }
 }
 

@@ -10,8 +10,10 @@ use crate::{Tensor, TensorDevice};
 impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
     fn reduce_all(&self, function: &'static str, op: ReduceOp) -> Result<T> {
         check_len(function, op, self.numel())?;
-        let buffer = self.device.reduce(op, self.view(), None)?;
-        Ok(self.device.download(&buffer)?[0])
+        let value = Self::from_kernel(&self.device, Shape::scalar(), |out| {
+            self.device.reduce(op, self.view(), None, out)
+        })?;
+        value.to_scalar()
     }
 
     fn reduce_axis(
@@ -25,14 +27,15 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
         if self.numel() > 0 {
             check_len(function, op, len)?;
         }
-        let buffer = self.device.reduce(op, self.view(), Some(axis))?;
         let mut dims: Dims = self.dims().into();
         if keepdim {
             dims[axis] = 1;
         } else {
             dims.remove(axis);
         }
-        Ok(Self::from_buffer(&self.device, buffer, Shape::from(dims)))
+        Self::from_kernel(&self.device, Shape::from(dims), |out| {
+            self.device.reduce(op, self.view(), Some(axis), out)
+        })
     }
 
     /// The sum of all elements (`0` for none).

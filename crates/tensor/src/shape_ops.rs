@@ -15,7 +15,7 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
             self.device.download(&self.buffer)
         } else {
             // A view into a larger buffer: copy just its elements on the device first.
-            self.device.download(&self.device.copy(self.view())?)
+            self.contiguous_copy()?.to_vec()
         }
     }
 
@@ -38,12 +38,14 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let buffer = self.device.copy(self.view())?;
-        Ok(Self::from_buffer(
-            &self.device,
-            buffer,
-            self.shape().clone(),
-        ))
+        self.contiguous_copy()
+    }
+
+    /// A dense copy of exactly this view's elements, in a buffer of their number.
+    fn contiguous_copy(&self) -> Result<Self> {
+        Self::from_kernel(&self.device, self.shape().clone(), |out| {
+            self.device.copy(self.view(), out)
+        })
     }
 
     /// The same elements in another shape with as many elements (a view when dense).
@@ -169,10 +171,53 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
                 bad,
             ));
         }
-        let buffer = self.device.index_select(self.view(), axis, indices)?;
         let mut dims: Dims = self.dims().into();
         dims[axis] = indices.len();
-        Ok(Self::from_buffer(&self.device, buffer, Shape::from(dims)))
+        Self::from_kernel(&self.device, Shape::from(dims), |out| {
+            self.device.index_select(self.view(), axis, indices, out)
+        })
+    }
+
+    /// The adjoint of [`Tensor::index_select`] (the backward of a gather): a tensor of
+    /// this one's shape with axis `axis` of size `size`, zero except that slice `i` of
+    /// `self` along `axis` is added to slice `indices[i]`, for `i` in increasing order.
+    ///
+    /// ```
+    /// use rlgrad_tensor::Tensor;
+    /// let rows = Tensor::from_vec(vec![1.0f32, 2.0, 10.0, 20.0, 100.0, 200.0], [3, 2])?;
+    /// let summed = rows.index_add(0, &[2, 0, 2], 3)?;
+    /// assert_eq!(summed.to_vec()?, [10.0, 20.0, 0.0, 0.0, 101.0, 202.0]);
+    /// assert!(rows.index_add(0, &[0, 1], 3).is_err()); // one index per row
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn index_add(&self, axis: usize, indices: &[usize], size: usize) -> Result<Self> {
+        let len = self.shape().dim("Tensor::index_add", axis)?;
+        if indices.len() != len {
+            return Err(Error::shape(
+                "Tensor::index_add",
+                "indices",
+                format_args!(
+                    "{len} indices, one per slice of axis {axis} of {}",
+                    self.shape()
+                ),
+                format_args!("{} indices", indices.len()),
+            ));
+        }
+        if let Some(&bad) = indices.iter().find(|&&i| i >= size) {
+            return Err(Error::out_of_range(
+                "Tensor::index_add",
+                "indices",
+                format_args!("indices below size = {size}"),
+                bad,
+            ));
+        }
+        let mut dims: Dims = self.dims().into();
+        dims[axis] = size;
+        let shape = Shape::from(dims);
+        shape.numel_for("Tensor::index_add", "size")?;
+        Self::from_kernel(&self.device, shape, |out| {
+            self.device.index_add(self.view(), axis, indices, size, out)
+        })
     }
 
     /// `tensors` joined along `axis`; all other dimensions must agree.
@@ -204,9 +249,10 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
             }
             dims[axis] += t.dims()[axis];
         }
-        let views: Vec<_> = tensors.iter().map(|t| t.view()).collect();
-        let buffer = first.device.concat(&views, axis)?;
-        Ok(Self::from_buffer(&first.device, buffer, Shape::from(dims)))
+        let views: smallvec::SmallVec<[_; 4]> = tensors.iter().map(|t| t.view()).collect();
+        Self::from_kernel(&first.device, Shape::from(dims), |out| {
+            first.device.concat(&views, axis, out)
+        })
     }
 
     /// `tensors` (all of one shape) stacked along a new axis `axis`.

@@ -1,4 +1,5 @@
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use rlgrad_core::{Cpu, Device, Error, Float, Layout, Result, Shape, View};
@@ -6,37 +7,76 @@ use rlgrad_core::{Cpu, Device, Error, Float, Layout, Result, Shape, View};
 /// An n-d array of `T` on device `D`: a shared buffer plus a [`Layout`] (shape, strides,
 /// offset). Cloning is cheap (the buffer is shared); view ops (reshape of a dense tensor,
 /// transpose, permute, narrow, broadcast, squeeze) make new layouts over the same buffer;
-/// every other op returns a new tensor. Tensors are immutable.
+/// every other op returns a new tensor. Tensors are immutable, with one exception for
+/// optimizers: [`Tensor::make_mut`] (copy on write).
+///
+/// Outputs come from [`Device::alloc_output`] and a tensor hands its buffer back with
+/// [`Device::recycle`] when its last reference goes, so a loop that repeats the same ops
+/// stops allocating after its first pass (the [`Cpu`]'s cache,
+/// [`rlgrad_core::cpu::cache`]).
 pub struct Tensor<T: Float, D: Device = Cpu> {
-    pub(crate) buffer: Arc<D::Buffer<T>>,
+    // Taken out exactly once, in `Drop`, to be handed back to the device.
+    pub(crate) buffer: ManuallyDrop<Arc<D::Buffer<T>>>,
     pub(crate) layout: Layout,
     pub(crate) device: D,
 }
 
 impl<T: Float, D: Device> Clone for Tensor<T, D> {
     fn clone(&self) -> Self {
-        Self {
-            buffer: Arc::clone(&self.buffer),
-            layout: self.layout.clone(),
-            device: self.device.clone(),
-        }
+        self.with_layout(self.layout.clone())
+    }
+}
+
+impl<T: Float, D: Device> Drop for Tensor<T, D> {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once and `self.buffer` is not touched after this line.
+        let buffer = unsafe { ManuallyDrop::take(&mut self.buffer) };
+        self.device.recycle(buffer);
     }
 }
 
 impl<T: Float, D: Device> Tensor<T, D> {
     /// A tensor over a fresh buffer in row-major order.
     pub(crate) fn from_buffer(device: &D, buffer: D::Buffer<T>, shape: Shape) -> Self {
+        Self::from_shared(device, Arc::new(buffer), shape)
+    }
+
+    fn from_shared(device: &D, buffer: Arc<D::Buffer<T>>, shape: Shape) -> Self {
         Self {
-            buffer: Arc::new(buffer),
+            buffer: ManuallyDrop::new(buffer),
             layout: Layout::contiguous(shape),
             device: device.clone(),
+        }
+    }
+
+    /// A new row-major tensor of `shape` whose buffer `fill` writes entirely (a kernel
+    /// call): the buffer comes from [`Device::alloc_output`], so it may be a recycled one.
+    pub(crate) fn from_kernel(
+        device: &D,
+        shape: Shape,
+        fill: impl FnOnce(&mut D::Buffer<T>) -> Result<()>,
+    ) -> Result<Self> {
+        let mut buffer = device.alloc_output::<T>(shape.numel())?;
+        let Some(target) = Arc::get_mut(&mut buffer) else {
+            return Err(Error::Device {
+                function: "Tensor",
+                device: device.name(),
+                message: "alloc_output returned a buffer that is shared".to_owned(),
+            });
+        };
+        match fill(target) {
+            Ok(()) => Ok(Self::from_shared(device, buffer, shape)),
+            Err(error) => {
+                device.recycle(buffer);
+                Err(error)
+            }
         }
     }
 
     /// A tensor sharing this one's buffer through another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Self {
         Self {
-            buffer: Arc::clone(&self.buffer),
+            buffer: ManuallyDrop::new(Arc::clone(&self.buffer)),
             layout,
             device: self.device.clone(),
         }
@@ -115,6 +155,62 @@ impl<T: Float, D: Device> Tensor<T, D> {
     /// Whether the elements are dense and in row-major order.
     pub fn is_contiguous(&self) -> bool {
         self.layout.is_contiguous()
+    }
+
+    /// A tensor over a device buffer that holds exactly the elements of `shape` in
+    /// row-major order (what device-level functions of the other crates return).
+    pub fn from_buffer_on(
+        device: &D,
+        buffer: D::Buffer<T>,
+        shape: impl Into<Shape>,
+    ) -> Result<Self> {
+        let shape = shape.into();
+        let numel = shape.numel_for("Tensor::from_buffer_on", "shape")?;
+        let len = device.buffer_len(&buffer);
+        if len != numel {
+            return Err(Error::shape(
+                "Tensor::from_buffer_on",
+                "buffer",
+                format_args!("{numel} elements for shape {shape}"),
+                format_args!("{len} elements"),
+            ));
+        }
+        Ok(Self::from_buffer(device, buffer, shape))
+    }
+
+    /// The buffer holding exactly this tensor's elements in row-major order, when it does
+    /// (a dense tensor that is not a view into a larger buffer): what device-level
+    /// functions taking whole buffers need. `None` for other views;
+    /// [`Tensor::contiguous`] makes one that has it.
+    pub fn dense_buffer(&self) -> Option<&D::Buffer<T>> {
+        let whole = self.is_contiguous()
+            && self.layout.offset() == 0
+            && self.device.buffer_len(&self.buffer) == self.numel();
+        whole.then_some(&**self.buffer)
+    }
+}
+
+impl<T: Float, D: crate::TensorDevice<T>> Tensor<T, D> {
+    /// The buffer of this tensor's elements (row-major, exactly `numel` long) for writing
+    /// in place, copying first when the buffer is shared with another tensor or is not
+    /// such a dense buffer (copy on write). Optimizers update parameters through it; a
+    /// tensor recorded earlier (on a gradient tape, say) keeps the old values.
+    ///
+    /// ```
+    /// use rlgrad_tensor::Tensor;
+    /// let mut w = Tensor::from_vec(vec![1.0f32, 2.0], [2])?;
+    /// let before = w.clone();
+    /// w.make_mut()?[0] = 5.0;
+    /// assert_eq!((w.to_vec()?, before.to_vec()?), (vec![5.0, 2.0], vec![1.0, 2.0]));
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn make_mut(&mut self) -> Result<&mut D::Buffer<T>> {
+        if self.dense_buffer().is_none() || Arc::get_mut(&mut self.buffer).is_none() {
+            *self = Self::from_kernel(&self.device, self.shape().clone(), |out| {
+                self.device.copy(self.view(), out)
+            })?;
+        }
+        Ok(Arc::get_mut(&mut self.buffer).expect("a buffer made or proven unique just now"))
     }
 }
 

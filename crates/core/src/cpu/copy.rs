@@ -1,36 +1,67 @@
-use super::{CHUNK, Cpu, MIN_TASK, check_view, dense_or_copy};
+use super::{CHUNK, Cpu, MIN_TASK, check_output, check_view, dense_or_copy, for_each_run};
 use crate::kernels::CopyKernel;
 use crate::{Error, Float, Result, View};
 
+/// `Ok` when every index is below `len`, the size of axis `axis`.
+fn check_indices(function: &'static str, indices: &[usize], len: usize, axis: usize) -> Result<()> {
+    match indices.iter().find(|&&i| i >= len) {
+        Some(&bad) => Err(Error::out_of_range(
+            function,
+            "indices",
+            format_args!("indices below {len}, the size of axis {axis}"),
+            bad,
+        )),
+        None => Ok(()),
+    }
+}
+
 impl<T: Float> CopyKernel<T> for Cpu {
-    fn copy(&self, x: View<'_, Vec<T>>) -> Result<Vec<T>> {
+    fn copy(&self, x: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
         check_view("Cpu::copy", "x", x)?;
-        Ok(dense_or_copy(self.par, x).into_owned())
+        check_output("Cpu::copy", out, x.layout.numel())?;
+        let par = self.par.for_work(out.len(), MIN_TASK);
+        par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
+            for_each_run(
+                [x.layout],
+                ci * CHUNK,
+                chunk.len(),
+                |pos, [s], [st], count| {
+                    let run = &mut chunk[pos..pos + count];
+                    if st == 1 {
+                        run.copy_from_slice(&x.buffer[s..s + count]);
+                    } else {
+                        for (i, o) in run.iter_mut().enumerate() {
+                            *o = x.buffer[s + i * st];
+                        }
+                    }
+                },
+            );
+        });
+        Ok(())
     }
 
-    fn index_select(&self, x: View<'_, Vec<T>>, axis: usize, indices: &[usize]) -> Result<Vec<T>> {
+    fn index_select(
+        &self,
+        x: View<'_, Vec<T>>,
+        axis: usize,
+        indices: &[usize],
+        out: &mut Vec<T>,
+    ) -> Result<()> {
         check_view("Cpu::index_select", "x", x)?;
         let shape = x.layout.shape();
         shape.check_axis("Cpu::index_select", "axis", axis)?;
         let len = shape.dims()[axis];
-        if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-            return Err(Error::out_of_range(
-                "Cpu::index_select",
-                "indices",
-                format_args!("indices below {len}, the size of axis {axis}"),
-                bad,
-            ));
-        }
+        check_indices("Cpu::index_select", indices, len, axis)?;
         let inner: usize = shape.dims()[axis + 1..].iter().product();
         let outer: usize = shape.dims()[..axis].iter().product();
-        let data = dense_or_copy(self.par, x);
-        let mut out = super::alloc::zeroed(outer * indices.len() * inner);
-        if inner == 0 {
-            return Ok(out);
+        check_output("Cpu::index_select", out, outer * indices.len() * inner)?;
+        if inner == 0 || out.is_empty() {
+            return Ok(());
         }
+        let data = dense_or_copy(self.par, x);
         let rows_per_chunk = CHUNK.div_ceil(inner);
         let par = self.par.for_work(out.len(), MIN_TASK);
-        par.for_each_chunk_mut(&mut out, rows_per_chunk * inner, |ci, chunk| {
+        par.for_each_chunk_mut(out, rows_per_chunk * inner, |ci, chunk| {
             for (r, row) in chunk.chunks_mut(inner).enumerate() {
                 let out_row = ci * rows_per_chunk + r;
                 let (o, k) = (out_row / indices.len(), out_row % indices.len());
@@ -38,10 +69,61 @@ impl<T: Float> CopyKernel<T> for Cpu {
                 row.copy_from_slice(&data[src..src + inner]);
             }
         });
-        Ok(out)
+        Ok(())
     }
 
-    fn concat(&self, parts: &[View<'_, Vec<T>>], axis: usize) -> Result<Vec<T>> {
+    fn index_add(
+        &self,
+        x: View<'_, Vec<T>>,
+        axis: usize,
+        indices: &[usize],
+        size: usize,
+        out: &mut Vec<T>,
+    ) -> Result<()> {
+        check_view("Cpu::index_add", "x", x)?;
+        let shape = x.layout.shape();
+        shape.check_axis("Cpu::index_add", "axis", axis)?;
+        if shape.dims()[axis] != indices.len() {
+            return Err(Error::shape(
+                "Cpu::index_add",
+                "indices",
+                format_args!("one index per slice of axis {axis} of {shape}"),
+                format_args!("{} indices", indices.len()),
+            ));
+        }
+        check_indices("Cpu::index_add", indices, size, axis)?;
+        let inner: usize = shape.dims()[axis + 1..].iter().product();
+        let outer: usize = shape.dims()[..axis].iter().product();
+        check_output("Cpu::index_add", out, outer * size * inner)?;
+        out.fill(T::zero());
+        if inner == 0 || indices.is_empty() {
+            return Ok(());
+        }
+        let data = dense_or_copy(self.par, x);
+        // Each task owns whole outer blocks of `out`, and inside a block adds the source
+        // slices in index order, so the order of additions never depends on the threads.
+        let block = size * inner;
+        if block == 0 {
+            return Ok(());
+        }
+        let blocks_per_chunk = CHUNK.div_ceil(block);
+        let par = self.par.for_work(out.len(), MIN_TASK);
+        par.for_each_chunk_mut(out, blocks_per_chunk * block, |ci, chunk| {
+            for (b, target) in chunk.chunks_mut(block).enumerate() {
+                let o = ci * blocks_per_chunk + b;
+                for (i, &index) in indices.iter().enumerate() {
+                    let src = (o * indices.len() + i) * inner;
+                    let dst = &mut target[index * inner..(index + 1) * inner];
+                    for (d, &v) in dst.iter_mut().zip(&data[src..src + inner]) {
+                        *d = *d + v;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn concat(&self, parts: &[View<'_, Vec<T>>], axis: usize, out: &mut Vec<T>) -> Result<()> {
         let Some(first) = parts.first() else {
             return Err(Error::empty("Cpu::concat", "parts", "at least one part"));
         };
@@ -68,18 +150,27 @@ impl<T: Float> CopyKernel<T> for Cpu {
         }
         let outer: usize = shape.dims()[..axis].iter().product();
         let inner: usize = shape.dims()[axis + 1..].iter().product();
-        let dense: Vec<_> = parts.iter().map(|p| dense_or_copy(self.par, *p)).collect();
-        let blocks: Vec<usize> = parts
-            .iter()
-            .map(|p| p.layout.shape().dims()[axis] * inner)
-            .collect();
-        let total: usize = blocks.iter().sum();
-        let mut out = Vec::with_capacity(outer * total);
-        for o in 0..outer {
-            for (data, &block) in dense.iter().zip(&blocks) {
-                out.extend_from_slice(&data[o * block..(o + 1) * block]);
-            }
+        let block = |part: &View<'_, Vec<T>>| part.layout.shape().dims()[axis] * inner;
+        let total: usize = parts.iter().map(block).sum();
+        check_output("Cpu::concat", out, outer * total)?;
+        // Part by part: each part's elements go to their column range of every outer row.
+        let mut column = 0;
+        for part in parts {
+            let width = block(part);
+            for_each_run(
+                [part.layout],
+                0,
+                part.layout.numel(),
+                |pos, [s], [st], count| {
+                    let (o, c) = (pos / width, pos % width);
+                    let dst = &mut out[o * total + column + c..][..count];
+                    for (i, d) in dst.iter_mut().enumerate() {
+                        *d = part.buffer[s + i * st];
+                    }
+                },
+            );
+            column += width;
         }
-        Ok(out)
+        Ok(())
     }
 }

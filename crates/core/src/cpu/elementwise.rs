@@ -1,4 +1,4 @@
-use super::{CHUNK, Cpu, MIN_TASK, check_view, dense, for_each_run};
+use super::{CHUNK, Cpu, MIN_TASK, check_output, check_view, dense, for_each_run};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use crate::{Error, Float, Result, View};
 
@@ -21,17 +21,17 @@ fn same_shape<T>(
 }
 
 impl<T: Float> ElementwiseKernel<T> for Cpu {
-    fn unary(&self, op: UnaryOp<T>, x: View<'_, Vec<T>>) -> Result<Vec<T>> {
+    fn unary(&self, op: UnaryOp<T>, x: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
         check_view("Cpu::unary", "x", x)?;
-        let mut out = super::alloc::zeroed(x.layout.numel());
+        check_output("Cpu::unary", out, x.layout.numel())?;
         let par = self.par.for_work(out.len(), MIN_TASK);
         match dense(x) {
-            Some(src) => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            Some(src) => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
                 for (o, &v) in chunk.iter_mut().zip(&src[ci * CHUNK..]) {
                     *o = op.apply(v);
                 }
             }),
-            None => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            None => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
                 for_each_run(
                     [x.layout],
                     ci * CHUNK,
@@ -44,23 +44,29 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
                 );
             }),
         }
-        Ok(out)
+        Ok(())
     }
 
-    fn binary(&self, op: BinaryOp, lhs: View<'_, Vec<T>>, rhs: View<'_, Vec<T>>) -> Result<Vec<T>> {
+    fn binary(
+        &self,
+        op: BinaryOp,
+        lhs: View<'_, Vec<T>>,
+        rhs: View<'_, Vec<T>>,
+        out: &mut Vec<T>,
+    ) -> Result<()> {
         check_view("Cpu::binary", "lhs", lhs)?;
         check_view("Cpu::binary", "rhs", rhs)?;
         same_shape("Cpu::binary", "rhs", lhs, rhs)?;
-        let mut out = super::alloc::zeroed(lhs.layout.numel());
+        check_output("Cpu::binary", out, lhs.layout.numel())?;
         let par = self.par.for_work(out.len(), MIN_TASK);
         match (dense(lhs), dense(rhs)) {
-            (Some(a), Some(b)) => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            (Some(a), Some(b)) => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
                 let (a, b) = (&a[ci * CHUNK..], &b[ci * CHUNK..]);
                 for ((o, &x), &y) in chunk.iter_mut().zip(a).zip(b) {
                     *o = op.apply(x, y);
                 }
             }),
-            _ => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+            _ => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
                 for_each_run(
                     [lhs.layout, rhs.layout],
                     ci * CHUNK,
@@ -73,7 +79,7 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
                 );
             }),
         }
-        Ok(out)
+        Ok(())
     }
 
     fn select(
@@ -81,15 +87,16 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         condition: View<'_, Vec<T>>,
         on_true: View<'_, Vec<T>>,
         on_false: View<'_, Vec<T>>,
-    ) -> Result<Vec<T>> {
+        out: &mut Vec<T>,
+    ) -> Result<()> {
         check_view("Cpu::select", "condition", condition)?;
         check_view("Cpu::select", "on_true", on_true)?;
         check_view("Cpu::select", "on_false", on_false)?;
         same_shape("Cpu::select", "on_true", condition, on_true)?;
         same_shape("Cpu::select", "on_false", condition, on_false)?;
-        let mut out = super::alloc::zeroed(condition.layout.numel());
+        check_output("Cpu::select", out, condition.layout.numel())?;
         let par = self.par.for_work(out.len(), MIN_TASK);
-        par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
+        par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
             for_each_run(
                 [condition.layout, on_true.layout, on_false.layout],
                 ci * CHUNK,
@@ -105,6 +112,6 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
                 },
             );
         });
-        Ok(out)
+        Ok(())
     }
 }

@@ -4,13 +4,13 @@
 //! identical for every thread count. `matrixmultiply` was the lighter alternative; `gemm`
 //! won on speed at the sizes RL networks use and on the per-call thread setting.
 
-use super::{Cpu, check_view};
+use super::{Cpu, check_output, check_view};
 use crate::kernels::MatmulKernel;
 use crate::shape::RowCursor;
-use crate::{Error, Float, Layout, Par, Result, Shape, View};
+use crate::{Dims, Error, Float, Layout, Par, Result, Shape, View};
 
 impl<T: Float> MatmulKernel<T> for Cpu {
-    fn matmul(&self, lhs: View<'_, Vec<T>>, rhs: View<'_, Vec<T>>) -> Result<Vec<T>> {
+    fn matmul(&self, lhs: View<'_, Vec<T>>, rhs: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
         check_view("Cpu::matmul", "lhs", lhs)?;
         check_view("Cpu::matmul", "rhs", rhs)?;
         let (ls, rs) = (lhs.layout.shape().dims(), rhs.layout.shape().dims());
@@ -28,18 +28,22 @@ impl<T: Float> MatmulKernel<T> for Cpu {
         }
         let (m, k, n) = (ls[nd - 2], ls[nd - 1], rs[nd - 1]);
         let batch: usize = ls[..nd - 2].iter().product();
-        let mut out = super::alloc::zeroed(batch * m * n);
-        if m == 0 || n == 0 || k == 0 {
-            return Ok(out);
+        check_output("Cpu::matmul", out, batch * m * n)?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        if k == 0 {
+            out.fill(T::zero());
+            return Ok(());
         }
         // Cursors over the batch dimensions: a layout of shape [batch..., 1] whose rows
         // are the batch entries, reusing the row walker.
         let batch_layout = |view: &View<'_, Vec<T>>| {
-            let mut dims: Vec<usize> = view.layout.shape().dims()[..nd - 2].to_vec();
+            let mut dims = Dims::from(&view.layout.shape().dims()[..nd - 2]);
             dims.push(1);
-            let mut strides: Vec<usize> = view.layout.strides()[..nd - 2].to_vec();
+            let mut strides = Dims::from(&view.layout.strides()[..nd - 2]);
             strides.push(1);
-            Layout::from_parts(Shape::from(dims), strides.into(), view.layout.offset())
+            Layout::from_parts(Shape::from(dims), strides, view.layout.offset())
         };
         let (lb, rb) = (batch_layout(&lhs), batch_layout(&rhs));
         let (mut lc, mut rc) = (RowCursor::new(&lb, 0), RowCursor::new(&rb, 0));
@@ -79,6 +83,6 @@ impl<T: Float> MatmulKernel<T> for Cpu {
             lc.advance();
             rc.advance();
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -6,6 +6,7 @@
 //! trait implementations call the same functions, so there is one implementation.
 
 pub mod alloc;
+pub mod cache;
 mod copy;
 mod elementwise;
 #[cfg(feature = "matmul")]
@@ -14,6 +15,8 @@ pub mod optim;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;
+
+use std::sync::Arc;
 
 use crate::{Device, Element, Error, Layout, Par, Result, View};
 
@@ -59,6 +62,21 @@ impl Device for Cpu {
         Ok(alloc::zeroed(len))
     }
 
+    /// A buffer from this thread's [`cache`] when one of `len` elements is there, else a
+    /// fresh zeroed one.
+    fn alloc_output<E: Element>(&self, len: usize) -> Result<Arc<Vec<E>>> {
+        match cache::take(len) {
+            Some(buffer) => Ok(buffer),
+            None => Ok(Arc::new(self.alloc_zeros(len)?)),
+        }
+    }
+
+    /// Keeps `buffer` in this thread's [`cache`] (within its limit) when it is the last
+    /// reference.
+    fn recycle<E: Element>(&self, buffer: Arc<Vec<E>>) {
+        cache::give_back(buffer);
+    }
+
     fn upload<E: Element>(&self, host: &[E]) -> Result<Vec<E>> {
         Ok(host.to_vec())
     }
@@ -100,6 +118,20 @@ fn check_view<E>(
             format_args!("a layout reaching element {last}"),
         )),
         _ => Ok(()),
+    }
+}
+
+/// `Ok` when the output buffer `out` has the `len` elements the kernel writes.
+fn check_output<E>(function: &'static str, out: &[E], len: usize) -> Result<()> {
+    if out.len() == len {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            function,
+            "out",
+            format_args!("an output of {len} elements"),
+            format_args!("{} elements", out.len()),
+        ))
     }
 }
 

@@ -1,4 +1,4 @@
-use super::{Cpu, check_view, dense_or_copy};
+use super::{Cpu, check_output, check_view, dense_or_copy};
 use crate::kernels::{ReduceKernel, ReduceOp};
 use crate::{Error, Float, Par, Result, View, reduce};
 
@@ -32,25 +32,33 @@ fn reduce_slice<T: Float>(op: ReduceOp, x: &[T], par: Par) -> T {
 }
 
 impl<T: Float> ReduceKernel<T> for Cpu {
-    fn reduce(&self, op: ReduceOp, x: View<'_, Vec<T>>, axis: Option<usize>) -> Result<Vec<T>> {
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        x: View<'_, Vec<T>>,
+        axis: Option<usize>,
+        out: &mut Vec<T>,
+    ) -> Result<()> {
         check_view("Cpu::reduce", "x", x)?;
         let shape = x.layout.shape();
         let Some(axis) = axis else {
             check_count(op, shape.numel())?;
+            check_output("Cpu::reduce", out, 1)?;
             let data = dense_or_copy(self.par, x);
-            return Ok(vec![reduce_slice(op, &data, self.par)]);
+            out[0] = reduce_slice(op, &data, self.par);
+            return Ok(());
         };
         shape.check_axis("Cpu::reduce", "axis", axis)?;
         let dims = shape.dims();
         let len = dims[axis];
         let inner: usize = dims[axis + 1..].iter().product();
         let outputs: usize = dims[..axis].iter().product::<usize>() * inner;
+        check_output("Cpu::reduce", out, outputs)?;
         if outputs == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
         check_count(op, len)?;
         let data = dense_or_copy(self.par, x);
-        let mut out = super::alloc::zeroed(outputs);
         // Few outputs: parallelize inside each reduction; many: across outputs.
         let (outer_par, inner_par) = if outputs < self.par.threads() {
             (Par::Seq, self.par)
@@ -58,7 +66,7 @@ impl<T: Float> ReduceKernel<T> for Cpu {
             (self.par, Par::Seq)
         };
         let chunk = CHUNK.div_ceil(len.max(1));
-        outer_par.for_each_chunk_mut(&mut out, chunk, |ci, values| {
+        outer_par.for_each_chunk_mut(out, chunk, |ci, values| {
             let mut column = Vec::new();
             for (j, value) in values.iter_mut().enumerate() {
                 let index = ci * chunk + j;
@@ -72,6 +80,6 @@ impl<T: Float> ReduceKernel<T> for Cpu {
                 };
             }
         });
-        Ok(out)
+        Ok(())
     }
 }

@@ -145,28 +145,37 @@ impl BinaryOp {
     }
 }
 
-/// Elementwise kernels. Inputs are strided views; outputs are new row-major buffers of
-/// the inputs' (common) shape. Binary and select inputs must already have equal shapes:
-/// broadcasting is expressed by the caller as stride-0 dimensions.
+/// Elementwise kernels. Inputs are strided views; the output is a dense row-major buffer
+/// of the inputs' (common) shape that the caller provides ([`crate::Device::alloc_output`])
+/// and the kernel overwrites entirely; an output of another length is an error. Binary and
+/// select inputs must already have equal shapes: broadcasting is expressed by the caller as
+/// stride-0 dimensions.
 pub trait ElementwiseKernel<T: Float>: Device {
-    /// `op.apply(x)` for every element.
-    fn unary(&self, op: UnaryOp<T>, x: View<'_, Self::Buffer<T>>) -> Result<Self::Buffer<T>>;
+    /// `out = op.apply(x)` for every element.
+    fn unary(
+        &self,
+        op: UnaryOp<T>,
+        x: View<'_, Self::Buffer<T>>,
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 
-    /// `op.apply(lhs, rhs)` for every element pair.
+    /// `out = op.apply(lhs, rhs)` for every element pair.
     fn binary(
         &self,
         op: BinaryOp,
         lhs: View<'_, Self::Buffer<T>>,
         rhs: View<'_, Self::Buffer<T>>,
-    ) -> Result<Self::Buffer<T>>;
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 
-    /// `on_true` where `condition != 0` (NaN counts as true), else `on_false`.
+    /// `out = on_true` where `condition != 0` (NaN counts as true), else `on_false`.
     fn select(
         &self,
         condition: View<'_, Self::Buffer<T>>,
         on_true: View<'_, Self::Buffer<T>>,
         on_false: View<'_, Self::Buffer<T>>,
-    ) -> Result<Self::Buffer<T>>;
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 }
 
 #[cfg(test)]

@@ -33,48 +33,71 @@ impl ReduceOp {
 
 /// Reductions over all elements or along one axis.
 pub trait ReduceKernel<T: Float>: Device {
-    /// Reduces every element of `x` (`axis = None`, a buffer of one element) or the
-    /// elements along `axis` (a row-major buffer of `x`'s shape without that axis). Each
-    /// output is the canonical reduction of its elements taken in index order, so an axis
-    /// reduction equals the full reduction of the same elements, bit for bit.
+    /// Reduces every element of `x` (`axis = None`, an output of one element) or the
+    /// elements along `axis` (a row-major output of `x`'s shape without that axis), writing
+    /// every element of `out`. Each output is the canonical reduction of its elements taken
+    /// in index order, so an axis reduction equals the full reduction of the same elements,
+    /// bit for bit.
     fn reduce(
         &self,
         op: ReduceOp,
         x: View<'_, Self::Buffer<T>>,
         axis: Option<usize>,
-    ) -> Result<Self::Buffer<T>>;
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 }
 
-/// Data movement: materializing views, gathering along an axis, concatenating.
+/// Data movement: materializing views, gathering and scattering along an axis,
+/// concatenating. Every kernel writes every element of its (dense, row-major) output.
 pub trait CopyKernel<T: Float>: Device {
-    /// The elements of `x` in row-major order, as a new dense buffer.
-    fn copy(&self, x: View<'_, Self::Buffer<T>>) -> Result<Self::Buffer<T>>;
+    /// `out` = the elements of `x` in row-major order.
+    fn copy(&self, x: View<'_, Self::Buffer<T>>, out: &mut Self::Buffer<T>) -> Result<()>;
 
-    /// The slices `indices[i]` of `x` along `axis`, stacked along `axis` in the order
-    /// given (indices may repeat). An error when an index is out of range.
+    /// `out` = the slices `indices[i]` of `x` along `axis`, stacked along `axis` in the
+    /// order given (indices may repeat). An error when an index is out of range.
     fn index_select(
         &self,
         x: View<'_, Self::Buffer<T>>,
         axis: usize,
         indices: &[usize],
-    ) -> Result<Self::Buffer<T>>;
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 
-    /// `parts` joined along `axis`; all parts have equal dimensions except `axis`.
-    fn concat(&self, parts: &[View<'_, Self::Buffer<T>>], axis: usize) -> Result<Self::Buffer<T>>;
+    /// The adjoint of [`CopyKernel::index_select`]: `out` has `x`'s shape with axis `axis`
+    /// of size `size`; it starts at zero and slice `i` of `x` along `axis` is added to slice
+    /// `indices[i]` of `out`, for `i` in increasing order (so repeated indices accumulate
+    /// in a fixed order). An error when an index is `>= size`.
+    fn index_add(
+        &self,
+        x: View<'_, Self::Buffer<T>>,
+        axis: usize,
+        indices: &[usize],
+        size: usize,
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+
+    /// `out` = `parts` joined along `axis`; all parts have equal dimensions except `axis`.
+    fn concat(
+        &self,
+        parts: &[View<'_, Self::Buffer<T>>],
+        axis: usize,
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 }
 
 /// Matrix multiplication of row-major batches: `lhs` is `[..., m, k]`, `rhs` is
 /// `[..., k, n]` with the same batch dimensions (broadcast by the caller through stride-0
-/// views), the result a dense `[..., m, n]`.
+/// views), the output a dense `[..., m, n]` that the kernel overwrites.
 ///
 /// Matmul is the one op whose bits may depend on the machine: it goes through a tuned
 /// GEMM library that picks its kernels (and FMA use) from the CPU's features. On one
 /// machine it is bitwise reproducible, at any thread count.
 pub trait MatmulKernel<T: Float>: Device {
-    /// `lhs @ rhs`.
+    /// `out = lhs @ rhs`.
     fn matmul(
         &self,
         lhs: View<'_, Self::Buffer<T>>,
         rhs: View<'_, Self::Buffer<T>>,
-    ) -> Result<Self::Buffer<T>>;
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
 }
