@@ -144,6 +144,22 @@ impl Error {
         }
     }
 
+    /// The same error reported by `function` instead: for a public function that
+    /// delegates its checks to another (a `Var` op to the `Tensor` op it runs), so that the
+    /// message names what the caller called.
+    pub fn in_function(mut self, function: &'static str) -> Self {
+        match &mut self {
+            Self::Shape { function: f, .. }
+            | Self::Value { function: f, .. }
+            | Self::OutOfRange { function: f, .. }
+            | Self::Empty { function: f, .. }
+            | Self::NonFinite { function: f, .. }
+            | Self::State { function: f, .. }
+            | Self::Device { function: f, .. } => *f = function,
+        }
+        self
+    }
+
     /// The public function named in the error.
     pub fn function(&self) -> &'static str {
         match self {

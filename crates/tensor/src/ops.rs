@@ -50,7 +50,7 @@ macro_rules! binary_methods {
             $(
                 $(#[$doc])*
                 pub fn $name(&self, rhs: &Self) -> Result<Self> {
-                    self.binary(BinaryOp::$op, rhs, concat!("Tensor::", stringify!($name)))
+                    self.binary_named(BinaryOp::$op, rhs, concat!("Tensor::", stringify!($name)))
                 }
             )*
         }
@@ -102,7 +102,22 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
         self.unary(UnaryOp::Clamp { min, max })
     }
 
-    fn binary(&self, op: BinaryOp, rhs: &Self, function: &'static str) -> Result<Self> {
+    /// `op.apply(self, rhs)` for every element pair, broadcasting: the door to every
+    /// [`BinaryOp`], the fused backward ops of autodiff included.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::BinaryOp;
+    /// use rlgrad_tensor::Tensor;
+    /// let grad = Tensor::from_vec(vec![1.0f32, 1.0], [2])?;
+    /// let relu_out = Tensor::from_vec(vec![0.0f32, 2.0], [2])?;
+    /// assert_eq!(grad.binary(BinaryOp::ReluBackward, &relu_out)?.to_vec()?, [0.0, 1.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn binary(&self, op: BinaryOp, rhs: &Self) -> Result<Self> {
+        self.binary_named(op, rhs, "Tensor::binary")
+    }
+
+    fn binary_named(&self, op: BinaryOp, rhs: &Self, function: &'static str) -> Result<Self> {
         let shape = Shape::broadcast(function, self.shape(), rhs.shape())?;
         let (l, r) = (
             broadcast_layout(&self.layout, &shape),

@@ -191,6 +191,17 @@ impl<T: Float, D: Device> Tensor<T, D> {
 }
 
 impl<T: Float, D: crate::TensorDevice<T>> Tensor<T, D> {
+    /// A tensor whose buffer holds exactly its elements in row-major order
+    /// ([`Tensor::dense_buffer`] is `Some`): a clone when this one's does, else a copy.
+    pub fn dense(&self) -> Result<Self> {
+        if self.dense_buffer().is_some() {
+            return Ok(self.clone());
+        }
+        Self::from_kernel(&self.device, self.shape().clone(), |out| {
+            self.device.copy(self.view(), out)
+        })
+    }
+
     /// The buffer of this tensor's elements (row-major, exactly `numel` long) for writing
     /// in place, copying first when the buffer is shared with another tensor or is not
     /// such a dense buffer (copy on write). Optimizers update parameters through it; a

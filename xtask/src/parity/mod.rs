@@ -7,6 +7,7 @@
 //! of S counts, and an op without an implementation is a failure. An unknown op of an
 //! implemented suite is always a failure.
 
+mod autodiff;
 mod case;
 mod convergence;
 mod mask;
@@ -34,6 +35,7 @@ pub(crate) use by_dtype;
 
 /// The suites with an implementing crate, and their ops.
 const SUITES: &[(&str, &[(&str, Handler)])] = &[
+    ("autodiff", autodiff::OPS),
     ("returns", returns::OPS),
     ("mask", mask::OPS),
     ("optim", optim::OPS),

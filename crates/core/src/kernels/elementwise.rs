@@ -121,6 +121,19 @@ pub enum BinaryOp {
     Gt,
     /// `a >= b`
     Ge,
+    /// Relu's backward from its output: `a` (the gradient) where `b > 0`, else `+0`
+    /// (a NaN output passes no gradient, as in PyTorch's `threshold_backward`).
+    ReluBackward,
+    /// Tanh's backward from its output: `a * (1 - b * b)` (PyTorch's `tanh_backward`).
+    TanhBackward,
+    /// Sigmoid's backward from its output: `a * (1 - b) * b` (PyTorch's
+    /// `sigmoid_backward`).
+    SigmoidBackward,
+    /// Sqrt's backward from its output: `a / (b + b)` (PyTorch's `grad / (2 * result)`).
+    SqrtBackward,
+    /// Abs's backward from its input: `a * sign(b)`, with `sign(±0) = 0` and
+    /// `sign(NaN) = NaN`.
+    AbsBackward,
 }
 
 impl BinaryOp {
@@ -141,6 +154,28 @@ impl BinaryOp {
             Self::Le => flag(a <= b),
             Self::Gt => flag(a > b),
             Self::Ge => flag(a >= b),
+            Self::ReluBackward => {
+                if b > T::zero() {
+                    a
+                } else {
+                    T::zero()
+                }
+            }
+            Self::TanhBackward => a * (T::one() - b * b),
+            Self::SigmoidBackward => a * (T::one() - b) * b,
+            Self::SqrtBackward => a / (b + b),
+            Self::AbsBackward => {
+                let sign = if b > T::zero() {
+                    T::one()
+                } else if b < T::zero() {
+                    -T::one()
+                } else if b == T::zero() {
+                    T::zero()
+                } else {
+                    b
+                };
+                a * sign
+            }
         }
     }
 }
@@ -202,5 +237,14 @@ mod tests {
         assert_eq!(BinaryOp::Ne.apply(f32::NAN, f32::NAN), 1.0);
         assert_eq!(BinaryOp::Eq.apply(f32::NAN, f32::NAN), 0.0);
         assert!(BinaryOp::Maximum.apply(1.0f64, f64::NAN).is_nan());
+        assert_eq!(BinaryOp::ReluBackward.apply(3.0f32, 0.0), 0.0);
+        assert_eq!(BinaryOp::ReluBackward.apply(3.0f32, f32::NAN), 0.0);
+        assert_eq!(BinaryOp::ReluBackward.apply(3.0f32, 1e-30), 3.0);
+        assert_eq!(BinaryOp::TanhBackward.apply(2.0f64, 0.5), 1.5);
+        assert_eq!(BinaryOp::SigmoidBackward.apply(4.0f64, 0.5), 1.0);
+        assert_eq!(BinaryOp::SqrtBackward.apply(1.0f64, 2.0), 0.25);
+        assert_eq!(BinaryOp::AbsBackward.apply(2.0f32, -0.0), 0.0);
+        assert_eq!(BinaryOp::AbsBackward.apply(2.0f32, -3.0), -2.0);
+        assert!(BinaryOp::AbsBackward.apply(2.0f32, f32::NAN).is_nan());
     }
 }

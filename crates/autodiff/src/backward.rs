@@ -1,0 +1,452 @@
+//! What the tape records for each op, and its backward rule.
+//!
+//! Every rule is written with tensor ops, so it runs on any device, in the order of
+//! operations PyTorch's autograd formulas use (`derivatives.yaml`), so that gradients match
+//! its reference values to the last bits where the forward does.
+
+use rlgrad_core::kernels::{BinaryOp, UnaryOp};
+use rlgrad_core::{Dims, Float, Result, Shape};
+use rlgrad_tensor::{Tensor, TensorDevice};
+use smallvec::SmallVec;
+
+use crate::custom::CustomOp;
+
+/// A recorded input: the node it comes from, or `None` for a constant (no gradient).
+pub(crate) type Input = Option<usize>;
+
+/// The binary ops with a gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Minimum,
+}
+
+impl Arith {
+    pub(crate) fn forward_op(self) -> BinaryOp {
+        match self {
+            Self::Add => BinaryOp::Add,
+            Self::Sub => BinaryOp::Sub,
+            Self::Mul => BinaryOp::Mul,
+            Self::Div => BinaryOp::Div,
+            Self::Maximum => BinaryOp::Maximum,
+            Self::Minimum => BinaryOp::Minimum,
+        }
+    }
+}
+
+/// One recorded op: its inputs and what its backward rule needs.
+// The nodes of a tape live in one reused `Vec`; boxing the common variants to shrink it
+// would cost an allocation per recorded op.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Op<T: Float, D: TensorDevice<T>> {
+    /// A parameter or a watched tensor.
+    Leaf,
+    Unary {
+        input: usize,
+        op: UnaryOp<T>,
+        x: Tensor<T, D>,
+        y: Tensor<T, D>,
+    },
+    Binary {
+        lhs: Input,
+        rhs: Input,
+        op: Arith,
+        a: Tensor<T, D>,
+        b: Tensor<T, D>,
+    },
+    Select {
+        condition: Tensor<T, D>,
+        on_true: Input,
+        on_false: Input,
+        true_shape: Shape,
+        false_shape: Shape,
+    },
+    /// Sum or mean over all elements (`axis = None`) or one axis.
+    Sum {
+        input: usize,
+        axis: Option<usize>,
+        keepdim: bool,
+        in_shape: Shape,
+        mean: bool,
+    },
+    /// Max or min over all elements or one axis: the gradient is shared equally by the
+    /// elements equal to the result (`amax`/`amin`).
+    Extremum {
+        input: usize,
+        axis: Option<usize>,
+        keepdim: bool,
+        x: Tensor<T, D>,
+        y: Tensor<T, D>,
+    },
+    Matmul {
+        lhs: Input,
+        rhs: Input,
+        a: Tensor<T, D>,
+        b: Tensor<T, D>,
+    },
+    Reshape {
+        input: usize,
+        in_shape: Shape,
+    },
+    Permute {
+        input: usize,
+        order: Dims,
+    },
+    Broadcast {
+        input: usize,
+        in_shape: Shape,
+    },
+    Narrow {
+        input: usize,
+        axis: usize,
+        start: usize,
+        in_shape: Shape,
+    },
+    Concat {
+        inputs: SmallVec<[(Input, usize); 4]>,
+        axis: usize,
+    },
+    IndexSelect {
+        input: usize,
+        axis: usize,
+        indices: Vec<usize>,
+        size: usize,
+    },
+    Softmax {
+        input: usize,
+        axis: usize,
+        y: Tensor<T, D>,
+    },
+    LogSoftmax {
+        input: usize,
+        axis: usize,
+        y: Tensor<T, D>,
+    },
+    Custom(Box<CustomNode<T, D>>),
+}
+
+/// A recorded custom op (boxed: custom ops are rare and large).
+pub(crate) struct CustomNode<T: Float, D: TensorDevice<T>> {
+    pub op: Box<dyn CustomOp<T, D>>,
+    pub inputs: SmallVec<[Input; 4]>,
+    pub values: SmallVec<[Tensor<T, D>; 4]>,
+    pub output: Tensor<T, D>,
+}
+
+/// What backward rules need from the tape: a zero and a one to broadcast.
+pub(crate) struct Constants<'a, T: Float, D: TensorDevice<T>> {
+    pub zero: &'a Tensor<T, D>,
+}
+
+impl<T: Float, D: TensorDevice<T>> Op<T, D> {
+    /// Calls `f` for every recorded (non-constant) input, in order.
+    pub(crate) fn for_each_input(&self, mut f: impl FnMut(usize)) {
+        let mut maybe = |input: &Input| {
+            if let Some(i) = input {
+                f(*i);
+            }
+        };
+        match self {
+            Self::Leaf => {}
+            Self::Unary { input, .. }
+            | Self::Sum { input, .. }
+            | Self::Extremum { input, .. }
+            | Self::Reshape { input, .. }
+            | Self::Permute { input, .. }
+            | Self::Broadcast { input, .. }
+            | Self::Narrow { input, .. }
+            | Self::IndexSelect { input, .. }
+            | Self::Softmax { input, .. }
+            | Self::LogSoftmax { input, .. } => f(*input),
+            Self::Binary { lhs, rhs, .. } | Self::Matmul { lhs, rhs, .. } => {
+                maybe(lhs);
+                maybe(rhs);
+            }
+            Self::Select {
+                on_true, on_false, ..
+            } => {
+                maybe(on_true);
+                maybe(on_false);
+            }
+            Self::Concat { inputs, .. } => inputs.iter().for_each(|(input, _)| maybe(input)),
+            Self::Custom(node) => node.inputs.iter().for_each(maybe),
+        }
+    }
+
+    /// The gradients of the inputs from the gradient `g` of the output: `emit(input,
+    /// gradient)` for every recorded input that `needs(input)`, each of the input's shape.
+    pub(crate) fn backward(
+        &self,
+        g: &Tensor<T, D>,
+        constants: &Constants<'_, T, D>,
+        needs: &dyn Fn(usize) -> bool,
+        emit: &mut dyn FnMut(usize, Tensor<T, D>) -> Result<()>,
+    ) -> Result<()> {
+        let wanted = |input: &Input| input.filter(|&i| needs(i));
+        match self {
+            Self::Leaf => Ok(()),
+            Self::Unary { input, op, x, y } => {
+                emit(*input, unary_backward(*op, g, x, y, constants)?)
+            }
+            Self::Binary { lhs, rhs, op, a, b } => {
+                binary_backward(*op, g, a, b, wanted(lhs), wanted(rhs), constants, emit)
+            }
+            Self::Select {
+                condition,
+                on_true,
+                on_false,
+                true_shape,
+                false_shape,
+            } => {
+                let zero = constants.zero;
+                if let Some(i) = wanted(on_true) {
+                    emit(i, sum_to(&condition.where_cond(g, zero)?, true_shape)?)?;
+                }
+                if let Some(i) = wanted(on_false) {
+                    emit(i, sum_to(&condition.where_cond(zero, g)?, false_shape)?)?;
+                }
+                Ok(())
+            }
+            Self::Sum {
+                input,
+                axis,
+                keepdim,
+                in_shape,
+                mean,
+            } => {
+                let mut grad = g.clone();
+                if *mean {
+                    let count = match axis {
+                        Some(a) => in_shape.dims()[*a],
+                        None => in_shape.numel(),
+                    };
+                    grad = (&grad / T::from_usize(count))?;
+                }
+                emit(*input, expand_back(&grad, *axis, *keepdim, in_shape)?)
+            }
+            Self::Extremum {
+                input,
+                axis,
+                keepdim,
+                x,
+                y,
+            } => {
+                let y = expand_back(y, *axis, *keepdim, x.shape())?;
+                let hits = x.eq(&y)?;
+                let count = match axis {
+                    Some(a) => hits.sum_axis(*a, true)?,
+                    None => hits.reshape([hits.numel()])?.sum_axis(0, false)?,
+                };
+                let share = expand_back(g, *axis, *keepdim, x.shape())?.div(&count)?;
+                emit(*input, hits.mul(&share)?)
+            }
+            Self::Matmul { lhs, rhs, a, b } => {
+                if let Some(i) = wanted(lhs) {
+                    emit(i, sum_to(&g.matmul(&b.t()?)?, a.shape())?)?;
+                }
+                if let Some(i) = wanted(rhs) {
+                    emit(i, sum_to(&a.t()?.matmul(g)?, b.shape())?)?;
+                }
+                Ok(())
+            }
+            Self::Reshape { input, in_shape } => emit(*input, g.reshape(in_shape)?),
+            Self::Permute { input, order } => {
+                let mut inverse = Dims::from_elem(0, order.len());
+                for (i, &o) in order.iter().enumerate() {
+                    inverse[o] = i;
+                }
+                emit(*input, g.permute(&inverse)?)
+            }
+            Self::Broadcast { input, in_shape } => emit(*input, sum_to(g, in_shape)?),
+            Self::Narrow {
+                input,
+                axis,
+                start,
+                in_shape,
+            } => {
+                let dims = in_shape.dims();
+                let len = g.dims()[*axis];
+                let zeros = |size: usize| {
+                    let mut d = Dims::from(dims);
+                    d[*axis] = size;
+                    constants.zero.broadcast_to(Shape::from(d))
+                };
+                let (before, after) = (zeros(*start)?, zeros(dims[*axis] - start - len)?);
+                emit(*input, Tensor::concat(&[&before, g, &after], *axis)?)
+            }
+            Self::Concat { inputs, axis } => {
+                let mut start = 0;
+                for &(input, len) in inputs {
+                    if let Some(i) = wanted(&input) {
+                        emit(i, g.narrow(*axis, start, len)?)?;
+                    }
+                    start += len;
+                }
+                Ok(())
+            }
+            Self::IndexSelect {
+                input,
+                axis,
+                indices,
+                size,
+            } => emit(*input, g.index_add(*axis, indices, *size)?),
+            Self::Softmax { input, axis, y } => {
+                let dot = g.mul(y)?.sum_axis(*axis, true)?;
+                emit(*input, y.mul(&g.sub(&dot)?)?)
+            }
+            Self::LogSoftmax { input, axis, y } => {
+                let total = g.sum_axis(*axis, true)?;
+                emit(*input, g.sub(&y.exp()?.mul(&total)?)?)
+            }
+            Self::Custom(node) => {
+                let CustomNode {
+                    op,
+                    inputs,
+                    values,
+                    output,
+                } = &**node;
+                let refs: SmallVec<[&Tensor<T, D>; 4]> = values.iter().collect();
+                let grads = op.backward(&refs, output, g)?;
+                crate::custom::check_gradients(op.name(), &refs, &grads)?;
+                for (input, grad) in inputs.iter().zip(grads) {
+                    if let (Some(i), Some(grad)) = (wanted(input), grad) {
+                        emit(i, grad)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn unary_backward<T: Float, D: TensorDevice<T>>(
+    op: UnaryOp<T>,
+    g: &Tensor<T, D>,
+    x: &Tensor<T, D>,
+    y: &Tensor<T, D>,
+    constants: &Constants<'_, T, D>,
+) -> Result<Tensor<T, D>> {
+    let fused = |op: BinaryOp, saved: &Tensor<T, D>| g.binary(op, saved);
+    match op {
+        UnaryOp::Neg | UnaryOp::ScalarSub(_) => g.neg(),
+        UnaryOp::AddScalar(_) | UnaryOp::SubScalar(_) => Ok(g.clone()),
+        UnaryOp::MulScalar(s) => g * s,
+        UnaryOp::DivScalar(s) => g / s,
+        UnaryOp::ScalarDiv(_) => (&g.mul(y)? / x)?.neg(),
+        UnaryOp::Abs => fused(BinaryOp::AbsBackward, x),
+        UnaryOp::Exp => g.mul(y),
+        UnaryOp::Log => g.div(x),
+        UnaryOp::Sqrt => fused(BinaryOp::SqrtBackward, y),
+        UnaryOp::Tanh => fused(BinaryOp::TanhBackward, y),
+        UnaryOp::Relu => fused(BinaryOp::ReluBackward, y),
+        UnaryOp::Sigmoid => fused(BinaryOp::SigmoidBackward, y),
+        UnaryOp::Square => g.mul(&(x * T::from_f64(2.0))?),
+        UnaryOp::Powf(p) if p == T::zero() => constants.zero.broadcast_to(g.shape().clone()),
+        UnaryOp::Powf(p) => g.mul(&(&x.powf(p - T::one())? * p)?),
+        UnaryOp::Clamp { .. } => x.eq(y)?.where_cond(g, constants.zero),
+        _ => Err(rlgrad_core::Error::value(
+            "Tape::gradient",
+            "loss",
+            "ops with a backward rule",
+            format_args!("{op:?}"),
+        )),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn binary_backward<T: Float, D: TensorDevice<T>>(
+    op: Arith,
+    g: &Tensor<T, D>,
+    a: &Tensor<T, D>,
+    b: &Tensor<T, D>,
+    lhs: Option<usize>,
+    rhs: Option<usize>,
+    constants: &Constants<'_, T, D>,
+    emit: &mut dyn FnMut(usize, Tensor<T, D>) -> Result<()>,
+) -> Result<()> {
+    let mut send = |input: Option<usize>,
+                    grad: &dyn Fn() -> Result<Tensor<T, D>>,
+                    shape: &Shape| {
+        match input {
+            Some(i) => emit(i, sum_to(&grad()?, shape)?),
+            None => Ok(()),
+        }
+    };
+    match op {
+        Arith::Add => {
+            send(lhs, &|| Ok(g.clone()), a.shape())?;
+            send(rhs, &|| Ok(g.clone()), b.shape())
+        }
+        Arith::Sub => {
+            send(lhs, &|| Ok(g.clone()), a.shape())?;
+            send(rhs, &|| g.neg(), b.shape())
+        }
+        Arith::Mul => {
+            send(lhs, &|| g.mul(b), a.shape())?;
+            send(rhs, &|| g.mul(a), b.shape())
+        }
+        Arith::Div => {
+            send(lhs, &|| g.div(b), a.shape())?;
+            // PyTorch: -grad * self / (other * other)
+            send(rhs, &|| g.neg()?.mul(a)?.div(&b.mul(b)?), b.shape())
+        }
+        Arith::Maximum | Arith::Minimum => {
+            // PyTorch: ties share the gradient equally; otherwise it goes to the winner.
+            let ties = a.eq(b)?;
+            let shared = ties.where_cond(&(g * T::from_f64(0.5))?, g)?;
+            let a_wins = if op == Arith::Maximum {
+                a.gt(b)?
+            } else {
+                a.lt(b)?
+            };
+            let b_wins = if op == Arith::Maximum {
+                a.lt(b)?
+            } else {
+                a.gt(b)?
+            };
+            let zero = constants.zero;
+            send(lhs, &|| b_wins.where_cond(zero, &shared), a.shape())?;
+            send(rhs, &|| a_wins.where_cond(zero, &shared), b.shape())
+        }
+    }
+}
+
+/// `g` summed over the axes along which `shape` was broadcast to `g`'s shape (the
+/// backward of broadcasting), leading axes first.
+pub(crate) fn sum_to<T: Float, D: TensorDevice<T>>(
+    g: &Tensor<T, D>,
+    shape: &Shape,
+) -> Result<Tensor<T, D>> {
+    if g.shape() == shape {
+        return Ok(g.clone());
+    }
+    let mut grad = g.clone();
+    while grad.ndim() > shape.ndim() {
+        grad = grad.sum_axis(0, false)?;
+    }
+    for (axis, &dim) in shape.dims().iter().enumerate() {
+        if dim == 1 && grad.dims()[axis] != 1 {
+            grad = grad.sum_axis(axis, true)?;
+        }
+    }
+    Ok(grad)
+}
+
+/// A reduction's output gradient `g` spread back over the input `shape` (a broadcast
+/// view): the reduced axis is restored when it was not kept.
+fn expand_back<T: Float, D: TensorDevice<T>>(
+    g: &Tensor<T, D>,
+    axis: Option<usize>,
+    keepdim: bool,
+    shape: &Shape,
+) -> Result<Tensor<T, D>> {
+    let kept = match axis {
+        Some(a) if !keepdim => g.unsqueeze(a)?,
+        _ => g.clone(),
+    };
+    kept.broadcast_to(shape.clone())
+}

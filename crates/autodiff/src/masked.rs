@@ -1,0 +1,347 @@
+//! The sequence ops of `rlgrad-mask` as differentiable ops (custom ops over its forward
+//! and backward kernels): masked sums and means over the valid steps of a padded batch,
+//! per-sequence means, masked normalization, and pad/unpad.
+
+use rlgrad_core::kernels::SequenceKernel;
+use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
+use rlgrad_core::{Error, Float, Result, Shape};
+use rlgrad_mask::device as mask;
+use rlgrad_tensor::{Tensor, TensorDevice};
+
+use crate::custom::CustomOp;
+use crate::tape::Var;
+
+/// A device that runs both tensors and the sequence kernels.
+pub trait SequenceDevice<T: Float>: TensorDevice<T> + SequenceKernel<T> {}
+
+impl<T: Float, D: TensorDevice<T> + SequenceKernel<T>> SequenceDevice<T> for D {}
+
+/// `f` applied to the dense buffer of `t`.
+fn on_buffer<T: Float, D: SequenceDevice<T>, R>(
+    t: &Tensor<T, D>,
+    f: impl FnOnce(&D::Buffer<T>) -> Result<R>,
+) -> Result<R> {
+    let dense = t.dense()?;
+    f(dense
+        .dense_buffer()
+        .expect("Tensor::dense gives a dense buffer"))
+}
+
+fn scalar<T: Float, D: SequenceDevice<T>>(device: &D, value: T) -> Result<Tensor<T, D>> {
+    Tensor::from_vec_on(device, vec![value], Shape::scalar())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reduction {
+    Sum,
+    Mean,
+}
+
+struct MaskedReduce {
+    seqs: Sequences,
+    reduction: Reduction,
+}
+
+impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedReduce {
+    fn name(&self) -> &str {
+        match self.reduction {
+            Reduction::Sum => "masked_sum",
+            Reduction::Mean => "masked_mean",
+        }
+    }
+
+    fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
+        let device = inputs[0].device();
+        let value = on_buffer(inputs[0], |x| match self.reduction {
+            Reduction::Sum => mask::masked_sum(device, &self.seqs, x),
+            Reduction::Mean => mask::masked_mean(device, &self.seqs, x),
+        })?;
+        scalar(device, value)
+    }
+
+    fn backward(
+        &self,
+        inputs: &[&Tensor<T, D>],
+        _output: &Tensor<T, D>,
+        grad: &Tensor<T, D>,
+    ) -> Result<Vec<Option<Tensor<T, D>>>> {
+        let device = inputs[0].device();
+        let g = grad.to_scalar()?;
+        let buffer = match self.reduction {
+            Reduction::Sum => mask::masked_sum_backward(device, &self.seqs, g)?,
+            Reduction::Mean => mask::masked_mean_backward(device, &self.seqs, g)?,
+        };
+        Ok(vec![Some(Tensor::from_buffer_on(
+            device,
+            buffer,
+            inputs[0].shape().clone(),
+        )?)])
+    }
+}
+
+struct SequenceMeans {
+    seqs: Sequences,
+}
+
+impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for SequenceMeans {
+    fn name(&self) -> &str {
+        "sequence_means"
+    }
+
+    fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
+        let device = inputs[0].device();
+        let means = on_buffer(inputs[0], |x| mask::sequence_means(device, &self.seqs, x))?;
+        let batch = means.len();
+        Tensor::from_vec_on(device, means, [batch])
+    }
+
+    fn backward(
+        &self,
+        inputs: &[&Tensor<T, D>],
+        _output: &Tensor<T, D>,
+        grad: &Tensor<T, D>,
+    ) -> Result<Vec<Option<Tensor<T, D>>>> {
+        let device = inputs[0].device();
+        let buffer = mask::sequence_means_backward(device, &self.seqs, &grad.to_vec()?)?;
+        Ok(vec![Some(Tensor::from_buffer_on(
+            device,
+            buffer,
+            inputs[0].shape().clone(),
+        )?)])
+    }
+}
+
+struct MaskedNormalize<T> {
+    seqs: Sequences,
+    eps: T,
+    ddof: usize,
+}
+
+impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedNormalize<T> {
+    fn name(&self) -> &str {
+        "masked_normalize"
+    }
+
+    fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
+        let device = inputs[0].device();
+        let out = on_buffer(inputs[0], |x| {
+            mask::masked_normalize(device, &self.seqs, x, self.eps, self.ddof)
+        })?;
+        Tensor::from_buffer_on(device, out, inputs[0].shape().clone())
+    }
+
+    fn backward(
+        &self,
+        inputs: &[&Tensor<T, D>],
+        _output: &Tensor<T, D>,
+        grad: &Tensor<T, D>,
+    ) -> Result<Vec<Option<Tensor<T, D>>>> {
+        let device = inputs[0].device();
+        let buffer = on_buffer(inputs[0], |x| {
+            on_buffer(grad, |g| {
+                mask::masked_normalize_backward(device, &self.seqs, x, self.eps, self.ddof, g)
+            })
+        })?;
+        Ok(vec![Some(Tensor::from_buffer_on(
+            device,
+            buffer,
+            inputs[0].shape().clone(),
+        )?)])
+    }
+}
+
+struct Padding {
+    seqs: Sequences,
+    order: PadOrder,
+    features: usize,
+    /// `true`: packed to padded; `false`: padded to packed.
+    pad: bool,
+}
+
+impl Padding {
+    fn padded_shape(&self) -> Shape {
+        match self.order {
+            PadOrder::BatchMajor => {
+                Shape::from([self.seqs.batch(), self.seqs.max_len(), self.features])
+            }
+            PadOrder::TimeMajor => {
+                Shape::from([self.seqs.max_len(), self.seqs.batch(), self.features])
+            }
+        }
+    }
+
+    fn run<T: Float, D: SequenceDevice<T>>(
+        &self,
+        x: &Tensor<T, D>,
+        pad: bool,
+    ) -> Result<Tensor<T, D>> {
+        let device = x.device();
+        let (buffer, shape) = on_buffer(x, |b| {
+            if pad {
+                let out = mask::pad(device, &self.seqs, b, self.features, self.order)?;
+                Ok((out, self.padded_shape()))
+            } else {
+                let out = mask::unpad(device, &self.seqs, b, self.features, self.order)?;
+                Ok((out, Shape::from([self.seqs.total(), self.features])))
+            }
+        })?;
+        Tensor::from_buffer_on(device, buffer, shape)
+    }
+}
+
+impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for Padding {
+    fn name(&self) -> &str {
+        if self.pad {
+            "pad_sequences"
+        } else {
+            "unpad_sequences"
+        }
+    }
+
+    fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
+        self.run(inputs[0], self.pad)
+    }
+
+    fn backward(
+        &self,
+        _inputs: &[&Tensor<T, D>],
+        _output: &Tensor<T, D>,
+        grad: &Tensor<T, D>,
+    ) -> Result<Vec<Option<Tensor<T, D>>>> {
+        Ok(vec![Some(self.run(grad, !self.pad)?)])
+    }
+}
+
+/// An error unless `x` is `[B, T]` for `seqs`.
+fn check_padded<T: Float, D: SequenceDevice<T>>(
+    function: &'static str,
+    x: &Var<'_, T, D>,
+    seqs: &Sequences,
+) -> Result<()> {
+    if x.dims() == [seqs.batch(), seqs.max_len()] {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            function,
+            "self",
+            format_args!(
+                "[B, T] = [{}, {}] for the sequences",
+                seqs.batch(),
+                seqs.max_len()
+            ),
+            x.shape(),
+        ))
+    }
+}
+
+impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
+    /// The sum over the valid steps of a padded `[B, T]` batch (batch-major), a scalar:
+    /// [`rlgrad_mask::masked_sum`]'s canonical order, so the padding is never read.
+    pub fn masked_sum(&self, seqs: &Sequences) -> Result<Self> {
+        check_padded("Var::masked_sum", self, seqs)?;
+        let op = MaskedReduce {
+            seqs: seqs.clone(),
+            reduction: Reduction::Sum,
+        };
+        self.tape().custom(op, &[self])
+    }
+
+    /// The mean over the valid steps of a padded `[B, T]` batch (RLlib's
+    /// `reduce_mean_valid`): the sum of the valid values over their number, bitwise the
+    /// mean of the unpadded values. The gradient is `grad / N` at valid steps, 0 at
+    /// padding. An error when no step is valid.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_mask::Sequences;
+    /// use rlgrad_tensor::Tensor;
+    /// let seqs = Sequences::new(&[2, 1], Some(3))?;
+    /// let x = Param::new("x", Tensor::from_vec(vec![1.0f64, 3.0, f64::NAN, 5.0, 9e9, 0.0], [2, 3])?)?;
+    /// let tape = Tape::new();
+    /// let mean = tape.param(&x).masked_mean(&seqs)?;
+    /// assert_eq!(mean.to_scalar()?, 3.0);
+    /// let grads = tape.gradient(&mean, &[&x])?;
+    /// let third = 1.0 / 3.0;
+    /// assert_eq!(grads.get(&x)?.to_vec()?, [third, third, 0.0, third, 0.0, 0.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn masked_mean(&self, seqs: &Sequences) -> Result<Self> {
+        check_padded("Var::masked_mean", self, seqs)?;
+        let op = MaskedReduce {
+            seqs: seqs.clone(),
+            reduction: Reduction::Mean,
+        };
+        self.tape().custom(op, &[self])
+    }
+
+    /// The mean of each sequence's valid steps of a padded `[B, T]` batch, `[B]`; an error
+    /// when a sequence is empty.
+    pub fn sequence_means(&self, seqs: &Sequences) -> Result<Self> {
+        check_padded("Var::sequence_means", self, seqs)?;
+        self.tape()
+            .custom(SequenceMeans { seqs: seqs.clone() }, &[self])
+    }
+
+    /// Advantage normalization over the valid steps of a padded `[B, T]` batch:
+    /// `(x - mean) / (std + eps)` with the masked mean and standard deviation (`ddof`
+    /// degrees of freedom), 0 at padding ([`rlgrad_mask::masked_normalize`]).
+    pub fn masked_normalize(&self, seqs: &Sequences, eps: T, ddof: usize) -> Result<Self> {
+        check_padded("Var::masked_normalize", self, seqs)?;
+        let op = MaskedNormalize {
+            seqs: seqs.clone(),
+            eps,
+            ddof,
+        };
+        self.tape().custom(op, &[self])
+    }
+
+    /// Packed rows `[N, F]` (sequence after sequence) to a zero-padded batch, `[B, T, F]`
+    /// (`BatchMajor`) or `[T, B, F]` (`TimeMajor`); the backward unpads.
+    pub fn pad_sequences(&self, seqs: &Sequences, order: PadOrder) -> Result<Self> {
+        let function = "Var::pad_sequences";
+        if self.shape().ndim() != 2 || self.dims()[0] != seqs.total() {
+            return Err(Error::shape(
+                function,
+                "self",
+                format_args!("[N, F] with N = {} valid steps", seqs.total()),
+                self.shape(),
+            ));
+        }
+        let op = Padding {
+            seqs: seqs.clone(),
+            order,
+            features: self.dims()[1],
+            pad: true,
+        };
+        self.tape().custom(op, &[self])
+    }
+
+    /// A padded batch (`[B, T, F]` or `[T, B, F]` by `order`) to its packed valid rows
+    /// `[N, F]`; the padding is never read, and its gradient is 0.
+    pub fn unpad_sequences(&self, seqs: &Sequences, order: PadOrder) -> Result<Self> {
+        let function = "Var::unpad_sequences";
+        let (b, t) = (seqs.batch(), seqs.max_len());
+        let expected = match order {
+            PadOrder::BatchMajor => [b, t],
+            PadOrder::TimeMajor => [t, b],
+        };
+        if self.shape().ndim() != 3 || self.dims()[..2] != expected {
+            return Err(Error::shape(
+                function,
+                "self",
+                format_args!(
+                    "{order:?} padded data [{}, {}, F]",
+                    expected[0], expected[1]
+                ),
+                self.shape(),
+            ));
+        }
+        let op = Padding {
+            seqs: seqs.clone(),
+            order,
+            features: self.dims()[2],
+            pad: false,
+        };
+        self.tape().custom(op, &[self])
+    }
+}

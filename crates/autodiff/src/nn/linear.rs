@@ -1,0 +1,181 @@
+//! The dense layer.
+
+use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng};
+use rlgrad_tensor::{Tensor, TensorDevice};
+
+use super::{Forward, Module};
+use crate::param::Param;
+use crate::tape::{Tape, Var};
+
+/// How a [`Linear`] layer's parameters start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Init {
+    /// PyTorch's `nn.Linear`: weight and bias uniform in `[-1/sqrt(in), 1/sqrt(in))`
+    /// (`kaiming_uniform_(a=sqrt(5))` for the weight).
+    TorchDefault,
+    /// Keras' `Dense`: Glorot-uniform weight in `[-l, l)` with `l = sqrt(6 / (in + out))`,
+    /// zero bias.
+    GlorotUniform,
+}
+
+/// `y = x @ weight + bias` with `weight: [in, out]` (Keras' kernel layout; PyTorch's
+/// `nn.Linear` stores the transpose, `[out, in]`) and `bias: [out]`. Parameters are named
+/// `{name}/weight` and `{name}/bias`, in that order.
+///
+/// Draws come from `rng` (weight in row-major order, then bias), so a seed and stream
+/// reproduce a layer on every platform.
+///
+/// ```
+/// use rlgrad_autodiff::nn::{Forward, Init, Linear};
+/// use rlgrad_autodiff::Tape;
+/// use rlgrad_core::Rng;
+/// use rlgrad_tensor::Tensor;
+/// let layer = Linear::<f32>::new("actor/l1", 3, 2, Init::GlorotUniform, &mut Rng::new(0, "init"))?;
+/// let tape = Tape::new();
+/// let y = layer.forward(&tape, &tape.constant(&Tensor::ones([5, 3])?))?;
+/// assert_eq!(y.dims(), &[5, 2]);
+/// assert_eq!(layer.bias().unwrap().value().to_vec()?, [0.0, 0.0]); // Keras: zero bias
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Linear<T: Float = f32, D: Device = Cpu> {
+    weight: Param<T, D>,
+    bias: Option<Param<T, D>>,
+}
+
+impl<T: Float> Linear<T, Cpu> {
+    /// A layer of `inputs -> outputs` on the default [`Cpu`].
+    pub fn new(
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+        init: Init,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Self::new_on(&Cpu::default(), name, inputs, outputs, init, rng)
+    }
+}
+
+impl<T: Float, D: Device> Linear<T, D> {
+    /// A layer of `inputs -> outputs` on `device`. An error when `inputs` or `outputs` is
+    /// zero.
+    pub fn new_on(
+        device: &D,
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+        init: Init,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        for (argument, value) in [("inputs", inputs), ("outputs", outputs)] {
+            if value == 0 {
+                return Err(Error::value(
+                    "Linear::new",
+                    argument,
+                    "at least 1 feature",
+                    0,
+                ));
+            }
+        }
+        let (weight, bias) = match init {
+            Init::TorchDefault => {
+                let bound = T::from_f64(1.0 / (inputs as f64).sqrt());
+                let w = Tensor::rand_uniform_on(device, [inputs, outputs], -bound, bound, rng)?;
+                let b = Tensor::rand_uniform_on(device, [outputs], -bound, bound, rng)?;
+                (w, b)
+            }
+            Init::GlorotUniform => {
+                let limit = T::from_f64((6.0 / (inputs + outputs) as f64).sqrt());
+                let w = Tensor::rand_uniform_on(device, [inputs, outputs], -limit, limit, rng)?;
+                (w, Tensor::zeros_on(device, [outputs])?)
+            }
+        };
+        Ok(Self {
+            weight: Param::new(format!("{name}/weight"), weight)?,
+            bias: Some(Param::new(format!("{name}/bias"), bias)?),
+        })
+    }
+
+    /// A layer from its parameters: `weight` `[in, out]`, `bias` `[out]` or none. An
+    /// error for other shapes.
+    pub fn from_params(weight: Param<T, D>, bias: Option<Param<T, D>>) -> Result<Self> {
+        if weight.shape().ndim() != 2 {
+            return Err(Error::shape(
+                "Linear::from_params",
+                "weight",
+                "[in, out]",
+                weight.shape(),
+            ));
+        }
+        if let Some(b) = &bias {
+            if b.shape().dims() != [weight.shape().dims()[1]] {
+                return Err(Error::shape(
+                    "Linear::from_params",
+                    "bias",
+                    format_args!(
+                        "[{}] to match weight {}",
+                        weight.shape().dims()[1],
+                        weight.shape()
+                    ),
+                    b.shape(),
+                ));
+            }
+        }
+        Ok(Self { weight, bias })
+    }
+
+    /// This layer with Keras' `kernel_regularizer=l2(c)` on its weight: `c * sum(w^2)`,
+    /// collected by [`super::l2_penalty`]. The bias is not regularized.
+    pub fn with_kernel_l2(mut self, c: f64) -> Result<Self> {
+        self.weight.set_l2(Some(c))?;
+        Ok(self)
+    }
+
+    /// The weight, `[in, out]`.
+    pub fn weight(&self) -> &Param<T, D> {
+        &self.weight
+    }
+
+    /// The bias, `[out]`.
+    pub fn bias(&self) -> Option<&Param<T, D>> {
+        self.bias.as_ref()
+    }
+
+    /// The number of input features.
+    pub fn inputs(&self) -> usize {
+        self.weight.shape().dims()[0]
+    }
+
+    /// The number of output features.
+    pub fn outputs(&self) -> usize {
+        self.weight.shape().dims()[1]
+    }
+}
+
+impl<T: Float, D: Device> Module<T, D> for Linear<T, D> {
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
+        f(&self.weight);
+        if let Some(b) = &self.bias {
+            f(b);
+        }
+    }
+    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
+        f(&mut self.weight);
+        if let Some(b) = &mut self.bias {
+            f(b);
+        }
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Linear<T, D> {
+    fn forward<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
+        let y = x
+            .matmul(&tape.param(&self.weight))
+            .map_err(|e| e.in_function("Linear::forward"))?;
+        match &self.bias {
+            Some(b) => y.add(&tape.param(b)),
+            None => Ok(y),
+        }
+    }
+}

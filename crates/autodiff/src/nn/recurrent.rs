@@ -1,0 +1,606 @@
+//! GRU and LSTM layers with PyTorch's equations, gate order and parameter layout, and a
+//! runner over padded batches with lengths.
+
+use rlgrad_core::kernels::sequence::Sequences;
+use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
+use rlgrad_tensor::{Tensor, TensorDevice};
+use smallvec::SmallVec;
+
+use super::Module;
+use crate::param::Param;
+use crate::tape::{Tape, Var};
+
+/// The four parameters of a recurrent layer in PyTorch's layout: `weight_ih`
+/// `[gates * H, F]`, `weight_hh` `[gates * H, H]`, `bias_ih` and `bias_hh`
+/// `[gates * H]`, all drawn uniform in `[-1/sqrt(H), 1/sqrt(H))` as PyTorch does.
+#[derive(Debug, Clone)]
+struct Weights<T: Float, D: Device> {
+    weight_ih: Param<T, D>,
+    weight_hh: Param<T, D>,
+    bias_ih: Param<T, D>,
+    bias_hh: Param<T, D>,
+    hidden: usize,
+}
+
+impl<T: Float, D: Device> Weights<T, D> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        function: &'static str,
+        device: &D,
+        name: &str,
+        gates: usize,
+        inputs: usize,
+        hidden: usize,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        for (argument, value) in [("inputs", inputs), ("hidden", hidden)] {
+            if value == 0 {
+                return Err(Error::value(function, argument, "at least 1 feature", 0));
+            }
+        }
+        let bound = T::from_f64(1.0 / (hidden as f64).sqrt());
+        let mut draw = |suffix: &str, shape: Shape| -> Result<Param<T, D>> {
+            Param::new(
+                format!("{name}/{suffix}"),
+                Tensor::rand_uniform_on(device, shape, -bound, bound, rng)?,
+            )
+        };
+        Ok(Self {
+            weight_ih: draw("weight_ih", Shape::from([gates * hidden, inputs]))?,
+            weight_hh: draw("weight_hh", Shape::from([gates * hidden, hidden]))?,
+            bias_ih: draw("bias_ih", Shape::from([gates * hidden]))?,
+            bias_hh: draw("bias_hh", Shape::from([gates * hidden]))?,
+            hidden,
+        })
+    }
+
+    /// Weights from their parameters, checking PyTorch's layout for `gates` gates.
+    fn from_params(
+        function: &'static str,
+        gates: usize,
+        weight_ih: Param<T, D>,
+        weight_hh: Param<T, D>,
+        bias_ih: Param<T, D>,
+        bias_hh: Param<T, D>,
+    ) -> Result<Self> {
+        let hidden = match weight_hh.shape().dims() {
+            &[rows, h] if h > 0 && rows == gates * h => h,
+            _ => {
+                return Err(Error::shape(
+                    function,
+                    "weight_hh",
+                    format_args!("[{gates} * H, H]"),
+                    weight_hh.shape(),
+                ));
+            }
+        };
+        match weight_ih.shape().dims() {
+            &[rows, f] if f > 0 && rows == gates * hidden => {}
+            _ => {
+                return Err(Error::shape(
+                    function,
+                    "weight_ih",
+                    format_args!("[{}, F]", gates * hidden),
+                    weight_ih.shape(),
+                ));
+            }
+        }
+        for (argument, bias) in [("bias_ih", &bias_ih), ("bias_hh", &bias_hh)] {
+            if bias.shape().dims() != [gates * hidden] {
+                return Err(Error::shape(
+                    function,
+                    argument,
+                    format_args!("[{}]", gates * hidden),
+                    bias.shape(),
+                ));
+            }
+        }
+        Ok(Self {
+            weight_ih,
+            weight_hh,
+            bias_ih,
+            bias_hh,
+            hidden,
+        })
+    }
+
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
+        f(&self.weight_ih);
+        f(&self.weight_hh);
+        f(&self.bias_ih);
+        f(&self.bias_hh);
+    }
+
+    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
+        f(&mut self.weight_ih);
+        f(&mut self.weight_hh);
+        f(&mut self.bias_ih);
+        f(&mut self.bias_hh);
+    }
+
+    fn inputs(&self) -> usize {
+        self.weight_ih.shape().dims()[1]
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Weights<T, D> {
+    /// `x @ weight_ih^T + bias_ih` for `x: [N, F]`.
+    fn input_gates<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
+        x.matmul(&tape.param(&self.weight_ih).t()?)?
+            .add(&tape.param(&self.bias_ih))
+    }
+
+    /// `h @ weight_hh^T + bias_hh`.
+    fn hidden_gates<'t>(&self, tape: &'t Tape<T, D>, h: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
+        h.matmul(&tape.param(&self.weight_hh).t()?)?
+            .add(&tape.param(&self.bias_hh))
+    }
+
+    fn check_step(
+        &self,
+        function: &'static str,
+        x: &Var<'_, T, D>,
+        state: &Var<'_, T, D>,
+    ) -> Result<()> {
+        if x.shape().ndim() != 2 || x.dims()[1] != self.inputs() {
+            return Err(Error::shape(
+                function,
+                "x",
+                format_args!("[B, {}]", self.inputs()),
+                x.shape(),
+            ));
+        }
+        if state.dims() != [x.dims()[0], self.hidden] {
+            return Err(Error::shape(
+                function,
+                "state",
+                format_args!("[{}, {}]", x.dims()[0], self.hidden),
+                state.shape(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A recurrent cell: one step from the input gates, and how a finished sequence keeps its
+/// state; [`Recurrence::run`] is the runner over padded batches that GRU and LSTM share.
+trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
+    type State;
+
+    fn weights(&self) -> &Weights<T, D>;
+
+    /// The output and the next state from the input gates `x W_ih^T + b_ih` of one step.
+    fn advance(
+        &self,
+        tape: &'t Tape<T, D>,
+        gates: &Var<'t, T, D>,
+        state: &Self::State,
+    ) -> Result<(Var<'t, T, D>, Self::State)>;
+
+    /// `next` for the sequences where `valid` (`[B, 1]`, 0/1) is 1, else `previous`.
+    fn keep(
+        valid: &Tensor<T, D>,
+        next: &Self::State,
+        previous: &Self::State,
+    ) -> Result<Self::State>;
+
+    /// The cell over a padded batch-major `x` `[B, T, F]`: the input gates of all steps in
+    /// one matmul, then the recurrence; with `seqs`, a sequence's state stops changing
+    /// after its last valid step and its outputs past it are 0.
+    fn run(
+        &self,
+        function: &'static str,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        seqs: Option<&Sequences>,
+        mut state: Self::State,
+    ) -> Result<(Var<'t, T, D>, Self::State)> {
+        let inputs = self.weights().inputs();
+        if x.shape().ndim() != 3 || x.dims()[2] != inputs {
+            return Err(Error::shape(
+                function,
+                "x",
+                format_args!("[B, T, {inputs}]"),
+                x.shape(),
+            ));
+        }
+        let (batch, steps) = (x.dims()[0], x.dims()[1]);
+        if steps == 0 {
+            return Err(Error::empty(function, "x", "at least one time step"));
+        }
+        if let Some(s) = seqs {
+            if (s.batch(), s.max_len()) != (batch, steps) {
+                return Err(Error::shape(
+                    function,
+                    "seqs",
+                    format_args!("{batch} sequences padded to {steps} steps, like x"),
+                    format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
+                ));
+            }
+        }
+        let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
+        let gates = self.weights().input_gates(tape, &time_major)?;
+        let valid = match seqs {
+            Some(s) => {
+                let flags: Vec<T> = (0..steps)
+                    .flat_map(|t| {
+                        s.lengths()
+                            .iter()
+                            .map(move |&len| if t < len { T::one() } else { T::zero() })
+                    })
+                    .collect();
+                Some(Tensor::from_vec_on(
+                    tape.device(),
+                    flags,
+                    [steps, batch, 1],
+                )?)
+            }
+            None => None,
+        };
+        let zero = tape.constant(&Tensor::zeros_on(tape.device(), Shape::scalar())?);
+        let mut outputs: SmallVec<[Var<'t, T, D>; 16]> = SmallVec::with_capacity(steps);
+        for t in 0..steps {
+            let (output, next) = self.advance(tape, &gates.narrow(0, t * batch, batch)?, &state)?;
+            match &valid {
+                Some(valid) => {
+                    let here = valid.narrow(0, t, 1)?.squeeze(0)?;
+                    state = Self::keep(&here, &next, &state)?;
+                    outputs.push(Var::where_cond(&here, &output, &zero)?);
+                }
+                None => {
+                    state = next;
+                    outputs.push(output);
+                }
+            }
+        }
+        let refs: SmallVec<[&Var<'t, T, D>; 16]> = outputs.iter().collect();
+        Ok((Var::stack(&refs, 1)?, state))
+    }
+}
+
+/// A one-layer GRU with PyTorch's equations and gate order (`r`, `z`, `n`):
+///
+/// ```text
+/// r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr)
+/// z = sigmoid(x W_iz^T + b_iz + h W_hz^T + b_hz)
+/// n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn))
+/// h' = (h - n) * z + n            (= (1 - z) n + z h, in ATen's order of operations)
+/// ```
+///
+/// Parameters `{name}/weight_ih` `[3H, F]`, `{name}/weight_hh` `[3H, H]`,
+/// `{name}/bias_ih`, `{name}/bias_hh` `[3H]`, as `torch.nn.GRU`'s `*_l0`.
+///
+/// ```
+/// use rlgrad_autodiff::nn::Gru;
+/// use rlgrad_autodiff::Tape;
+/// use rlgrad_core::Rng;
+/// use rlgrad_mask::Sequences;
+/// use rlgrad_tensor::Tensor;
+/// let gru = Gru::<f32>::new("policy/gru", 3, 8, &mut Rng::new(0, "init"))?;
+/// let tape = Tape::new();
+/// let x = tape.constant(&Tensor::ones([2, 5, 3])?);       // [B, T, F], batch-major
+/// let seqs = Sequences::new(&[5, 2], Some(5))?;
+/// let (outputs, last) = gru.run(&tape, &x, Some(&seqs), None)?;
+/// assert_eq!((outputs.dims(), last.dims()), (&[2, 5, 8][..], &[2, 8][..]));
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Gru<T: Float = f32, D: Device = Cpu> {
+    weights: Weights<T, D>,
+}
+
+impl<T: Float> Gru<T, Cpu> {
+    /// A GRU of `inputs` features and `hidden` units on the default [`Cpu`].
+    pub fn new(name: &str, inputs: usize, hidden: usize, rng: &mut Rng) -> Result<Self> {
+        Self::new_on(&Cpu::default(), name, inputs, hidden, rng)
+    }
+}
+
+impl<T: Float, D: Device> Gru<T, D> {
+    /// A GRU on `device`. An error when `inputs` or `hidden` is zero.
+    pub fn new_on(
+        device: &D,
+        name: &str,
+        inputs: usize,
+        hidden: usize,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Ok(Self {
+            weights: Weights::new("Gru::new", device, name, 3, inputs, hidden, rng)?,
+        })
+    }
+
+    /// A GRU from PyTorch-layout parameters (`weight_ih` `[3H, F]`, `weight_hh`
+    /// `[3H, H]`, biases `[3H]`), for instance loaded from a checkpoint of
+    /// `torch.nn.GRU`. An error for other shapes.
+    pub fn from_params(
+        weight_ih: Param<T, D>,
+        weight_hh: Param<T, D>,
+        bias_ih: Param<T, D>,
+        bias_hh: Param<T, D>,
+    ) -> Result<Self> {
+        Ok(Self {
+            weights: Weights::from_params(
+                "Gru::from_params",
+                3,
+                weight_ih,
+                weight_hh,
+                bias_ih,
+                bias_hh,
+            )?,
+        })
+    }
+
+    /// The number of hidden units `H`.
+    pub fn hidden(&self) -> usize {
+        self.weights.hidden
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
+    fn cell<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        gi: &Var<'t, T, D>,
+        h: &Var<'t, T, D>,
+    ) -> Result<Var<'t, T, D>> {
+        let hidden = self.weights.hidden;
+        let gh = self.weights.hidden_gates(tape, h)?;
+        let gate = |v: &Var<'t, T, D>, k: usize| v.narrow(1, k * hidden, hidden);
+        let r = gate(gi, 0)?.add(&gate(&gh, 0)?)?.sigmoid()?;
+        let z = gate(gi, 1)?.add(&gate(&gh, 1)?)?.sigmoid()?;
+        let n = gate(gi, 2)?.add(&r.mul(&gate(&gh, 2)?)?)?.tanh()?;
+        h.sub(&n)?.mul(&z)?.add(&n)
+    }
+
+    /// One step: the next hidden state `[B, H]` from `x` `[B, F]` and `h` `[B, H]`.
+    pub fn step<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        h: &Var<'t, T, D>,
+    ) -> Result<Var<'t, T, D>> {
+        self.weights.check_step("Gru::step", x, h)?;
+        self.cell(tape, &self.weights.input_gates(tape, x)?, h)
+    }
+
+    /// The GRU over a padded batch-major `x` `[B, T, F]` from `h0` `[B, H]` (zeros when
+    /// `None`): the outputs `[B, T, H]` and the last state `[B, H]`. With `seqs`, each
+    /// sequence's state is the one after its last valid step and its outputs past it are
+    /// 0, so nothing in the padding reaches a loss or a gradient.
+    pub fn run<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        seqs: Option<&Sequences>,
+        h0: Option<&Var<'t, T, D>>,
+    ) -> Result<(Var<'t, T, D>, Var<'t, T, D>)> {
+        let batch = x.dims().first().copied().unwrap_or(0);
+        let h0 = initial_state(tape, h0, batch, self.hidden(), "Gru::run")?;
+        Recurrence::run(self, "Gru::run", tape, x, seqs, h0)
+    }
+}
+
+impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
+    type State = Var<'t, T, D>;
+
+    fn weights(&self) -> &Weights<T, D> {
+        &self.weights
+    }
+
+    fn advance(
+        &self,
+        tape: &'t Tape<T, D>,
+        gates: &Var<'t, T, D>,
+        h: &Var<'t, T, D>,
+    ) -> Result<(Var<'t, T, D>, Var<'t, T, D>)> {
+        let next = self.cell(tape, gates, h)?;
+        Ok((next.clone(), next))
+    }
+
+    fn keep(
+        valid: &Tensor<T, D>,
+        next: &Var<'t, T, D>,
+        previous: &Var<'t, T, D>,
+    ) -> Result<Var<'t, T, D>> {
+        Var::where_cond(valid, next, previous)
+    }
+}
+
+impl<T: Float, D: Device> Module<T, D> for Gru<T, D> {
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
+        self.weights.visit(f);
+    }
+    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
+        self.weights.visit_mut(f);
+    }
+}
+
+/// The state of an [`Lstm`]: hidden `h` and cell `c`, `[B, H]` each.
+#[derive(Debug, Clone)]
+pub struct LstmState<'t, T: Float = f32, D: TensorDevice<T> = Cpu> {
+    /// The hidden state.
+    pub h: Var<'t, T, D>,
+    /// The cell state.
+    pub c: Var<'t, T, D>,
+}
+
+/// A one-layer LSTM with PyTorch's equations and gate order (`i`, `f`, `g`, `o`):
+///
+/// ```text
+/// gates = (x W_ih^T + b_ih) + (h W_hh^T + b_hh)
+/// i, f, o = sigmoid(gates_i), sigmoid(gates_f), sigmoid(gates_o);  g = tanh(gates_g)
+/// c' = f * c + i * g;   h' = o * tanh(c')
+/// ```
+///
+/// Parameters `{name}/weight_ih` `[4H, F]`, `{name}/weight_hh` `[4H, H]`,
+/// `{name}/bias_ih`, `{name}/bias_hh` `[4H]`.
+#[derive(Debug, Clone)]
+pub struct Lstm<T: Float = f32, D: Device = Cpu> {
+    weights: Weights<T, D>,
+}
+
+impl<T: Float> Lstm<T, Cpu> {
+    /// An LSTM of `inputs` features and `hidden` units on the default [`Cpu`].
+    pub fn new(name: &str, inputs: usize, hidden: usize, rng: &mut Rng) -> Result<Self> {
+        Self::new_on(&Cpu::default(), name, inputs, hidden, rng)
+    }
+}
+
+impl<T: Float, D: Device> Lstm<T, D> {
+    /// An LSTM on `device`. An error when `inputs` or `hidden` is zero.
+    pub fn new_on(
+        device: &D,
+        name: &str,
+        inputs: usize,
+        hidden: usize,
+        rng: &mut Rng,
+    ) -> Result<Self> {
+        Ok(Self {
+            weights: Weights::new("Lstm::new", device, name, 4, inputs, hidden, rng)?,
+        })
+    }
+
+    /// An LSTM from PyTorch-layout parameters (`weight_ih` `[4H, F]`, `weight_hh`
+    /// `[4H, H]`, biases `[4H]`). An error for other shapes.
+    pub fn from_params(
+        weight_ih: Param<T, D>,
+        weight_hh: Param<T, D>,
+        bias_ih: Param<T, D>,
+        bias_hh: Param<T, D>,
+    ) -> Result<Self> {
+        Ok(Self {
+            weights: Weights::from_params(
+                "Lstm::from_params",
+                4,
+                weight_ih,
+                weight_hh,
+                bias_ih,
+                bias_hh,
+            )?,
+        })
+    }
+
+    /// The number of hidden units `H`.
+    pub fn hidden(&self) -> usize {
+        self.weights.hidden
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Lstm<T, D> {
+    fn cell<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        gi: &Var<'t, T, D>,
+        state: &LstmState<'t, T, D>,
+    ) -> Result<LstmState<'t, T, D>> {
+        let hidden = self.weights.hidden;
+        let gates = gi.add(&self.weights.hidden_gates(tape, &state.h)?)?;
+        let gate = |k: usize| gates.narrow(1, k * hidden, hidden);
+        let (i, f) = (gate(0)?.sigmoid()?, gate(1)?.sigmoid()?);
+        let (g, o) = (gate(2)?.tanh()?, gate(3)?.sigmoid()?);
+        let c = f.mul(&state.c)?.add(&i.mul(&g)?)?;
+        let h = o.mul(&c.tanh()?)?;
+        Ok(LstmState { h, c })
+    }
+
+    /// One step from `x` `[B, F]` and `state`.
+    pub fn step<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        state: &LstmState<'t, T, D>,
+    ) -> Result<LstmState<'t, T, D>> {
+        self.weights.check_step("Lstm::step", x, &state.h)?;
+        self.weights.check_step("Lstm::step", x, &state.c)?;
+        self.cell(tape, &self.weights.input_gates(tape, x)?, state)
+    }
+
+    /// The LSTM over a padded batch-major `x` `[B, T, F]` from `state0` (zeros when
+    /// `None`): the outputs (`h` at every step) `[B, T, H]` and the last state, with
+    /// `seqs` handled as in [`Gru::run`].
+    pub fn run<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        seqs: Option<&Sequences>,
+        state0: Option<&LstmState<'t, T, D>>,
+    ) -> Result<(Var<'t, T, D>, LstmState<'t, T, D>)> {
+        let batch = x.dims().first().copied().unwrap_or(0);
+        let state0 = LstmState {
+            h: initial_state(
+                tape,
+                state0.map(|s| &s.h),
+                batch,
+                self.hidden(),
+                "Lstm::run",
+            )?,
+            c: initial_state(
+                tape,
+                state0.map(|s| &s.c),
+                batch,
+                self.hidden(),
+                "Lstm::run",
+            )?,
+        };
+        Recurrence::run(self, "Lstm::run", tape, x, seqs, state0)
+    }
+}
+
+impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
+    type State = LstmState<'t, T, D>;
+
+    fn weights(&self) -> &Weights<T, D> {
+        &self.weights
+    }
+
+    fn advance(
+        &self,
+        tape: &'t Tape<T, D>,
+        gates: &Var<'t, T, D>,
+        state: &LstmState<'t, T, D>,
+    ) -> Result<(Var<'t, T, D>, LstmState<'t, T, D>)> {
+        let next = self.cell(tape, gates, state)?;
+        Ok((next.h.clone(), next))
+    }
+
+    fn keep(
+        valid: &Tensor<T, D>,
+        next: &LstmState<'t, T, D>,
+        previous: &LstmState<'t, T, D>,
+    ) -> Result<LstmState<'t, T, D>> {
+        Ok(LstmState {
+            h: Var::where_cond(valid, &next.h, &previous.h)?,
+            c: Var::where_cond(valid, &next.c, &previous.c)?,
+        })
+    }
+}
+
+impl<T: Float, D: Device> Module<T, D> for Lstm<T, D> {
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
+        self.weights.visit(f);
+    }
+    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
+        self.weights.visit_mut(f);
+    }
+}
+
+/// `given` when it is `[batch, hidden]`, zeros when `None`.
+fn initial_state<'t, T: Float, D: TensorDevice<T>>(
+    tape: &'t Tape<T, D>,
+    given: Option<&Var<'t, T, D>>,
+    batch: usize,
+    hidden: usize,
+    function: &'static str,
+) -> Result<Var<'t, T, D>> {
+    match given {
+        Some(h) if h.dims() == [batch, hidden] => Ok(h.clone()),
+        Some(h) => Err(Error::shape(
+            function,
+            "state0",
+            format_args!("[{batch}, {hidden}]"),
+            h.shape(),
+        )),
+        None => Ok(tape.constant(&Tensor::zeros_on(tape.device(), [batch, hidden])?)),
+    }
+}

@@ -1,0 +1,78 @@
+//! The glue to `rlgrad-optim`: parameters and their gradients handed to an optimizer by
+//! name.
+
+use rlgrad_core::kernels::OptimKernel;
+use rlgrad_core::{Error, Float, Result};
+use rlgrad_optim::{DeviceParam, Optimizer};
+use rlgrad_tensor::TensorDevice;
+use smallvec::SmallVec;
+
+use crate::gradients::Gradients;
+use crate::nn::Module;
+use crate::param::Param;
+
+/// One optimizer step over a module's parameters with the gradients of a tape, matched
+/// by parameter identity and handed to the optimizer under the parameters' names (Keras'
+/// `optimizer.apply_gradients(zip(grads, model.trainable_variables))`).
+///
+/// Every parameter of the module must have a gradient: one the loss does not depend on is
+/// an error naming it, and nothing changes (ask for the gradients of the parameters you
+/// train). The update is the optimizer's fused kernel on each parameter's buffer, in place;
+/// a tape still holding the old values keeps them (copy on write).
+pub trait ApplyGradients<T: Float, D: TensorDevice<T>> {
+    /// One step over the parameters of `module`.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{ApplyGradients, Param, Tape};
+    /// use rlgrad_optim::{Optimizer, Sgd};
+    /// use rlgrad_tensor::Tensor;
+    /// let mut w = Param::new("w", Tensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
+    /// let mut sgd = Optimizer::new(Sgd::default(), 0.5)?;
+    /// let tape = Tape::new();
+    /// let loss = tape.param(&w).square()?.sum_all()?;
+    /// let grads = tape.gradient(&loss, &[&w])?;
+    /// sgd.apply_gradients(&mut w, &grads)?;
+    /// assert_eq!(w.value().to_vec()?, [0.0, 0.0]); // w - 0.5 * 2w
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    fn apply_gradients<M: Module<T, D> + ?Sized>(
+        &mut self,
+        module: &mut M,
+        grads: &Gradients<T, D>,
+    ) -> Result<()>;
+}
+
+impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> ApplyGradients<T, D> for Optimizer<T, D> {
+    fn apply_gradients<M: Module<T, D> + ?Sized>(
+        &mut self,
+        module: &mut M,
+        grads: &Gradients<T, D>,
+    ) -> Result<()> {
+        let function = "Optimizer::apply_gradients";
+        let mut params: SmallVec<[&mut Param<T, D>; 16]> = SmallVec::new();
+        module.visit_mut(&mut |p| params.push(p));
+        for p in &params {
+            let connected = grads.by_param(p.id()).is_some_and(|e| e.grad().is_some());
+            if !connected {
+                return Err(Error::value(
+                    function,
+                    "grads",
+                    "a gradient for every parameter of the module",
+                    format_args!("none for `{}`", p.name()),
+                ));
+            }
+        }
+        let mut steps: SmallVec<[DeviceParam<'_, T, D>; 16]> = SmallVec::new();
+        for p in params {
+            let grad = grads
+                .by_param(p.id())
+                .and_then(|e| e.grad())
+                .and_then(|g| g.dense_buffer())
+                .expect("gradients are dense and were checked above");
+            let (name, value) = p.name_and_buffer()?;
+            steps.push(DeviceParam { name, value, grad });
+        }
+        self.step_on(&mut steps)
+            .map_err(|e| e.in_function(function))
+    }
+}

@@ -1,0 +1,485 @@
+//! The gradient tape and its variables.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use rlgrad_core::{Cpu, Error, Float, Result, Shape};
+use rlgrad_tensor::{Tensor, TensorDevice};
+use smallvec::SmallVec;
+
+use crate::backward::{Constants, Op};
+use crate::gradients::{Entry, Gradients};
+use crate::nn::Module;
+use crate::param::{Param, ParamId};
+
+/// A record of the ops run on [`Var`]s, for reverse-mode differentiation: TensorFlow's
+/// `GradientTape` in Rust.
+///
+/// Put parameters on the tape with [`Tape::param`] (a parameter used twice is one node, so
+/// its gradients add up) and inputs with [`Tape::constant`], compute with [`Var`]'s ops,
+/// then ask [`Tape::gradient`] for the gradients of a loss with respect to the parameters
+/// of any modules (a [`Param`] is a module; make an input a `Param` to get its gradient).
+///
+/// - A tape is consumed by its first [`Tape::gradient`] call, which frees what it recorded;
+///   a second call is an error, unless the tape is [`Tape::persistent`].
+/// - [`Tape::no_grad`] makes a tape that records nothing: evaluation without the cost of
+///   recording.
+/// - [`Tape::reset`] empties a tape for the next step and keeps its memory, so that a
+///   training loop does not allocate once warmed up.
+/// - Only what leads from the sources to the loss is differentiated: asking for the
+///   actor's gradients through a critic computes no critic weight gradients.
+/// - Gradients accumulate in a fixed order (the reverse of the recording order), so they
+///   are the same bits at every thread count.
+///
+/// ```
+/// use rlgrad_autodiff::{Param, Tape};
+/// use rlgrad_tensor::Tensor;
+///
+/// let w = Param::new("w", Tensor::from_vec(vec![1.0f64, -2.0], [2, 1])?)?;
+/// let tape = Tape::new();
+/// let x = tape.constant(&Tensor::from_vec(vec![3.0, 4.0], [1, 2])?);
+/// let w_on_tape = tape.param(&w);
+/// let y = x.matmul(&w_on_tape)?;              // 3 - 8 = -5
+/// let loss = (&y * &y)?.sum_all()?;           // 25
+/// let grads = tape.gradient(&loss, &[&w])?;
+/// assert_eq!(grads.get(&w)?.to_vec()?, [-30.0, -40.0]); // 2 y x
+/// assert!(tape.gradient(&loss, &[&w]).is_err());        // consumed
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+pub struct Tape<T: Float = f32, D: TensorDevice<T> = Cpu> {
+    device: D,
+    recording: bool,
+    persistent: bool,
+    zero: Tensor<T, D>,
+    one: Tensor<T, D>,
+    state: RefCell<State<T, D>>,
+}
+
+struct State<T: Float, D: TensorDevice<T>> {
+    nodes: Vec<Op<T, D>>,
+    params: Vec<(ParamId, usize)>,
+    consumed: bool,
+    // Scratch of `gradient`, kept to be reused.
+    grads: Vec<Option<Tensor<T, D>>>,
+    marks: Vec<Mark>,
+}
+
+/// The requested parameters: their node on the tape (if they were used) and their entry.
+type Requests<T, D> = SmallVec<[(Option<usize>, Entry<T, D>); 8]>;
+
+/// The gradients of the requested parameters, in order.
+type SourceGrads<T, D> = SmallVec<[Option<Tensor<T, D>>; 8]>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// Leads to no source: not differentiated.
+    Skip,
+    /// Depends on a source.
+    Needed,
+    /// A source itself (and needed).
+    Source,
+}
+
+impl<T: Float> Tape<T, Cpu> {
+    /// A recording, non-persistent tape on the default [`Cpu`].
+    pub fn new() -> Self {
+        Self::new_on(&Cpu::default())
+    }
+}
+
+impl<T: Float> Default for Tape<T, Cpu> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
+    /// A recording, non-persistent tape on `device`.
+    ///
+    /// # Panics
+    ///
+    /// Never for the [`Cpu`]; a device that cannot allocate a two-element buffer panics
+    /// (there is nothing a tape could do on it).
+    pub fn new_on(device: &D) -> Self {
+        let scalar = |value: T| {
+            Tensor::from_vec_on(device, vec![value], Shape::scalar())
+                .expect("a device holds a one-element tensor")
+        };
+        Self {
+            device: device.clone(),
+            recording: true,
+            persistent: false,
+            zero: scalar(T::zero()),
+            one: scalar(T::one()),
+            state: RefCell::new(State {
+                nodes: Vec::new(),
+                params: Vec::new(),
+                consumed: false,
+                grads: Vec::new(),
+                marks: Vec::new(),
+            }),
+        }
+    }
+
+    /// This tape made persistent: [`Tape::gradient`] may be called any number of times,
+    /// and what the tape recorded lives until [`Tape::reset`] or the tape's end.
+    pub fn persistent(mut self) -> Self {
+        self.persistent = true;
+        self
+    }
+
+    /// This tape made a non-recording one: ops compute values only, every variable is a
+    /// constant, and no gradient can be asked for (PyTorch's `torch.no_grad()`).
+    pub fn no_grad(mut self) -> Self {
+        self.recording = false;
+        self
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// Whether ops are recorded.
+    pub fn is_recording(&self) -> bool {
+        self.recording
+    }
+
+    /// The number of recorded ops (parameters and watched tensors count one each).
+    pub fn len(&self) -> usize {
+        self.state.borrow().nodes.len()
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets everything recorded and makes the tape usable again, keeping its memory
+    /// for the next step. (The variables of the last step borrow the tape, so none
+    /// survives this.)
+    pub fn reset(&mut self) {
+        let state = self.state.get_mut();
+        state.nodes.clear();
+        state.params.clear();
+        state.grads.clear();
+        state.consumed = false;
+    }
+
+    /// `param` on the tape: the variable gradients of `param` flow into. A parameter put
+    /// on a tape twice is the same node, so the gradients of both uses add up.
+    pub fn param<'t>(&'t self, param: &Param<T, D>) -> Var<'t, T, D> {
+        let value = param.value().clone();
+        if !self.recording {
+            return Var::new(self, None, value);
+        }
+        let mut state = self.state.borrow_mut();
+        if state.consumed {
+            // A consumed tape records nothing more; ops on this variable will say so.
+            return Var::new(self, None, value);
+        }
+        let node = match state.params.iter().find(|(id, _)| *id == param.id()) {
+            Some(&(_, node)) => node,
+            None => {
+                let node = state.nodes.len();
+                state.nodes.push(Op::Leaf);
+                state.params.push((param.id(), node));
+                node
+            }
+        };
+        Var::new(self, Some(node), value)
+    }
+
+    /// `value` on the tape as a constant: no gradient flows into it.
+    pub fn constant<'t>(&'t self, value: &Tensor<T, D>) -> Var<'t, T, D> {
+        Var::new(self, None, value.clone())
+    }
+
+    /// An error unless `var` lives on this tape.
+    pub(crate) fn check_same(
+        &self,
+        function: &'static str,
+        argument: &'static str,
+        var: &Var<'_, T, D>,
+    ) -> Result<()> {
+        if std::ptr::eq(self, var.tape) {
+            Ok(())
+        } else {
+            Err(Error::value(
+                function,
+                argument,
+                "a variable of the same tape",
+                "a variable of another tape",
+            ))
+        }
+    }
+
+    /// The variable holding `value`, the output of an op on `inputs`: recorded with
+    /// `op()` when the tape records and some input is a node, a constant otherwise.
+    pub(crate) fn record<'t>(
+        &'t self,
+        function: &'static str,
+        value: Tensor<T, D>,
+        inputs: &[Option<usize>],
+        op: impl FnOnce() -> Op<T, D>,
+    ) -> Result<Var<'t, T, D>> {
+        if !self.recording || inputs.iter().all(Option::is_none) {
+            return Ok(Var::new(self, None, value));
+        }
+        let mut state = self.state.borrow_mut();
+        if state.consumed {
+            return Err(consumed_error(function));
+        }
+        let node = state.nodes.len();
+        state.nodes.push(op());
+        Ok(Var::new(self, Some(node), value))
+    }
+
+    /// The gradients of `loss` with respect to every parameter of `sources` (modules, in
+    /// order; a [`Param`] is a module of one parameter).
+    ///
+    /// A loss with several elements is differentiated as the sum of its elements (as
+    /// TensorFlow does). A parameter the loss does not depend on gets no gradient, which
+    /// [`Gradients::get`] reports by name. Errors: `loss` from another tape, a no-grad
+    /// tape, a consumed tape (a second call on a non-persistent tape), a custom op whose
+    /// backward returned gradients of the wrong shapes.
+    pub fn gradient(
+        &self,
+        loss: &Var<'_, T, D>,
+        sources: &[&dyn Module<T, D>],
+    ) -> Result<Gradients<T, D>> {
+        self.check_same("Tape::gradient", "loss", loss)?;
+        if !self.recording {
+            return Err(Error::value(
+                "Tape::gradient",
+                "self",
+                "a recording tape",
+                "a no_grad tape, which records nothing",
+            ));
+        }
+        let mut state = self.state.borrow_mut();
+        if state.consumed {
+            return Err(consumed_error("Tape::gradient"));
+        }
+        let mut requested: Requests<T, D> = SmallVec::new();
+        for module in sources {
+            module.visit(&mut |p| {
+                let node = state
+                    .params
+                    .iter()
+                    .find(|(id, _)| *id == p.id())
+                    .map(|&(_, n)| n);
+                requested.push((node, Entry::new(p)));
+            });
+        }
+        if let Some(loss_node) = loss.node {
+            let state = &mut *state;
+            let grads_of_sources = self.backward(state, loss_node, loss.value(), &requested)?;
+            for ((_, entry), grad) in requested.iter_mut().zip(grads_of_sources) {
+                entry.grad = grad;
+            }
+        }
+        if !self.persistent {
+            state.consumed = true;
+            state.nodes.clear();
+            state.params.clear();
+        }
+        Ok(Gradients::new(
+            requested.into_iter().map(|(_, entry)| entry).collect(),
+        ))
+    }
+
+    /// The reverse pass from `loss_node`; the gradient of each requested node, in order.
+    fn backward(
+        &self,
+        state: &mut State<T, D>,
+        loss_node: usize,
+        loss_value: &Tensor<T, D>,
+        requested: &[(Option<usize>, Entry<T, D>)],
+    ) -> Result<SourceGrads<T, D>> {
+        let State {
+            nodes,
+            grads,
+            marks,
+            ..
+        } = state;
+        let count = loss_node + 1;
+        marks.clear();
+        marks.resize(count, Mark::Skip);
+        for &(node, _) in requested {
+            if let Some(n) = node.filter(|&n| n < count) {
+                marks[n] = Mark::Source;
+            }
+        }
+        for (i, op) in nodes[..count].iter().enumerate() {
+            if marks[i] == Mark::Skip {
+                let mut needed = false;
+                op.for_each_input(|input| needed |= marks[input] != Mark::Skip);
+                if needed {
+                    marks[i] = Mark::Needed;
+                }
+            }
+        }
+        grads.clear();
+        grads.resize_with(count, || None);
+        let result = (|| {
+            if marks[loss_node] != Mark::Skip {
+                grads[loss_node] = Some(self.one.broadcast_to(loss_value.shape().clone())?);
+            }
+            let constants = Constants { zero: &self.zero };
+            for i in (0..count).rev() {
+                if marks[i] == Mark::Skip {
+                    continue;
+                }
+                let Some(g) = grads[i].take() else { continue };
+                let op = &nodes[i];
+                let needs = |input: usize| marks[input] != Mark::Skip;
+                let mut emit = |input: usize, grad: Tensor<T, D>| -> Result<()> {
+                    grads[input] = Some(match grads[input].take() {
+                        None => grad,
+                        Some(previous) => previous.add(&grad)?,
+                    });
+                    Ok(())
+                };
+                op.backward(&g, &constants, &needs, &mut emit)
+                    .map_err(|e| e.in_function("Tape::gradient"))?;
+                if marks[i] == Mark::Source {
+                    grads[i] = Some(g);
+                }
+            }
+            requested
+                .iter()
+                .map(|&(node, _)| {
+                    node.filter(|&n| n < count)
+                        .and_then(|n| grads[n].clone())
+                        .map(|g| g.contiguous_whole())
+                        .transpose()
+                })
+                .collect()
+        })();
+        grads.clear();
+        result
+    }
+}
+
+fn consumed_error(function: &'static str) -> Error {
+    Error::value(
+        function,
+        "tape",
+        "a tape that has not been consumed (create it with Tape::persistent() to ask for \
+         several gradients, or reset it)",
+        "a tape consumed by an earlier Tape::gradient call",
+    )
+}
+
+impl<T: Float, D: TensorDevice<T>> fmt::Debug for Tape<T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.borrow();
+        f.debug_struct("Tape")
+            .field("device", &self.device)
+            .field("recording", &self.recording)
+            .field("persistent", &self.persistent)
+            .field("ops", &state.nodes.len())
+            .field("consumed", &state.consumed)
+            .finish()
+    }
+}
+
+/// A tensor on a [`Tape`]: the value, and where it came from so that gradients can flow
+/// back. Ops on variables return `Result` (as tensor ops do); cloning is cheap.
+pub struct Var<'t, T: Float = f32, D: TensorDevice<T> = Cpu> {
+    tape: &'t Tape<T, D>,
+    node: Option<usize>,
+    value: Tensor<T, D>,
+}
+
+impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
+    pub(crate) fn new(tape: &'t Tape<T, D>, node: Option<usize>, value: Tensor<T, D>) -> Self {
+        Self { tape, node, value }
+    }
+
+    /// The tape.
+    pub fn tape(&self) -> &'t Tape<T, D> {
+        self.tape
+    }
+
+    /// The recorded node, `None` for a constant.
+    pub(crate) fn node(&self) -> Option<usize> {
+        self.node
+    }
+
+    /// The value.
+    pub fn value(&self) -> &Tensor<T, D> {
+        &self.value
+    }
+
+    /// The value, taken out of the variable.
+    pub fn into_value(self) -> Tensor<T, D> {
+        self.value
+    }
+
+    /// Whether gradients can flow through this variable (it was recorded).
+    pub fn is_tracked(&self) -> bool {
+        self.node.is_some()
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        self.value.shape()
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[usize] {
+        self.value.dims()
+    }
+
+    /// The single element of a one-element variable.
+    pub fn to_scalar(&self) -> Result<T> {
+        self.value.to_scalar()
+    }
+
+    /// The elements in row-major order.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        self.value.to_vec()
+    }
+
+    /// The same value as a constant: no gradient flows back through it
+    /// (`tf.stop_gradient`, PyTorch's `detach`).
+    pub fn detach(&self) -> Self {
+        Self::new(self.tape, None, self.value.clone())
+    }
+
+    /// [`Var::detach`] under TensorFlow's name.
+    pub fn stop_gradient(&self) -> Self {
+        self.detach()
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Clone for Var<'_, T, D> {
+    fn clone(&self) -> Self {
+        Self::new(self.tape, self.node, self.value.clone())
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> fmt::Debug for Var<'_, T, D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Var")
+            .field("node", &self.node)
+            .field("value", &self.value)
+            .finish()
+    }
+}
+
+/// Dense whole-buffer tensors, what optimizers and device-level functions take.
+trait ContiguousWhole: Sized {
+    fn contiguous_whole(self) -> Result<Self>;
+}
+
+impl<T: Float, D: TensorDevice<T>> ContiguousWhole for Tensor<T, D> {
+    fn contiguous_whole(mut self) -> Result<Self> {
+        if self.dense_buffer().is_none() {
+            self.make_mut()?;
+        }
+        Ok(self)
+    }
+}
