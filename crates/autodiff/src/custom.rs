@@ -85,8 +85,8 @@ pub(crate) fn check_gradients<T: Float, D: TensorDevice<T>>(
         ));
     }
     for (i, (input, grad)) in inputs.iter().zip(grads).enumerate() {
-        if let Some(grad) = grad {
-            if grad.shape() != input.shape() {
+        if let Some(grad) = grad
+            && grad.shape() != input.shape() {
                 return Err(Error::shape(
                     "Tape::gradient",
                     "loss",
@@ -97,7 +97,6 @@ pub(crate) fn check_gradients<T: Float, D: TensorDevice<T>>(
                     grad.shape(),
                 ));
             }
-        }
     }
     Ok(())
 }

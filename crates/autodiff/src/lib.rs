@@ -25,8 +25,8 @@
 //! - Every forward op is a tensor op of `rlgrad-tensor` (canonical formulas and
 //!   reductions) and every backward rule is written with tensor ops in PyTorch's order of
 //!   operations; gradients accumulate in the reverse of the recording order. So a training
-//!   run gives the same bits at every thread count (matmul, through `gemm`, is reproducible
-//!   on one machine; see `rlgrad-tensor`).
+//!   run gives the same bits at every thread count, and on every CPU (matmul included: it
+//!   has a canonical order too).
 //! - Errors, never panics, on bad input: shape mismatches name the op and both shapes, a
 //!   gradient asked for a parameter the loss does not depend on is reported by name, a
 //!   second `gradient` call on a consumed tape says so.

@@ -18,8 +18,9 @@
 //! Every kernel documents its canonical order of floating-point operations and every
 //! device and thread count follows it, so results are bit-identical. Transcendental
 //! functions come from the `libm` crate ([`Float::exp_portable`]) so that they are the same
-//! on every platform. The one exception is matrix multiplication, which is reproducible
-//! on one machine but uses the CPU's best GEMM kernels (see [`kernels::MatmulKernel`]).
+//! on every platform. Matrix multiplication is rlgrad's own blocked GEMM with a canonical
+//! order too (a fused multiply-add chain over `k`, see [`kernels::MatmulKernel`]), so it
+//! gives the same bits on every CPU.
 //! Public functions never panic on bad input; they return [`Error`].
 //!
 //! # Example

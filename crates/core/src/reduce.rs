@@ -81,7 +81,7 @@ impl<T: Float> Leaf<T> {
         let len = a.len().min(b.len());
         let (mut a, mut b) = (&a[..len], &b[..len]);
         // Align to a lane boundary, then add whole lane groups (the vectorized path).
-        while self.pushed % LANES != 0 && !a.is_empty() {
+        while !self.pushed.is_multiple_of(LANES) && !a.is_empty() {
             self.push(map(a[0], b[0]));
             (a, b) = (&a[1..], &b[1..]);
         }
@@ -206,6 +206,9 @@ where
     acc
 }
 
+/// The stack depth of [`slice_subtree`] for inputs of at most 128 leaves (8192 elements).
+const SHORT_STACK: usize = 8;
+
 /// The job of [`slice_subtree`], for [`crate::simd::widest`]: the lanes and the order of
 /// additions are fixed by the canonical order, so SSE2, AVX2 and AVX-512 give the same
 /// bits; only the number of lanes per instruction changes.
@@ -220,7 +223,13 @@ impl<T: Float, M: Fn(T) -> T> crate::simd::Vectorized for SliceSubtree<'_, T, M>
     type Output = [T; LANES];
     #[inline(always)]
     fn run(self) -> [T; LANES] {
-        slice_subtree(self.x, self.leaves, self.map)
+        // The stack holds one entry per bit of the leaf count: a short input gets a short
+        // stack, so that small sums do not pay for initializing a deep one.
+        if self.leaves.len() <= 1 << (SHORT_STACK - 1) {
+            slice_subtree::<T, SHORT_STACK>(self.x, self.leaves, self.map)
+        } else {
+            slice_subtree::<T, { usize::BITS as usize }>(self.x, self.leaves, self.map)
+        }
     }
 }
 
@@ -228,10 +237,14 @@ impl<T: Float, M: Fn(T) -> T> crate::simd::Vectorized for SliceSubtree<'_, T, M>
 /// loop of every slice sum. The same tree as [`tree_sequential`], with the stack in a
 /// fixed array and full leaves added group by group so that the compiler vectorizes.
 #[inline(always)]
-fn slice_subtree<T: Float>(x: &[T], leaves: Range<usize>, map: &impl Fn(T) -> T) -> [T; LANES] {
-    // Depth never exceeds the bits of a leaf count; masking the index with STACK - 1 lets
-    // the compiler drop the bounds checks from the hot loop.
-    const STACK: usize = usize::BITS as usize;
+fn slice_subtree<T: Float, const STACK: usize>(
+    x: &[T],
+    leaves: Range<usize>,
+    map: &impl Fn(T) -> T,
+) -> [T; LANES] {
+    // Depth never exceeds the bits of the leaf count (at most STACK, a power of two, by
+    // the caller's choice); masking the index with STACK - 1 lets the compiler drop the
+    // bounds checks from the hot loop.
     let mut stack = [[T::neg_zero(); LANES]; STACK];
     let mut depth = 0usize;
     let mut push_leaf = |done: usize, mut value: [T; LANES]| {
@@ -408,6 +421,107 @@ pub fn mean_var<T: Float>(x: &[T], ddof: usize, par: Par) -> Result<(T, T)> {
     Ok((mean, var))
 }
 
+/// Columns per block of [`sum_columns`]: one AVX-512 register of f32 per lane.
+const COLUMN_BLOCK: usize = 16;
+
+/// The canonical sum of every column of the row-major `[rows, cols]` matrix `x` (row `r`
+/// at `x[r * cols..]`): `out[c]` is bitwise [`sum_map`] of `map(x[r * cols + c], c)` over
+/// `r` in order. Columns are reduced side by side (the additions of a leaf lane run
+/// across a block of columns), so a bias gradient `[batch, features] -> [features]` is one
+/// pass over the matrix instead of a gather per column.
+pub fn sum_columns<T, F>(x: &[T], rows: usize, cols: usize, par: Par, map: F, out: &mut [T])
+where
+    T: Float,
+    F: Fn(T, usize) -> T + Sync,
+{
+    debug_assert_eq!(x.len(), rows * cols);
+    debug_assert_eq!(out.len(), cols);
+    let par = par.for_work(rows * cols, 1 << 16);
+    par.for_each_chunk_mut(out, COLUMN_BLOCK, |block, sums| {
+        let job = ColumnBlock {
+            x,
+            rows,
+            cols,
+            first: block * COLUMN_BLOCK,
+            map: &map,
+        };
+        let lanes = crate::simd::widest(job);
+        for (j, sum) in sums.iter_mut().enumerate() {
+            *sum = Leaf {
+                lanes: std::array::from_fn(|l| lanes[l][j]),
+                pushed: 0,
+            }
+            .fold();
+        }
+    });
+}
+
+/// The lanes of the canonical tree of a block of up to [`COLUMN_BLOCK`] columns, for
+/// [`crate::simd::widest`].
+struct ColumnBlock<'a, T, F> {
+    x: &'a [T],
+    rows: usize,
+    cols: usize,
+    first: usize,
+    map: &'a F,
+}
+
+type BlockLanes<T> = [[T; COLUMN_BLOCK]; LANES];
+
+impl<T: Float, F: Fn(T, usize) -> T> crate::simd::Vectorized for ColumnBlock<'_, T, F> {
+    type Output = BlockLanes<T>;
+    #[inline(always)]
+    fn run(self) -> BlockLanes<T> {
+        if self.rows.div_ceil(LEAF_LEN) <= 1 << (SHORT_STACK - 1) {
+            self.tree::<SHORT_STACK>()
+        } else {
+            self.tree::<{ usize::BITS as usize }>()
+        }
+    }
+}
+
+impl<T: Float, F: Fn(T, usize) -> T> ColumnBlock<'_, T, F> {
+    /// The same binary-counter walk over the leaves as [`slice_subtree`], with every
+    /// value a block of columns.
+    #[inline(always)]
+    fn tree<const STACK: usize>(&self) -> BlockLanes<T> {
+        let width = COLUMN_BLOCK.min(self.cols - self.first);
+        let add = |a: &BlockLanes<T>, b: &BlockLanes<T>| -> BlockLanes<T> {
+            std::array::from_fn(|l| std::array::from_fn(|j| a[l][j] + b[l][j]))
+        };
+        let mut stack = [[[T::neg_zero(); COLUMN_BLOCK]; LANES]; STACK];
+        let mut depth = 0usize;
+        let leaves = self.rows.div_ceil(LEAF_LEN);
+        for leaf in 0..leaves {
+            let mut value = [[T::neg_zero(); COLUMN_BLOCK]; LANES];
+            let rows = leaf * LEAF_LEN..((leaf + 1) * LEAF_LEN).min(self.rows);
+            for (k, r) in rows.enumerate() {
+                let row = &self.x[r * self.cols + self.first..][..width];
+                let lane = &mut value[k % LANES];
+                for (j, (acc, &v)) in lane.iter_mut().zip(row).enumerate() {
+                    *acc = *acc + (self.map)(v, self.first + j);
+                }
+            }
+            let mut count = leaf + 1;
+            while count & 1 == 0 {
+                depth -= 1;
+                value = add(&stack[depth & (STACK - 1)], &value);
+                count >>= 1;
+            }
+            stack[depth & (STACK - 1)] = value;
+            depth += 1;
+        }
+        if depth == 0 {
+            return [[T::zero(); COLUMN_BLOCK]; LANES];
+        }
+        let mut acc = stack[(depth - 1) & (STACK - 1)];
+        for left in stack[..depth - 1].iter().rev() {
+            acc = add(left, &acc);
+        }
+        acc
+    }
+}
+
 /// NaN-propagating minimum of two values; the first wins a tie (so `min(-0, +0) = -0`).
 #[inline(always)]
 pub fn min2<T: Float>(a: T, b: T) -> T {
@@ -457,6 +571,25 @@ pub fn max<T: Float>(x: &[T], par: Par) -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn column_sums_are_the_canonical_sums_of_the_columns() {
+        let mut rng = crate::Rng::new(3, "columns");
+        for rows in [0, 1, 63, 64, 65, 1000, 9000] {
+            for cols in [1, 5, 16, 17, 40] {
+                let x: Vec<f32> = (0..rows * cols).map(|_| rng.normal(0.0, 1.0)).collect();
+                for par in [Par::Seq, Par::rayon(3)] {
+                    let mut out = vec![f32::NAN; cols];
+                    sum_columns(&x, rows, cols, par, |v, c| v * (c as f32 + 1.0), &mut out);
+                    for (c, got) in out.iter().enumerate() {
+                        let column: Vec<f32> = (0..rows).map(|r| x[r * cols + c]).collect();
+                        let want = sum_map(&column, Par::Seq, |v| v * (c as f32 + 1.0));
+                        assert_eq!(got.to_bits(), want.to_bits(), "{rows} x {cols}, column {c}");
+                    }
+                }
+            }
+        }
+    }
 
     /// The recursive definition of the module docs, written as plainly as possible.
     fn reference_sum(x: &[f32]) -> f32 {

@@ -16,8 +16,8 @@
 //!   [`BinaryOp`](rlgrad_core::kernels::BinaryOp), with portable transcendentals.
 //! - Seeded constructors give the same tensor on every platform, thread count and
 //!   dependency upgrade (the conversions live in rlgrad-core, not in `rand`).
-//! - Matmul (the `gemm` crate) is bitwise equal across thread counts on one machine; see
-//!   [`Tensor::matmul`] for why that crate.
+//! - Matmul has a canonical order too (a fused multiply-add chain over `k`, see
+//!   [`Tensor::matmul`]): the same bits at every thread count and on every CPU.
 //! - Every op returns `Result`: shape mismatches, failed broadcasts, bad axes and
 //!   indices, and empty reductions without an identity are errors, never panics.
 //!   Operators (`&a + &b`, `&t * 2.0`) return `Result` too.

@@ -1,10 +1,8 @@
-//! Matrix multiplication, 2-D and batched, through the device's `MatmulKernel`. On the
-//! [`rlgrad_core::Cpu`] that is the `gemm` crate (the GEMM behind candle): it takes the
-//! thread count per call, reads strided operands directly (a transposed view costs no
-//! copy), and divides work between threads by blocks of the output, never along the inner
-//! dimension, so results are bitwise equal for every thread count (tested in
-//! `tests/matmul.rs`). `matrixmultiply` was the lighter option; `gemm` is faster at the
-//! layer sizes of RL networks and has the per-call parallelism rlgrad's `Par` needs.
+//! Matrix multiplication, 2-D and batched, through the device's `MatmulKernel`, in its
+//! canonical order: every output is a fused multiply-add chain over `k` in increasing
+//! order, so results are the same bits for every thread count and on every CPU (tested in
+//! `tests/matmul.rs`). On the [`rlgrad_core::Cpu`] it is rlgrad's own blocked GEMM, which
+//! reads strided operands directly (a transposed view costs no copy).
 
 use rlgrad_core::{Dims, Error, Float, Result, Shape, View};
 

@@ -14,7 +14,7 @@ use rlgrad_core::{Cpu, Device, Error, Float, Layout, Result, Shape, View};
 /// [`Device::recycle`] when its last reference goes, so a loop that repeats the same ops
 /// stops allocating after its first pass (the [`Cpu`]'s cache,
 /// [`rlgrad_core::cpu::cache`]).
-pub struct Tensor<T: Float, D: Device = Cpu> {
+pub struct Tensor<T: Float = f32, D: Device = Cpu> {
     // Taken out exactly once, in `Drop`, to be handed back to the device.
     pub(crate) buffer: ManuallyDrop<Arc<D::Buffer<T>>>,
     pub(crate) layout: Layout,

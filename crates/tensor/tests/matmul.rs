@@ -1,4 +1,6 @@
-//! Matmul against a naive triple loop, and bitwise equality across thread counts.
+//! Matmul against a naive triple loop, the canonical order bit for bit (the fused
+//! multiply-add chain over `k`, written plainly), and bitwise equality across thread
+//! counts.
 
 use proptest::prelude::*;
 use rlgrad_core::strategies::config;
@@ -19,8 +21,50 @@ fn on(par: Par, data: Vec<f32>, shape: [usize; 2]) -> Tensor<f32> {
     Tensor::from_vec_on(&Cpu::new(par), data, shape).unwrap()
 }
 
+/// The canonical order of `MatmulKernel`, written plainly.
+fn canonical(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = -0.0f32;
+            for p in 0..k {
+                acc = a[i * k + p].mul_add(b[p * n + j], acc);
+            }
+            out[i * n + j] = if k == 0 { 0.0 } else { acc };
+        }
+    }
+    out
+}
+
 proptest! {
     #![proptest_config(config(64))]
+
+    #[test]
+    fn prop_matmul_is_the_canonical_fma_chain(
+        m in 1usize..70, k in 0usize..300, n in 1usize..70, batch in 1usize..3,
+        seed in any::<u64>(), lhs_transposed in any::<bool>(), rhs_transposed in any::<bool>(),
+    ) {
+        let mut rng = Rng::new(seed, "canonical");
+        let operand = |rows: usize, cols: usize, transposed: bool, rng: &mut Rng| {
+            if transposed {
+                Tensor::<f32>::rand_normal([batch, cols, rows], 0.0, 1.0, rng).unwrap().transpose(1, 2).unwrap()
+            } else {
+                Tensor::<f32>::rand_normal([batch, rows, cols], 0.0, 1.0, rng).unwrap()
+            }
+        };
+        let a = operand(m, k, lhs_transposed, &mut rng);
+        let b = operand(k, n, rhs_transposed, &mut rng);
+        let got = a.matmul(&b).unwrap().to_vec().unwrap();
+        let (av, bv) = (a.to_vec().unwrap(), b.to_vec().unwrap());
+        for e in 0..batch {
+            let want = canonical(&av[e * m * k..(e + 1) * m * k], &bv[e * k * n..(e + 1) * k * n], m, k, n);
+            let got = &got[e * m * n..(e + 1) * m * n];
+            prop_assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn prop_matmul_equals_the_triple_loop(m in 1usize..40, k in 0usize..40, n in 1usize..40, seed in any::<u64>(), transposed in any::<bool>()) {
@@ -56,7 +100,7 @@ proptest! {
 
 #[test]
 fn large_products_are_bitwise_equal_across_threads() {
-    // Big enough that gemm splits the work between threads.
+    // Big enough that the GEMM splits the work between threads.
     let (m, k, n) = (512, 384, 448);
     let mut rng = Rng::new(3, "large");
     let a: Vec<f32> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();

@@ -108,8 +108,8 @@ impl<T: Float, D: Device> Linear<T, D> {
                 weight.shape(),
             ));
         }
-        if let Some(b) = &bias {
-            if b.shape().dims() != [weight.shape().dims()[1]] {
+        if let Some(b) = &bias
+            && b.shape().dims() != [weight.shape().dims()[1]] {
                 return Err(Error::shape(
                     "Linear::from_params",
                     "bias",
@@ -121,7 +121,6 @@ impl<T: Float, D: Device> Linear<T, D> {
                     b.shape(),
                 ));
             }
-        }
         Ok(Self { weight, bias })
     }
 

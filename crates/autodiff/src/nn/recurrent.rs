@@ -208,8 +208,8 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
         if steps == 0 {
             return Err(Error::empty(function, "x", "at least one time step"));
         }
-        if let Some(s) = seqs {
-            if (s.batch(), s.max_len()) != (batch, steps) {
+        if let Some(s) = seqs
+            && (s.batch(), s.max_len()) != (batch, steps) {
                 return Err(Error::shape(
                     function,
                     "seqs",
@@ -217,7 +217,6 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
                     format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
                 ));
             }
-        }
         let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
         let gates = self.weights().input_gates(tape, &time_major)?;
         let valid = match seqs {

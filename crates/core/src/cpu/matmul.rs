@@ -1,13 +1,12 @@
-//! Matmul on the Cpu through the `gemm` crate (the GEMM behind candle): it takes the
-//! parallelism per call, reads arbitrary strides (so transposed views need no copy), and
-//! splits work across threads by output blocks, never along `k`, so the result is bitwise
-//! identical for every thread count. `matrixmultiply` was the lighter alternative; `gemm`
-//! won on speed at the sizes RL networks use and on the per-call thread setting.
+//! Matmul on the Cpu: rlgrad's own blocked GEMM ([`super::gemm`]) in the canonical order
+//! of [`MatmulKernel`], over every batch entry. Strided operands (transposed views) are
+//! read directly by the packing, with no copy.
 
+use super::gemm::{Strided, gemm};
 use super::{Cpu, check_output, check_view};
 use crate::kernels::MatmulKernel;
 use crate::shape::RowCursor;
-use crate::{Dims, Error, Float, Layout, Par, Result, Shape, View};
+use crate::{Dims, Error, Float, Layout, Result, Shape, View};
 
 impl<T: Float> MatmulKernel<T> for Cpu {
     fn matmul(&self, lhs: View<'_, Vec<T>>, rhs: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
@@ -48,38 +47,22 @@ impl<T: Float> MatmulKernel<T> for Cpu {
         let (lb, rb) = (batch_layout(&lhs), batch_layout(&rhs));
         let (mut lc, mut rc) = (RowCursor::new(&lb, 0), RowCursor::new(&rb, 0));
         let (l_strides, r_strides) = (lhs.layout.strides(), rhs.layout.strides());
-        let parallelism = match self.par() {
-            Par::Seq => gemm::Parallelism::None,
-            Par::Rayon(threads) => gemm::Parallelism::Rayon(threads.get()),
-        };
         for dst in out.chunks_exact_mut(m * n) {
-            // SAFETY: `check_view` proved that every element of both views lies inside
-            // its buffer, so the pointers with these strides stay in bounds for the
-            // m x k and k x n matrices of this batch entry; `dst` is a dense m x n
-            // matrix owned by this loop iteration.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    dst.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    lhs.buffer.as_ptr().add(lc.start()),
-                    l_strides[nd - 1] as isize,
-                    l_strides[nd - 2] as isize,
-                    rhs.buffer.as_ptr().add(rc.start()),
-                    r_strides[nd - 1] as isize,
-                    r_strides[nd - 2] as isize,
-                    T::zero(),
-                    T::one(),
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                );
-            }
+            let operand = |buffer, start, strides: &[usize]| Strided {
+                data: buffer,
+                offset: start,
+                row_stride: strides[nd - 2],
+                col_stride: strides[nd - 1],
+            };
+            gemm(
+                m,
+                n,
+                k,
+                operand(lhs.buffer, lc.start(), l_strides),
+                operand(rhs.buffer, rc.start(), r_strides),
+                dst,
+                self.par(),
+            );
             lc.advance();
             rc.advance();
         }

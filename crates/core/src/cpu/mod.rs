@@ -9,7 +9,7 @@ pub mod alloc;
 pub mod cache;
 mod copy;
 mod elementwise;
-#[cfg(feature = "matmul")]
+mod gemm;
 mod matmul;
 pub mod optim;
 pub mod recurrence;

@@ -59,6 +59,14 @@ impl<T: Float> ReduceKernel<T> for Cpu {
         }
         check_count(op, len)?;
         let data = dense_or_copy(self.par, x);
+        if inner > 1 && len > 0 && !matches!(op, ReduceOp::Min | ReduceOp::Max) {
+            // Reducing a non-last axis: every outer block is a [len, inner] matrix whose
+            // columns are reduced side by side.
+            for (block, sums) in data.chunks(len * inner).zip(out.chunks_mut(inner)) {
+                column_reduction(op, block, len, inner, self.par, sums);
+            }
+            return Ok(());
+        }
         // Few outputs: parallelize inside each reduction; many: across outputs.
         let (outer_par, inner_par) = if outputs < self.par.threads() {
             (Par::Seq, self.par)
@@ -81,5 +89,37 @@ impl<T: Float> ReduceKernel<T> for Cpu {
             }
         });
         Ok(())
+    }
+}
+
+/// Sum, mean or variance of every column of the `[rows, cols]` matrix `x`, bitwise the
+/// slice reduction of each column ([`reduce::sum_columns`]).
+fn column_reduction<T: Float>(
+    op: ReduceOp,
+    x: &[T],
+    rows: usize,
+    cols: usize,
+    par: Par,
+    out: &mut [T],
+) {
+    reduce::sum_columns(x, rows, cols, par, |v, _| v, out);
+    let count = T::from_usize(rows);
+    match op {
+        ReduceOp::Sum => {}
+        ReduceOp::Mean => out.iter_mut().for_each(|s| *s = *s / count),
+        ReduceOp::Var { ddof } => {
+            let means: Vec<T> = out.iter().map(|&s| s / count).collect();
+            reduce::sum_columns(
+                x,
+                rows,
+                cols,
+                par,
+                |v, c| (v - means[c]) * (v - means[c]),
+                out,
+            );
+            let divisor = T::from_usize(rows - ddof);
+            out.iter_mut().for_each(|s| *s = *s / divisor);
+        }
+        ReduceOp::Min | ReduceOp::Max => unreachable!("extrema are reduced column by column"),
     }
 }

@@ -89,9 +89,15 @@ pub trait CopyKernel<T: Float>: Device {
 /// `[..., k, n]` with the same batch dimensions (broadcast by the caller through stride-0
 /// views), the output a dense `[..., m, n]` that the kernel overwrites.
 ///
-/// Matmul is the one op whose bits may depend on the machine: it goes through a tuned
-/// GEMM library that picks its kernels (and FMA use) from the CPU's features. On one
-/// machine it is bitwise reproducible, at any thread count.
+/// # Canonical order
+///
+/// Every output is a chain of fused multiply-adds over `k` in increasing order, starting
+/// from `-0`: `acc = fma(lhs[i, 0], rhs[0, j], -0)`, then
+/// `acc = fma(lhs[i, p], rhs[p, j], acc)` for `p = 1..k` (one rounding per step, IEEE
+/// `fusedMultiplyAdd`); `k = 0` gives `+0`. This is the one place where rlgrad uses a fused
+/// multiply-add, because the canonical formula says so: the result is the same bits on
+/// every device, thread count, blocking and vector width, and on every CPU (a CPU without
+/// FMA instructions computes the same `fma` in software, slowly).
 pub trait MatmulKernel<T: Float>: Device {
     /// `out = lhs @ rhs`.
     fn matmul(

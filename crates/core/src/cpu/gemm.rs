@@ -1,0 +1,687 @@
+//! rlgrad's GEMM: the canonical order of [`crate::kernels::MatmulKernel`] (each output a
+//! chain of fused multiply-adds over `k` in increasing order, starting from `-0`) at the
+//! speed of a blocked, packed BLAS-style kernel.
+//!
+//! The canonical order fixes every rounding of every output, so the result does not
+//! depend on the blocking, the thread count, the vector width or the device: a `k` block
+//! continues the chains of the previous one from the output tile, and threads split the
+//! output rows. The blocking follows BLIS: panels of `B` (`KC x NC`) and `A` (`MC x KC`)
+//! are packed into per-thread buffers that are reused from call to call (so a warmed-up
+//! loop allocates nothing), and an `MR x NR` microkernel keeps its tile of the output in
+//! registers while it walks `k`. Tile sizes are picked per instruction set (AVX-512,
+//! AVX2 + FMA, baseline); the microkernel is plain Rust over fixed-size arrays, compiled
+//! once per instruction set, with `mul_add` as the only arithmetic.
+
+use std::cell::RefCell;
+
+use crate::{DType, Float, Par};
+
+/// A read-only strided matrix: element `(i, j)` is
+/// `data[offset + i * row_stride + j * col_stride]` (a stride may be 0: a broadcast).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Strided<'a, T> {
+    pub data: &'a [T],
+    pub offset: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl<T: Copy> Strided<'_, T> {
+    /// The transposed view (no copy).
+    fn transposed(self) -> Self {
+        Self {
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
+}
+
+/// `k` per packed block.
+const KC: usize = 256;
+/// Rows of `A` per packed block (a multiple of every `MR`).
+const MC: usize = 96;
+/// Columns of `B` per packed block (a multiple of every `NR`).
+const NC: usize = 1024;
+/// Multiply-adds below which a product stays on one thread.
+const MIN_PARALLEL_WORK: usize = 1 << 20;
+/// Outputs narrower than this (and taller than wide) are computed as `c^T = b^T a^T`, so
+/// that the microkernel's wide side runs along the long side of `c`.
+const NARROW: usize = 16;
+
+/// `c = a @ b` for `a: [m, k]`, `b: [k, n]` and a dense row-major `c: [m, n]`, in the
+/// canonical order (`k >= 1`).
+pub(crate) fn gemm<T: Float>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    c: &mut [T],
+    par: Par,
+) {
+    debug_assert!(k >= 1 && c.len() == m * n);
+    let threads = if m * n * k >= MIN_PARALLEL_WORK {
+        par.threads().min(m.div_ceil(MC / 4).max(1))
+    } else {
+        1
+    };
+    if threads <= 1 {
+        return dispatch(m, n, k, a, b, c);
+    }
+    // Threads own whole rows of `c`: every output's chain is the same whoever runs it.
+    let rows_per_task = m.div_ceil(threads).next_multiple_of(6);
+    par.for_each_chunk_mut(c, rows_per_task * n, |task, rows| {
+        let first = task * rows_per_task;
+        let a = Strided {
+            offset: a.offset + first * a.row_stride,
+            ..a
+        };
+        dispatch(rows.len() / n, n, k, a, b, rows);
+    });
+}
+
+/// Runs the blocked product in the version for the widest instruction set with FMA,
+/// with this thread's packing buffers. (The buffers are taken here, outside the
+/// instruction-set versions, so that nothing between those and the microkernel is a call
+/// that could be compiled without their features.)
+fn dispatch<T: Float>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    c: &mut [T],
+) {
+    // Every output is the same chain in either orientation; pick the one without waste.
+    let transpose = n < NARROW && m > n;
+    let (m, n, a, b, c_strides) = if transpose {
+        (n, m, b.transposed(), a.transposed(), (1, n))
+    } else {
+        (m, n, a, b, (n, 1))
+    };
+    let (kc, mc, nc) = (
+        KC.min(k),
+        MC.min(m.next_multiple_of(12)),
+        NC.min(n.next_multiple_of(32)),
+    );
+    with_packs::<T, _>(mc * kc, kc * nc, |a_pack, b_pack| {
+        let operands = Operands {
+            m,
+            n,
+            k,
+            a,
+            b,
+            a_pack,
+            b_pack,
+            c_strides,
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            let fma = std::arch::is_x86_feature_detected!("fma");
+            if fma && std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+                return unsafe { x86::avx512(operands, c) };
+            }
+            if fma && std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+                return unsafe { x86::avx2(operands, c) };
+            }
+        }
+        blocked::<T, Portable, 4, 8>(operands, c);
+    });
+}
+
+/// The inputs of one blocked product, the packing buffers it uses, and the strides of
+/// its output (`(n, 1)` for row-major `c`, `(1, m)` for `c` written transposed).
+struct Operands<'a, T> {
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'a, T>,
+    b: Strided<'a, T>,
+    a_pack: &'a mut [T],
+    b_pack: &'a mut [T],
+    c_strides: (usize, usize),
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::any::TypeId;
+    use std::arch::x86_64::*;
+
+    use super::{Microkernel, Operands, blocked};
+    use crate::Float;
+
+    /// Whether `T` is `U`.
+    fn same<T: 'static, U: 'static>() -> bool {
+        TypeId::of::<T>() == TypeId::of::<U>()
+    }
+
+    /// `operands` as operands of `U`, which `T` is.
+    fn cast<'a, T: 'static, U: 'static>(operands: Operands<'a, T>) -> Operands<'a, U> {
+        assert!(same::<T, U>(), "cast between different element types");
+        // SAFETY: `T` and `U` are the same type (same TypeId, asserted just above), so
+        // every reference keeps its referent's type, length and lifetime.
+        unsafe { std::mem::transmute::<Operands<'a, T>, Operands<'a, U>>(operands) }
+    }
+
+    /// `c` as a slice of `U` when `T` is `U`.
+    fn cast_out<T: 'static, U: 'static>(c: &mut [T]) -> &mut [U] {
+        assert_eq!(
+            TypeId::of::<T>(),
+            TypeId::of::<U>(),
+            "the element type was checked by cast"
+        );
+        // SAFETY: `T` and `U` are the same type, checked just above.
+        unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<U>(), c.len()) }
+    }
+
+    /// An FMA microkernel with `ROWS` rows of `VECS` vectors, from the instruction set's
+    /// load, store, broadcast and fused multiply-add.
+    macro_rules! fma_kernel {
+        ($name:ident, $t:ty, $vec:ty, $lanes:literal, $rows:literal, $vecs:literal,
+         $zero:ident, $load:ident, $store:ident, $broadcast:ident, $fma:ident) => {
+            struct $name;
+
+            impl Microkernel<$t, $rows, { $lanes * $vecs }> for $name {
+                #[inline(always)]
+                fn run(kc: usize, a: &[$t], b: &[$t], acc: &mut [[$t; $lanes * $vecs]; $rows]) {
+                    const NR: usize = $lanes * $vecs;
+                    assert!(a.len() >= kc * $rows && b.len() >= kc * NR);
+                    // SAFETY: the caller runs this only where the CPU has the kernel's
+                    // instruction set (inside a `#[target_feature]` function checked at
+                    // run time); every pointer below stays inside `acc`, or inside `a` and
+                    // `b`, whose lengths were asserted just above.
+                    unsafe {
+                        let mut c = [[$zero(); $vecs]; $rows];
+                        for (row, out) in c.iter_mut().zip(acc.iter()) {
+                            for (v, x) in row.iter_mut().enumerate() {
+                                *x = $load(out.as_ptr().add(v * $lanes));
+                            }
+                        }
+                        for p in 0..kc {
+                            let bp = b.as_ptr().add(p * NR);
+                            let bv: [$vec; $vecs] =
+                                std::array::from_fn(|v| $load(bp.add(v * $lanes)));
+                            let ap = a.as_ptr().add(p * $rows);
+                            for (i, row) in c.iter_mut().enumerate() {
+                                let ai = $broadcast(*ap.add(i));
+                                for (x, &bj) in row.iter_mut().zip(&bv) {
+                                    *x = $fma(ai, bj, *x);
+                                }
+                            }
+                        }
+                        for (row, out) in c.iter().zip(acc.iter_mut()) {
+                            for (v, x) in row.iter().enumerate() {
+                                $store(out.as_mut_ptr().add(v * $lanes), *x);
+                            }
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    fma_kernel!(
+        Avx512F32,
+        f32,
+        __m512,
+        16,
+        6,
+        2,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    fma_kernel!(
+        Avx512F64,
+        f64,
+        __m512d,
+        8,
+        6,
+        2,
+        _mm512_setzero_pd,
+        _mm512_loadu_pd,
+        _mm512_storeu_pd,
+        _mm512_set1_pd,
+        _mm512_fmadd_pd
+    );
+    fma_kernel!(
+        Avx2F32,
+        f32,
+        __m256,
+        8,
+        6,
+        2,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
+    fma_kernel!(
+        Avx2F64,
+        f64,
+        __m256d,
+        4,
+        6,
+        2,
+        _mm256_setzero_pd,
+        _mm256_loadu_pd,
+        _mm256_storeu_pd,
+        _mm256_set1_pd,
+        _mm256_fmadd_pd
+    );
+
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) fn avx512<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
+        if same::<T, f32>() {
+            blocked::<f32, Avx512F32, 6, 32>(cast(operands), cast_out(c));
+        } else {
+            blocked::<f64, Avx512F64, 6, 16>(cast(operands), cast_out(c));
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn avx2<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
+        if same::<T, f32>() {
+            blocked::<f32, Avx2F32, 6, 16>(cast(operands), cast_out(c));
+        } else {
+            blocked::<f64, Avx2F64, 6, 8>(cast(operands), cast_out(c));
+        }
+    }
+}
+
+/// The per-thread packing buffers, reused from call to call.
+#[derive(Default)]
+struct Packs {
+    f32: (Vec<f32>, Vec<f32>),
+    f64: (Vec<f64>, Vec<f64>),
+}
+
+thread_local! {
+    static PACKS: RefCell<Packs> = RefCell::default();
+}
+
+/// Calls `f` with this thread's packing buffers for `T`, grown to the lengths given.
+#[inline(always)]
+fn with_packs<T: Float, R>(
+    a_len: usize,
+    b_len: usize,
+    f: impl FnOnce(&mut [T], &mut [T]) -> R,
+) -> R {
+    PACKS.with(|packs| {
+        let mut packs = packs.borrow_mut();
+        let packs = &mut *packs;
+        let (a, b): (&mut dyn std::any::Any, &mut dyn std::any::Any) = match T::DTYPE {
+            DType::F32 => (&mut packs.f32.0, &mut packs.f32.1),
+            _ => (&mut packs.f64.0, &mut packs.f64.1),
+        };
+        let a: &mut Vec<T> = a.downcast_mut().expect("the buffers of T's type");
+        let b: &mut Vec<T> = b.downcast_mut().expect("the buffers of T's type");
+        if a.len() < a_len {
+            a.resize(a_len, T::zero());
+        }
+        if b.len() < b_len {
+            b.resize(b_len, T::zero());
+        }
+        f(&mut a[..a_len], &mut b[..b_len])
+    })
+}
+
+/// The blocked product with the `MR x NR` microkernel `K` (`MR` divides 12 and [`MC`],
+/// `NR` divides 32 and [`NC`]).
+#[inline(always)]
+fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize>(
+    operands: Operands<'_, T>,
+    c: &mut [T],
+) {
+    let Operands {
+        m,
+        n,
+        k,
+        a,
+        b,
+        a_pack,
+        b_pack,
+        c_strides: (row_stride, col_stride),
+    } = operands;
+    for jc in (0..n).step_by(NC) {
+        let nc = NC.min(n - jc);
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            pack_b::<T, NR>(b, pc, kc, jc, nc, b_pack);
+            for ic in (0..m).step_by(MC) {
+                let mc = MC.min(m - ic);
+                pack_a::<T, MR>(a, ic, mc, pc, kc, a_pack);
+                for jr in (0..nc).step_by(NR) {
+                    let b_panel = &b_pack[jr * kc..(jr + NR) * kc];
+                    for ir in (0..mc).step_by(MR) {
+                        let a_panel = &a_pack[ir * kc..(ir + MR) * kc];
+                        let tile = Tile {
+                            row: ic + ir,
+                            col: jc + jr,
+                            rows: MR.min(mc - ir),
+                            cols: NR.min(nc - jr),
+                            row_stride,
+                            col_stride,
+                        };
+                        tile_product::<T, K, MR, NR>(kc, a_panel, b_panel, c, tile, pc == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes `count` elements of `data` from `start` with `stride` (0: one value repeated)
+/// into `lane` of consecutive steps of `steps` (each step `width` long).
+#[inline(always)]
+fn scatter_line<T: Copy>(
+    data: &[T],
+    start: usize,
+    stride: usize,
+    steps: &mut [T],
+    width: usize,
+    lane: usize,
+) {
+    let count = steps.len() / width;
+    if stride == 0 {
+        let value = data[start];
+        steps
+            .chunks_exact_mut(width)
+            .for_each(|step| step[lane] = value);
+    } else {
+        let line = data[start..start + (count - 1) * stride + 1]
+            .iter()
+            .step_by(stride);
+        for (step, &v) in steps.chunks_exact_mut(width).zip(line) {
+            step[lane] = v;
+        }
+    }
+}
+
+/// `A[ic.., pc..]` (`mc x kc`) into panels of `MR` rows, each `kc` steps of `MR` values;
+/// rows past `mc` are zero.
+#[inline(always)]
+fn pack_a<T: Float, const MR: usize>(
+    a: Strided<'_, T>,
+    ic: usize,
+    mc: usize,
+    pc: usize,
+    kc: usize,
+    pack: &mut [T],
+) {
+    for (panel, chunk) in pack[..mc.next_multiple_of(MR) * kc]
+        .chunks_exact_mut(MR * kc)
+        .enumerate()
+    {
+        for lane in 0..MR {
+            let row = panel * MR + lane;
+            if row < mc {
+                let start = a.offset + (ic + row) * a.row_stride + pc * a.col_stride;
+                scatter_line(a.data, start, a.col_stride, chunk, MR, lane);
+            } else {
+                chunk
+                    .chunks_exact_mut(MR)
+                    .for_each(|step| step[lane] = T::zero());
+            }
+        }
+    }
+}
+
+/// `B[pc.., jc..]` (`kc x nc`) into panels of `NR` columns, each `kc` steps of `NR`
+/// values; columns past `nc` are zero.
+#[inline(always)]
+fn pack_b<T: Float, const NR: usize>(
+    b: Strided<'_, T>,
+    pc: usize,
+    kc: usize,
+    jc: usize,
+    nc: usize,
+    pack: &mut [T],
+) {
+    for (panel, chunk) in pack[..nc.next_multiple_of(NR) * kc]
+        .chunks_exact_mut(NR * kc)
+        .enumerate()
+    {
+        let first = panel * NR;
+        if b.col_stride == 1 && first + NR <= nc {
+            for (p, step) in chunk.chunks_exact_mut(NR).enumerate() {
+                let start = b.offset + (pc + p) * b.row_stride + jc + first;
+                step.copy_from_slice(&b.data[start..start + NR]);
+            }
+            continue;
+        }
+        for lane in 0..NR {
+            let col = first + lane;
+            if col < nc {
+                let start = b.offset + pc * b.row_stride + (jc + col) * b.col_stride;
+                scatter_line(b.data, start, b.row_stride, chunk, NR, lane);
+            } else {
+                chunk
+                    .chunks_exact_mut(NR)
+                    .for_each(|step| step[lane] = T::zero());
+            }
+        }
+    }
+}
+
+/// Where a microkernel's tile sits in `c`.
+#[derive(Clone, Copy)]
+struct Tile {
+    row: usize,
+    col: usize,
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl Tile {
+    /// The index in `c` of element `(i, j)` of the tile.
+    #[inline(always)]
+    fn index(&self, i: usize, j: usize) -> usize {
+        (self.row + i) * self.row_stride + (self.col + j) * self.col_stride
+    }
+}
+
+/// The inner loop of a microkernel: `kc` steps of `acc[i][j] = fma(a[i], b[j], acc[i][j])`
+/// over packed panels (`a`: `kc` steps of `MR`, `b`: `kc` steps of `NR`).
+trait Microkernel<T, const MR: usize, const NR: usize> {
+    fn run(kc: usize, a: &[T], b: &[T], acc: &mut [[T; NR]; MR]);
+}
+
+/// Portable Rust: `mul_add` on every element (what other instruction sets and CPUs without
+/// the x86 kernels below run).
+struct Portable;
+
+impl<T: Float, const MR: usize, const NR: usize> Microkernel<T, MR, NR> for Portable {
+    #[inline(always)]
+    fn run(kc: usize, a: &[T], b: &[T], acc: &mut [[T; NR]; MR]) {
+        let (a, _) = a.as_chunks::<MR>();
+        let (b, _) = b.as_chunks::<NR>();
+        for (a, b) in a.iter().zip(b).take(kc) {
+            for (row, &ai) in acc.iter_mut().zip(a) {
+                for (x, &bj) in row.iter_mut().zip(b) {
+                    *x = ai.mul_add(bj, *x);
+                }
+            }
+        }
+    }
+}
+
+/// One `MR x NR` tile: continues each output's chain (or starts it at `-0` for the first
+/// `k` block) over `kc` steps of the packed panels.
+#[inline(always)]
+fn tile_product<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize>(
+    kc: usize,
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    tile: Tile,
+    first_block: bool,
+) {
+    let mut acc = [[T::neg_zero(); NR]; MR];
+    if !first_block {
+        for (i, row) in acc.iter_mut().enumerate().take(tile.rows) {
+            if tile.col_stride == 1 {
+                let start = tile.index(i, 0);
+                row[..tile.cols].copy_from_slice(&c[start..start + tile.cols]);
+            } else {
+                for (j, x) in row.iter_mut().enumerate().take(tile.cols) {
+                    *x = c[tile.index(i, j)];
+                }
+            }
+        }
+    }
+    K::run(kc, a, b, &mut acc);
+    for (i, row) in acc.iter().enumerate().take(tile.rows) {
+        if tile.col_stride == 1 {
+            let start = tile.index(i, 0);
+            c[start..start + tile.cols].copy_from_slice(&row[..tile.cols]);
+        } else {
+            for (j, &x) in row.iter().enumerate().take(tile.cols) {
+                c[tile.index(i, j)] = x;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The canonical order written plainly.
+    fn reference(m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = -0.0f64;
+                for p in 0..k {
+                    acc = a[i * k + p].mul_add(b[p * n + j], acc);
+                }
+                c[i * n + j] = acc;
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn every_blocking_and_version_gives_the_canonical_bits() {
+        let mut rng = crate::Rng::new(9, "gemm");
+        for (m, n, k) in [
+            (1, 1, 1),
+            (7, 33, 5),
+            (100, 64, 300),
+            (13, 1030, 260),
+            (97, 20, 513),
+            (100, 1, 64),
+            (300, 7, 700),
+            (2, 40, 3),
+        ] {
+            let a: Vec<f64> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();
+            let b: Vec<f64> = (0..k * n).map(|_| rng.normal(0.0, 1.0)).collect();
+            let want = reference(m, n, k, &a, &b);
+            let (sa, sb) = (
+                Strided {
+                    data: &a,
+                    offset: 0,
+                    row_stride: k,
+                    col_stride: 1,
+                },
+                Strided {
+                    data: &b,
+                    offset: 0,
+                    row_stride: n,
+                    col_stride: 1,
+                },
+            );
+            let mut versions: Vec<(&str, Vec<f64>)> = Vec::new();
+            let mut run = |name, f: &dyn Fn(&mut [f64])| {
+                let mut c = vec![f64::NAN; m * n];
+                f(&mut c);
+                versions.push((name, c));
+            };
+            run("dispatch", &|c| dispatch(m, n, k, sa, sb, c));
+            let at = |s: &Strided<'_, f64>, i: usize, j: usize| {
+                s.data[s.offset + i * s.row_stride + j * s.col_stride]
+            };
+            let transposed_a: Vec<f64> = (0..k * m).map(|x| at(&sa, x % m, x / m)).collect();
+            let ta = Strided {
+                data: &transposed_a,
+                offset: 0,
+                row_stride: m,
+                col_stride: 1,
+            }
+            .transposed();
+            run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c));
+            run("baseline", &|c| {
+                with_packs::<f64, _>(96 * 256, 256 * 1024, |a_pack, b_pack| {
+                    blocked::<f64, Portable, 4, 8>(
+                        Operands {
+                            m,
+                            n,
+                            k,
+                            a: sa,
+                            b: sb,
+                            a_pack,
+                            b_pack,
+                            c_strides: (n, 1),
+                        },
+                        c,
+                    )
+                })
+            });
+            run("parallel", &|c| gemm(m, n, k, sa, sb, c, Par::rayon(3)));
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("fma") {
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+                    run("avx2", &|c| {
+                        with_packs::<f64, _>(96 * 256, 256 * 1024, |a_pack, b_pack| {
+                            let operands = Operands {
+                                m,
+                                n,
+                                k,
+                                a: sa,
+                                b: sb,
+                                a_pack,
+                                b_pack,
+                                c_strides: (n, 1),
+                            };
+                            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+                            unsafe { x86::avx2(operands, c) }
+                        })
+                    });
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+                    run("avx512", &|c| {
+                        with_packs::<f64, _>(96 * 256, 256 * 1024, |a_pack, b_pack| {
+                            let operands = Operands {
+                                m,
+                                n,
+                                k,
+                                a: sa,
+                                b: sb,
+                                a_pack,
+                                b_pack,
+                                c_strides: (n, 1),
+                            };
+                            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+                            unsafe { x86::avx512(operands, c) }
+                        })
+                    });
+                }
+            }
+            for (name, got) in versions {
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{name} at {m}x{n}x{k}");
+            }
+        }
+    }
+}
