@@ -14,6 +14,9 @@ use crate::restore::Restore;
 /// Metadata keys starting with this are written by rlgrad itself (optimizer state).
 pub(crate) const RESERVED_PREFIX: &str = "rlgrad.";
 
+/// Bytes of the header-length prefix of a safetensors file.
+const HEADER_LEN_BYTES: usize = 8;
+
 /// The name safetensors reserves for its metadata map.
 const SAFETENSORS_METADATA: &str = "__metadata__";
 
@@ -333,20 +336,28 @@ impl Checkpoint {
     }
 
     fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
-        let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
-        let (_, header) =
+        // `read_metadata` checks the header: JSON, dtypes, shapes without overflow, data
+        // offsets contiguous from 0 and ending exactly at the end of `bytes`.
+        let (header_len, header) =
             safetensors::SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
+        let outside = || "data offsets outside the file".to_owned();
+        let data = HEADER_LEN_BYTES
+            .checked_add(header_len)
+            .and_then(|start| bytes.get(start..))
+            .ok_or_else(outside)?;
         let mut checkpoint = Self::new();
-        for (name, view) in file.iter() {
-            let dtype = Dtype::from_safetensors(view.dtype())
-                .ok_or_else(|| format!("tensor `{name}` has unsupported dtype {}", view.dtype()))?;
+        for (name, info) in header.tensors() {
+            let dtype = Dtype::from_safetensors(info.dtype)
+                .ok_or_else(|| format!("tensor `{name}` has unsupported dtype {}", info.dtype))?;
+            let (start, end) = info.data_offsets;
+            let values = data.get(start..end).ok_or_else(outside)?;
             checkpoint
                 .insert(
                     "Checkpoint::from_bytes",
-                    name,
+                    &name,
                     dtype,
-                    view.shape().to_vec(),
-                    view.data().to_vec(),
+                    info.shape.clone(),
+                    values.to_vec(),
                 )
                 .map_err(|e| e.to_string())?;
         }

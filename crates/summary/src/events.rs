@@ -297,18 +297,20 @@ pub(crate) fn read_events(function: &'static str, path: &Path) -> Result<Vec<Eve
 
 /// The scalars of the event file at `path` (any TensorBoard event file with
 /// `simple_value` scalars, as TensorFlow 1, PyTorch and this crate write them), one
-/// [`Series`] per tag, sorted by tag, points in file order. An error for a file that
-/// cannot be read or whose records fail their checksums; a record cut short at the end is
-/// left out.
+/// [`Series`] per tag, sorted by tag, points in file order. Points at negative steps,
+/// which event files allow and [`Series`] does not, are left out. An error for a file
+/// that cannot be read or whose records fail their checksums; a record cut short at the
+/// end is left out.
 pub fn read_scalars(path: impl AsRef<Path>) -> Result<Vec<Series>> {
     let mut by_tag: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
     for event in read_events("read_scalars", path.as_ref())? {
-        let Some(event::What::Summary(summary)) = event.what else {
+        let (Some(event::What::Summary(summary)), Ok(step)) =
+            (event.what, u64::try_from(event.step))
+        else {
             continue;
         };
         for value in summary.value {
             if let Some(summary_value::Value::SimpleValue(v)) = value.value {
-                let step = u64::try_from(event.step).unwrap_or(0);
                 by_tag
                     .entry(value.tag)
                     .or_default()
@@ -403,6 +405,26 @@ mod tests {
         let mut w = EventWriter::create(dir.path(), options).unwrap();
         w.scalar("s", 1, 2.0).unwrap();
         assert_eq!(read_scalars(w.path()).unwrap()[0].points, [(1, 2.0)]);
+    }
+
+    #[test]
+    fn negative_steps_of_foreign_files_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path(), 1);
+        for step in [-3, 4] {
+            let value = SummaryValue {
+                tag: "s".to_owned(),
+                value: Some(summary_value::Value::SimpleValue(1.5)),
+            };
+            let event = Event {
+                wall_time: 0.0,
+                step,
+                what: Some(event::What::Summary(Summary { value: vec![value] })),
+            };
+            w.write("test", &event).unwrap();
+        }
+        w.flush().unwrap();
+        assert_eq!(read_scalars(w.path()).unwrap()[0].points, [(4, 1.5)]);
     }
 
     #[test]
