@@ -19,9 +19,10 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 ///
 /// Order: create `.NAME.tmp-PID-N` beside `path` (never an existing file), write, fsync
 /// the file, rename it onto `path` (atomic within one file system), fsync the directory
-/// so that the rename itself survives a power loss. On any error the temporary file is
-/// removed and `path` is untouched; a process killed mid-way leaves at most the temporary
-/// file behind, which [`temp_file_target`] recognizes.
+/// so that the rename itself survives a power loss. An error before the rename removes
+/// the temporary file and leaves `path` untouched; an error syncing the directory after it
+/// is reported with the new content in place. A process killed mid-way leaves at most the
+/// temporary file behind, which [`temp_file_target`] recognizes.
 pub(crate) fn write(function: &'static str, path: &Path, bytes: &[u8]) -> Result<()> {
     let file_name = path.file_name().ok_or_else(|| {
         Error::value(

@@ -373,7 +373,8 @@ impl Checkpoint {
     /// Writes the checkpoint to `path` atomically: a temporary file in the same directory
     /// is written, synced to disk and renamed over `path`, then the directory is synced.
     /// A crash at any point leaves `path` with its previous content or the new one, never
-    /// a mix; on an error `path` is untouched and no temporary file stays.
+    /// a mix. On an error no temporary file stays and `path` is untouched, unless only
+    /// the final directory sync failed (the error says so; the new content is in place).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         atomic::write("Checkpoint::save", path.as_ref(), &self.to_bytes()?)
     }

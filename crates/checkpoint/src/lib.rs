@@ -14,7 +14,7 @@
 //!   [`restore_latest`](CheckpointManager::restore_latest) that resumes after a crash
 //!   (even one in the middle of a save).
 //! - Feature `optim`: optimizer slots and step counters through rlgrad-optim's state
-//!   export ([`Checkpoint::put_optimizer`], `Restore::optimizer`), slots stored as tensors
+//!   export (`Checkpoint::put_optimizer`, `Restore::optimizer`), slots stored as tensors
 //!   `PREFIX/PARAM/SLOT`.
 //! - Feature `tensor`: `rlgrad_tensor::Tensor`s directly (`Checkpoint::put_tensor`,
 //!   `Restore::tensor`).

@@ -123,7 +123,8 @@ impl CheckpointManager {
     /// Saves `checkpoint` as number `number` (atomically; an existing `number` is
     /// replaced), then deletes the oldest checkpoints beyond `max_to_keep`. Returns the
     /// path written. An error, with every existing checkpoint untouched, when `number` is
-    /// below the latest one or the directory cannot be written.
+    /// below the latest one or the directory cannot be written; an error deleting an old
+    /// checkpoint comes after the new one is saved.
     pub fn save(&self, number: u64, checkpoint: &Checkpoint) -> Result<PathBuf> {
         const FUNCTION: &str = "CheckpointManager::save";
         if let Some(latest) = self.latest()?

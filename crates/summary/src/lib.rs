@@ -9,7 +9,7 @@
 //!   writers also flush on `flush`, `close` and drop.
 //! - [`read_scalars`]: an event file's scalars back as [`Series`] (to plot a finished run);
 //!   [`moving_average`] smooths a series' values.
-//! - Feature `plot` (default): [`plot_learning_curves`] draws series over steps with their
+//! - Feature `plot` (default): `plot_learning_curves` draws series over steps with their
 //!   moving average to PNG or SVG with `plotters`, using a bundled font (DejaVu Sans,
 //!   subset) so that no system font is needed.
 //!
