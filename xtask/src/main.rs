@@ -8,9 +8,11 @@
 //! cargo xtask bench [FILTER]          the criterion benches
 //! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
 //! cargo xtask converge                the TF guide's convergence test, plotted
+//! cargo xtask interop                 checkpoints and event files against Python's readers
 //! ```
 
 mod converge;
+mod interop;
 mod parity;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +31,9 @@ commands:
   converge                   the convergence test of GD, momentum and Adam on
                              L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts
                              in target/converge/
+  interop                    checkpoints and event files read by Python's safetensors
+                             and tensorboard, and theirs by rlgrad (pip installs them
+                             into target/interop/venv); ends with `N passed, N failed`
 ";
 
 fn main() -> ExitCode {
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("gpu-bench") => gpu_bench(),
         Some("converge") => converge::run(),
+        Some("interop") => interop::run(),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             Ok(())

@@ -9,7 +9,8 @@
 //! - [`reduce`]: the canonical reduction order (fixed leaves by element index, a fixed
 //!   pairwise tree), independent of thread count and alignment;
 //! - [`Par`]: explicit parallelism, so tests can compare bits across thread counts;
-//! - [`Rng`]: seeded, named random streams whose output is fixed forever;
+//! - [`Rng`]: seeded, named random streams whose output is fixed forever, with a
+//!   resumable position ([`RngState`]);
 //! - behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and ragged
 //!   lengths, for your own property tests.
 //!
@@ -55,7 +56,7 @@ pub use device::{Device, View};
 pub use error::{Error, Result};
 pub use float::{DType, Element, Float};
 pub use par::Par;
-pub use rng::Rng;
+pub use rng::{Rng, RngState};
 pub use shape::{Dims, Layout, RowCursor, Shape};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
