@@ -8,8 +8,11 @@
 //! cargo xtask bench [FILTER]          the criterion benches
 //! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
 //! cargo xtask converge                the TF guide's convergence test, plotted
+//! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
+//!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! ```
 
+mod compare;
 mod converge;
 mod parity;
 
@@ -29,6 +32,13 @@ commands:
   converge                   the convergence test of GD, momentum and Adam on
                              L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts
                              in target/converge/
+  compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE]
+          [--peers DIR] [-v]
+                             rlgrad's benches beside the peer drivers (../shared/peers),
+                             interleaved for a few rounds: a table per workload, the JSON
+                             in target/compare/latest.json, and one line per case
+                             (`W3 [2048,64] 1t: 4.80x best peer (...)`); no ratio where a
+                             side failed its float64 check. `compare --help` for more
 ";
 
 fn main() -> ExitCode {
@@ -40,6 +50,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("gpu-bench") => gpu_bench(),
         Some("converge") => converge::run(),
+        Some("compare") => compare::run(&args[1..]),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             Ok(())
