@@ -9,8 +9,11 @@
 //! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
 //! cargo xtask converge                the TF guide's convergence test, plotted
 //! cargo xtask interop                 checkpoints and event files against Python's readers
+//! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
+//!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! ```
 
+mod compare;
 mod converge;
 mod interop;
 mod parity;
@@ -34,6 +37,13 @@ commands:
   interop                    checkpoints and event files read by Python's safetensors
                              and tensorboard, and theirs by rlgrad (pip installs them
                              into target/interop/venv); ends with `N passed, N failed`
+  compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE]
+          [--peers DIR] [-v]
+                             rlgrad's benches beside the peer drivers (../shared/peers),
+                             interleaved for a few rounds: a table per workload, the JSON
+                             in target/compare/latest.json, and one line per case
+                             (`W3 [2048,64] 1t: 4.80x best peer (...)`); no ratio where a
+                             side failed its float64 check. `compare --help` for more
 ";
 
 fn main() -> ExitCode {
@@ -46,6 +56,7 @@ fn main() -> ExitCode {
         Some("gpu-bench") => gpu_bench(),
         Some("converge") => converge::run(),
         Some("interop") => interop::run(),
+        Some("compare") => compare::run(&args[1..]),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             Ok(())
