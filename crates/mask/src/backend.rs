@@ -21,10 +21,17 @@ pub(crate) trait Backend<T: Float> {
         x: &Self::Data,
         term: MaskedTerm<'_, Self::Data, T>,
     ) -> Result<T>;
-    fn sequence_sums(&self, seqs: &Sequences, x: &Self::Data) -> Result<Vec<T>>;
-    /// `map` at the valid steps; `x` may be `None` when the map does not read it.
+    fn sequence_sums(
+        &self,
+        function: &'static str,
+        seqs: &Sequences,
+        x: &Self::Data,
+    ) -> Result<Vec<T>>;
+    /// `map` at the valid steps into a new `[B, T]` array; `x` may be `None` when the map
+    /// does not read it. `function` is named when the output cannot be allocated.
     fn map(
         &self,
+        function: &'static str,
         seqs: &Sequences,
         x: Option<&Self::Data>,
         map: MaskedMap<'_, Self::Data, T>,
@@ -46,14 +53,20 @@ impl<T: Float> Backend<T> for Slices {
         kernel::masked_sum(self.0, seqs, x, term)
     }
 
-    fn sequence_sums(&self, seqs: &Sequences, x: &[T]) -> Result<Vec<T>> {
-        let mut sums = rlgrad_core::cpu::alloc::zeroed(seqs.batch());
+    fn sequence_sums(&self, function: &'static str, seqs: &Sequences, x: &[T]) -> Result<Vec<T>> {
+        let mut sums = rlgrad_core::cpu::alloc::try_zeroed(seqs.batch(), function, "seqs")?;
         kernel::sequence_sums(self.0, seqs, x, &mut sums)?;
         Ok(sums)
     }
 
-    fn map(&self, seqs: &Sequences, x: Option<&[T]>, map: MaskedMap<'_, [T], T>) -> Result<Vec<T>> {
-        let mut out = rlgrad_core::cpu::alloc::zeroed(seqs.padded_steps());
+    fn map(
+        &self,
+        function: &'static str,
+        seqs: &Sequences,
+        x: Option<&[T]>,
+        map: MaskedMap<'_, [T], T>,
+    ) -> Result<Vec<T>> {
+        let mut out = rlgrad_core::cpu::alloc::try_zeroed(seqs.padded_steps(), function, "seqs")?;
         kernel::masked_map(self.0, seqs, x, map, &mut out)?;
         Ok(out)
     }
@@ -87,7 +100,12 @@ impl<T: Float, D: SequenceKernel<T>> Backend<T> for OnDevice<'_, D> {
         self.0.masked_sum(seqs, x, term)
     }
 
-    fn sequence_sums(&self, seqs: &Sequences, x: &D::Buffer<T>) -> Result<Vec<T>> {
+    fn sequence_sums(
+        &self,
+        _function: &'static str,
+        seqs: &Sequences,
+        x: &D::Buffer<T>,
+    ) -> Result<Vec<T>> {
         let mut sums = self.0.alloc_zeros(seqs.batch())?;
         self.0.sequence_sums(seqs, x, &mut sums)?;
         self.0.download(&sums)
@@ -95,6 +113,7 @@ impl<T: Float, D: SequenceKernel<T>> Backend<T> for OnDevice<'_, D> {
 
     fn map(
         &self,
+        _function: &'static str,
         seqs: &Sequences,
         x: Option<&D::Buffer<T>>,
         map: MaskedMap<'_, D::Buffer<T>, T>,

@@ -1,7 +1,7 @@
 //! Chopping episodes into fixed-length training sequences (RLlib's
 //! `chop_into_sequences`), and minibatches of whole sequences.
 
-use rlgrad_core::cpu::sequence as kernel;
+use rlgrad_core::cpu::{alloc, sequence as kernel};
 use rlgrad_core::{Error, Float, Par, Result, Rng};
 
 use crate::{PadOrder, Sequences};
@@ -60,7 +60,7 @@ pub struct SequenceBatch<T> {
 /// let batch = chop_into_sequences(&ids, &[Column { data: &obs, width: 1 }], ChopConfig::new(2))?;
 /// assert_eq!(batch.seqs().lengths(), &[2, 1, 2]);
 /// assert_eq!(batch.starts(), &[0, 2, 3]);
-/// assert_eq!(batch.column(0), &[0.0, 1.0, 2.0, 0.0, 3.0, 4.0]);
+/// assert_eq!(batch.column(0), Some(&[0.0, 1.0, 2.0, 0.0, 3.0, 4.0][..]));
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
 pub fn chop_into_sequences<T: Float>(
@@ -157,23 +157,24 @@ impl<T: Float> SequenceBatch<T> {
         self.columns.len()
     }
 
-    /// Padded column `k`, `[S * T, width_k]`. Panics if `k >= column_count()`.
-    pub fn column(&self, k: usize) -> &[T] {
-        &self.columns[k]
+    /// Padded column `k`, `[S * T, width_k]`; `None` when `k >= column_count()`.
+    pub fn column(&self, k: usize) -> Option<&[T]> {
+        self.columns.get(k).map(Vec::as_slice)
     }
 
-    /// The width of column `k`. Panics if `k >= column_count()`.
-    pub fn width(&self, k: usize) -> usize {
-        self.widths[k]
+    /// The width of column `k`; `None` when `k >= column_count()`.
+    pub fn width(&self, k: usize) -> Option<usize> {
+        self.widths.get(k).copied()
     }
 
     /// The sub-batch of the given sequences, in the given order (each sequence's rows kept
-    /// together and in order; the padded length stays `T`). An error for an index out of
-    /// range.
+    /// together and in order; the padded length stays `T`; an index may repeat). An error
+    /// for an index out of range, or when the host cannot allocate the sub-batch.
     pub fn select(&self, sequences: &[usize]) -> Result<Self> {
+        const FUNCTION: &str = "SequenceBatch::select";
         if let Some(&bad) = sequences.iter().find(|&&s| s >= self.seqs.batch()) {
             return Err(Error::out_of_range(
-                "SequenceBatch::select",
+                FUNCTION,
                 "sequences",
                 format_args!("indices below {}", self.seqs.batch()),
                 bad,
@@ -181,20 +182,26 @@ impl<T: Float> SequenceBatch<T> {
         }
         let t = self.seqs.max_len();
         let lengths: Vec<usize> = sequences.iter().map(|&s| self.seqs.lengths()[s]).collect();
+        let seqs = Sequences::new(&lengths, Some(t))?;
         let columns = self
             .columns
             .iter()
             .zip(&self.widths)
             .map(|(data, &w)| {
-                let block = t * w;
-                sequences
-                    .iter()
-                    .flat_map(|&s| data[s * block..(s + 1) * block].iter().copied())
-                    .collect()
+                // Exact whenever a sequence exists (a column holds `B * T * w` elements);
+                // with none, `sequences` is empty and the block size does not matter.
+                let block = t.saturating_mul(w);
+                let len =
+                    rlgrad_core::check::product(FUNCTION, "sequences", sequences.len(), block)?;
+                let mut out = alloc::try_with_capacity(len, FUNCTION, "sequences")?;
+                for &s in sequences {
+                    out.extend_from_slice(&data[s * block..(s + 1) * block]);
+                }
+                Ok(out)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(Self {
-            seqs: Sequences::new(&lengths, Some(t))?,
+            seqs,
             starts: sequences.iter().map(|&s| self.starts[s]).collect(),
             columns,
             widths: self.widths.clone(),
@@ -231,18 +238,19 @@ impl<T: Float> SequenceBatch<T> {
         }
         let mut order: Vec<usize> = (0..sequences).collect();
         rng.shuffle(&mut order);
-        let total = self.seqs.total();
+        // Shares are compared in u128: `steps * count` may not fit in usize.
+        let (total, count_wide) = (self.seqs.total() as u128, count as u128);
         let mut groups = vec![Vec::new(); count];
-        let (mut k, mut steps) = (0usize, 0usize);
+        let (mut k, mut steps) = (0usize, 0u128);
         for (placed, &s) in order.iter().enumerate() {
             let left_after_this = sequences - placed;
-            let share_reached = steps * count >= (k + 1) * total;
+            let share_reached = steps * count_wide >= (k as u128 + 1) * total;
             let must_move = left_after_this == count - k - 1;
             if !groups[k].is_empty() && k + 1 < count && (share_reached || must_move) {
                 k += 1;
             }
             groups[k].push(s);
-            steps += self.seqs.lengths()[s];
+            steps += self.seqs.lengths()[s] as u128;
         }
         Ok(groups)
     }

@@ -66,7 +66,7 @@ pub fn masked_sum_backward<D: SequenceKernel<T>, T: Float>(
     seqs: &Sequences,
     grad: T,
 ) -> Result<D::Buffer<T>> {
-    r::fill(&OnDevice(device), seqs, grad)
+    r::fill("masked_sum_backward", &OnDevice(device), seqs, grad)
 }
 
 /// [`crate::masked_mean`] on `device`.

@@ -7,7 +7,8 @@ use crate::{PadOrder, Sequences};
 
 /// Packed rows `flat` (`[N, F]`, sequence after sequence) to a zero-padded `[B, T, F]`
 /// batch (RLlib's and `tf.RaggedTensor.to_tensor`'s layout). `N` must equal the sum of the
-/// lengths.
+/// lengths. An error when `B * T * F` does not fit in `usize` or the host cannot allocate
+/// it.
 pub fn pad<T: Float>(seqs: &Sequences, flat: &[T], features: usize) -> Result<Vec<T>> {
     kernel::pad_new(Par::auto(), seqs, features, PadOrder::BatchMajor, flat)
 }
@@ -34,12 +35,8 @@ pub fn pad_into<T: Float>(
 /// A padded `[B, T, F]` batch back to packed `[N, F]` rows; whatever the padding holds is
 /// ignored.
 pub fn unpad<T: Float>(seqs: &Sequences, padded: &[T], features: usize) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(check::product(
-        "unpad",
-        "features",
-        seqs.total(),
-        features,
-    )?);
+    let len = check::product("unpad", "features", seqs.total(), features)?;
+    let mut out = rlgrad_core::cpu::alloc::try_zeroed(len, "unpad", "features")?;
     kernel::unpad(
         Par::auto(),
         seqs,
@@ -58,7 +55,7 @@ pub fn unpad_time_major<T: Float>(
     features: usize,
 ) -> Result<Vec<T>> {
     let len = check::product("unpad_time_major", "features", seqs.total(), features)?;
-    let mut out = rlgrad_core::cpu::alloc::zeroed(len);
+    let mut out = rlgrad_core::cpu::alloc::try_zeroed(len, "unpad_time_major", "features")?;
     kernel::unpad(
         Par::auto(),
         seqs,

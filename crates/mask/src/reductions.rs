@@ -70,11 +70,12 @@ pub(crate) mod generic {
     }
 
     pub(crate) fn fill<T: Float, K: Backend<T>>(
+        function: &'static str,
         k: &K,
         seqs: &Sequences,
         value: T,
     ) -> Result<K::Owned> {
-        k.map(seqs, None, MaskedMap::Fill(value))
+        k.map(function, seqs, None, MaskedMap::Fill(value))
     }
 
     pub(crate) fn mean<T: Float, K: Backend<T>>(k: &K, seqs: &Sequences, x: &K::Data) -> Result<T> {
@@ -89,7 +90,7 @@ pub(crate) mod generic {
         grad: T,
     ) -> Result<K::Owned> {
         let n = valid_count::<T>("masked_mean_backward", seqs, 1)?;
-        fill(k, seqs, grad / n)
+        fill("masked_mean_backward", k, seqs, grad / n)
     }
 
     pub(crate) fn sequence_means<T: Float, K: Backend<T>>(
@@ -99,7 +100,7 @@ pub(crate) mod generic {
     ) -> Result<Vec<T>> {
         check_x("sequence_means", k, seqs, x)?;
         check_no_empty_sequence("sequence_means", seqs)?;
-        let sums = k.sequence_sums(seqs, x)?;
+        let sums = k.sequence_sums("sequence_means", seqs, x)?;
         Ok(sums
             .iter()
             .zip(seqs.lengths())
@@ -131,7 +132,12 @@ pub(crate) mod generic {
                 .map(|(&g, &len)| g / T::from_usize(len))
                 .collect(),
         )?;
-        k.map(seqs, None, MaskedMap::PerSequence(k.borrow(&per_sequence)))
+        k.map(
+            "sequence_means_backward",
+            seqs,
+            None,
+            MaskedMap::PerSequence(k.borrow(&per_sequence)),
+        )
     }
 
     /// The masked mean, the variance with `ddof` and the divisor `N - ddof`.
@@ -168,7 +174,8 @@ pub(crate) mod generic {
     ) -> Result<K::Owned> {
         let (mean, _, divisor) = moments("masked_var_backward", k, seqs, x, ddof)?;
         let scale = (T::from_f64(2.0) * grad) / divisor;
-        k.map(seqs, Some(x), MaskedMap::Scale { shift: mean, scale })
+        let map = MaskedMap::Scale { shift: mean, scale };
+        k.map("masked_var_backward", seqs, Some(x), map)
     }
 
     pub(crate) fn std<T: Float, K: Backend<T>>(
@@ -189,7 +196,8 @@ pub(crate) mod generic {
     ) -> Result<K::Owned> {
         let (mean, var, divisor) = moments("masked_std_backward", k, seqs, x, ddof)?;
         let scale = grad / (var.sqrt() * divisor);
-        k.map(seqs, Some(x), MaskedMap::Scale { shift: mean, scale })
+        let map = MaskedMap::Scale { shift: mean, scale };
+        k.map("masked_std_backward", seqs, Some(x), map)
     }
 
     pub(crate) fn normalize<T: Float, K: Backend<T>>(
@@ -202,7 +210,8 @@ pub(crate) mod generic {
         check::non_negative("masked_normalize", "eps", eps.as_f64())?;
         let (mean, var, _) = moments("masked_normalize", k, seqs, x, ddof)?;
         let denominator = var.sqrt() + eps;
-        k.map(seqs, Some(x), MaskedMap::Standardize { mean, denominator })
+        let map = MaskedMap::Standardize { mean, denominator };
+        k.map("masked_normalize", seqs, Some(x), map)
     }
 
     pub(crate) fn normalize_backward<T: Float, K: Backend<T>>(
@@ -237,6 +246,7 @@ pub(crate) mod generic {
         )?;
         let coefficient = covariance / (divisor * std * denominator * denominator);
         k.map(
+            "masked_normalize_backward",
             seqs,
             Some(x),
             MaskedMap::StandardizeBackward {
@@ -257,7 +267,7 @@ pub fn masked_sum<T: Float>(seqs: &Sequences, x: &[T]) -> Result<T> {
 
 /// The gradient of [`masked_sum`]: `grad` at valid steps, 0 at padding (`[B, T]`).
 pub fn masked_sum_backward<T: Float>(seqs: &Sequences, grad: T) -> Result<Vec<T>> {
-    generic::fill(&Slices(Par::auto()), seqs, grad)
+    generic::fill("masked_sum_backward", &Slices(Par::auto()), seqs, grad)
 }
 
 /// The mean over the valid steps only (RLlib's `reduce_mean_valid`): the sum of the valid

@@ -148,8 +148,8 @@ proptest! {
         let reward = values(ids.len(), seed ^ 1);
         let config = ChopConfig { max_seq_len, dynamic_max, require_contiguous_episodes: true };
         let batch = chop_into_sequences(&ids, &[Column { data: &obs, width: 2 }, Column { data: &reward, width: 1 }], config).unwrap();
-        prop_assert_eq!(unpad(batch.seqs(), batch.column(0), 2).unwrap(), obs);
-        prop_assert_eq!(unpad(batch.seqs(), batch.column(1), 1).unwrap(), reward);
+        prop_assert_eq!(unpad(batch.seqs(), batch.column(0).unwrap(), 2).unwrap(), obs);
+        prop_assert_eq!(unpad(batch.seqs(), batch.column(1).unwrap(), 1).unwrap(), reward);
         prop_assert!(batch.seqs().lengths().iter().all(|&l| (1..=max_seq_len).contains(&l)));
         for (s, &start) in batch.starts().iter().enumerate() {
             // A sequence never spans two episodes.
@@ -179,7 +179,7 @@ proptest! {
             prop_assert!(!group.is_empty());
             let sub = batch.select(group).unwrap();
             // Rows of each sequence stay together and in order: the packed row index x.
-            let rows = unpad(sub.seqs(), sub.column(0), 1).unwrap();
+            let rows = unpad(sub.seqs(), sub.column(0).unwrap(), 1).unwrap();
             let mut at = 0;
             for (k, &s) in group.iter().enumerate() {
                 let len = sub.seqs().lengths()[k];
@@ -305,4 +305,45 @@ fn bad_input_is_an_error_naming_the_argument() {
         chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4)).unwrap();
     assert!(msg(batch.minibatches(4, &mut Rng::new(0, "m")).unwrap_err()).contains("`count`"));
     assert!(msg(batch.select(&[3]).unwrap_err()).contains("`sequences`"));
+}
+
+#[test]
+fn huge_sizes_are_errors_naming_the_size() {
+    let err = sequence_mask(&[usize::MAX], None).unwrap_err();
+    assert!(err.to_string().contains("elements of bool"), "{err}");
+    for max_len in [usize::MAX / 2, 1 << 50] {
+        let seqs = Sequences::new(&[1], Some(max_len)).unwrap();
+        let err = pad(&seqs, &[1.0f32], 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("{max_len} elements of f32")),
+            "{err}"
+        );
+        assert!(pad_time_major(&seqs, &[1.0f64], 1).is_err());
+        assert!(masked_mean_backward(&seqs, 1.0f32).is_err());
+        assert!(masked_sum_backward(&seqs, 1.0f64).is_err());
+        assert!(seqs.sequence_of(1).is_none());
+    }
+    // B * T * F overflows usize: a shape error, not an allocation.
+    let seqs = Sequences::new(&[1, 1], Some(usize::MAX / 2)).unwrap();
+    assert!(pad(&seqs, &[0.0f32; 6], 3).is_err());
+    // No rows but a huge padded length: nothing to pad, no overflow.
+    let none = Sequences::new(&[], Some(usize::MAX)).unwrap();
+    assert!(pad(&none, &[0.0f32; 0], 5).unwrap().is_empty());
+}
+
+#[test]
+fn accessors_past_the_end_are_none() {
+    let seqs = Sequences::new(&[2, 0, 1], None).unwrap();
+    assert_eq!(
+        (0..4).map(|row| seqs.sequence_of(row)).collect::<Vec<_>>(),
+        [Some(0), Some(0), Some(2), None]
+    );
+    let ids = [4i64, 4, 5];
+    let x = [1.0f32, 2.0, 3.0];
+    let batch =
+        chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(2)).unwrap();
+    assert_eq!(batch.column(0), Some(&[1.0, 2.0, 3.0, 0.0][..]));
+    assert_eq!((batch.width(0), batch.width(1)), (Some(1), None));
+    assert!(batch.column(1).is_none());
 }

@@ -15,7 +15,7 @@ fn steps(c: &mut Criterion) {
     for (label, n) in [("1M", 1usize << 20), ("16M", 16 << 20)] {
         let mut rng = Rng::new(6, "bench-optim");
         // Buffers from rlgrad's own allocator, as a Tensor or an optimizer slot gets them.
-        let mut grad = alloc::zeroed::<f32>(n);
+        let mut grad = alloc::try_zeroed::<f32>(n, "bench", "n").unwrap();
         grad.iter_mut().for_each(|g| *g = rng.normal(0.0, 0.01));
         let mut group = c.benchmark_group(format!("optim_f32/{label}"));
         if n > 1 << 20 {
@@ -32,7 +32,7 @@ fn steps(c: &mut Criterion) {
         ];
         for (name, rule, bytes) in rules {
             let mut opt = Optimizer::<f32>::new(rule, 1e-3).unwrap();
-            let mut param = alloc::zeroed::<f32>(n);
+            let mut param = alloc::try_zeroed::<f32>(n, "bench", "n").unwrap();
             param.fill(0.5);
             group.throughput(Throughput::Bytes((bytes * n) as u64));
             for threads in [1, 2] {

@@ -20,7 +20,7 @@ pub fn global_norm<T: Float>(grads: &[&[T]], par: Par) -> T {
     reduce::sum_leaves_with(
         total,
         par,
-        |first| reduce::segment_of(&offsets, first),
+        |first| reduce::segment_of(&offsets, first).unwrap_or(0),
         |tensor, range, leaf| {
             reduce::for_each_segment(&offsets, tensor, range, |k, local| {
                 leaf.push_mapped(&grads[k][local], |g| g * g);

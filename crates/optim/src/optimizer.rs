@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rlgrad_core::cpu::alloc;
 use rlgrad_core::cpu::optim::{self as cpu_kernel, Job};
 use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Device, Error, Float, Par, Result, check};
@@ -422,7 +423,11 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     .iter()
                     .map(|slot| match rule.slot_init(slot) {
                         init if init == T::zero() => device.alloc_zeros(len),
-                        init => device.upload_vec(vec![init; len]),
+                        init => {
+                            let mut host = alloc::try_zeroed(len, "Optimizer::step", "params")?;
+                            host.fill(init);
+                            device.upload_vec(host)
+                        }
                     })
                     .collect::<Result<Vec<_>>>()?;
                 created.push((

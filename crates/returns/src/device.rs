@@ -23,7 +23,7 @@
 use rlgrad_core::kernels::{ElementwiseKernel, RecurrenceKernel, ReduceKernel, ReduceOp, UnaryOp};
 use rlgrad_core::{Error, Float, Layout, Result, Shape, View};
 
-use crate::estimators::{check_episodes, check_lambda, check_vtrace, element_count};
+use crate::estimators::{check_episodes, check_lambda, check_vtrace, output_len};
 use crate::{Episodes, Gae, TimeMajor, Vtrace, VtraceParams};
 
 /// [`crate::discounted_returns`] on `device`.
@@ -35,7 +35,11 @@ pub fn discounted_returns<D: RecurrenceKernel<T>, T: Float>(
     bootstrap: &D::Buffer<T>,
 ) -> Result<D::Buffer<T>> {
     check_episodes("discounted_returns", &episodes)?;
-    let mut out = device.alloc_zeros(element_count("discounted_returns", layout)?)?;
+    let mut out = device.alloc_zeros(output_len(
+        "discounted_returns",
+        layout,
+        device.buffer_len(rewards),
+    )?)?;
     device.discounted_returns(layout, rewards, episodes, bootstrap, &mut out)?;
     Ok(out)
 }
@@ -52,7 +56,7 @@ pub fn gae<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<Gae<D::Buffer<T>>> {
     check_episodes("gae", &episodes)?;
     check_lambda("gae", lambda)?;
-    let len = element_count("gae", layout)?;
+    let len = output_len("gae", layout, device.buffer_len(rewards))?;
     let mut out = Gae {
         advantages: device.alloc_zeros(len)?,
         returns: device.alloc_zeros(len)?,
@@ -81,7 +85,11 @@ pub fn lambda_returns<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<D::Buffer<T>> {
     check_episodes("lambda_returns", &episodes)?;
     check_lambda("lambda_returns", lambda)?;
-    let mut out = device.alloc_zeros(element_count("lambda_returns", layout)?)?;
+    let mut out = device.alloc_zeros(output_len(
+        "lambda_returns",
+        layout,
+        device.buffer_len(rewards),
+    )?)?;
     device.lambda_returns(layout, rewards, next_values, episodes, lambda, &mut out)?;
     Ok(out)
 }
@@ -99,7 +107,11 @@ pub fn n_step_returns<D: RecurrenceKernel<T>, T: Float>(
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
-    let mut out = device.alloc_zeros(element_count("n_step_returns", layout)?)?;
+    let mut out = device.alloc_zeros(output_len(
+        "n_step_returns",
+        layout,
+        device.buffer_len(rewards),
+    )?)?;
     device.n_step_returns(layout, rewards, next_values, episodes, n, &mut out)?;
     Ok(out)
 }
@@ -118,7 +130,7 @@ pub fn vtrace<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<Vtrace<D::Buffer<T>>> {
     check_episodes("vtrace", &episodes)?;
     check_vtrace(&params)?;
-    let len = element_count("vtrace", layout)?;
+    let len = output_len("vtrace", layout, device.buffer_len(rewards))?;
     let mut out = Vtrace {
         vs: device.alloc_zeros(len)?,
         pg_advantages: device.alloc_zeros(len)?,

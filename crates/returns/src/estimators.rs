@@ -6,7 +6,7 @@
 //! [`rlgrad_core::cpu::recurrence`].
 
 use rlgrad_core::check;
-use rlgrad_core::cpu::recurrence as kernel;
+use rlgrad_core::cpu::{alloc, recurrence as kernel};
 
 use crate::{Episodes, Error, Float, Par, Result, TimeMajor, VtraceParams};
 
@@ -49,8 +49,25 @@ pub(crate) fn check_vtrace<T: Float>(params: &VtraceParams<T>) -> Result<()> {
     check::positive("vtrace", "clip_pg_rho", params.clip_pg_rho.as_f64())
 }
 
-pub(crate) fn element_count(function: &'static str, layout: TimeMajor) -> Result<usize> {
-    check::product(function, "layout", layout.t, layout.b)
+/// The element count `T * B` of the outputs, once `rewards` (`rewards_len` elements)
+/// agrees with `layout`: a layout that disagrees with the data is refused before
+/// anything is allocated.
+pub(crate) fn output_len(
+    function: &'static str,
+    layout: TimeMajor,
+    rewards_len: usize,
+) -> Result<usize> {
+    kernel::check_lengths(function, layout, &[("rewards", rewards_len)], &[])
+}
+
+/// A zeroed `[T, B]` output for `function`, after [`output_len`]'s check.
+fn new_output<T: Float>(
+    function: &'static str,
+    layout: TimeMajor,
+    rewards: &[T],
+) -> Result<Vec<T>> {
+    let len = output_len(function, layout, rewards.len())?;
+    alloc::try_zeroed(len, function, "layout")
 }
 
 /// `G_t = r_t + gamma * G_{t+1}` over one trajectory, `G_T = 0` (the seed notebook's
@@ -67,7 +84,7 @@ pub(crate) fn element_count(function: &'static str, layout: TimeMajor) -> Result
 /// ```
 pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
     check::unit_interval("discounted_cumsum", "gamma", gamma.as_f64())?;
-    let mut out = rlgrad_core::cpu::alloc::zeroed(rewards.len());
+    let mut out = alloc::try_zeroed(rewards.len(), "discounted_cumsum", "rewards")?;
     kernel::discounted_returns(
         Par::Seq,
         TimeMajor::new(rewards.len(), 1),
@@ -106,7 +123,7 @@ pub fn discounted_returns<T: Float>(
     episodes: Episodes<'_, [T], T>,
     bootstrap: &[T],
 ) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("discounted_returns", layout)?);
+    let mut out = new_output("discounted_returns", layout, rewards)?;
     discounted_returns_into(Par::auto(), layout, rewards, episodes, bootstrap, &mut out)?;
     Ok(out)
 }
@@ -138,10 +155,9 @@ pub fn gae<T: Float>(
     episodes: Episodes<'_, [T], T>,
     lambda: T,
 ) -> Result<Gae<Vec<T>>> {
-    let len = element_count("gae", layout)?;
     let mut out = Gae {
-        advantages: rlgrad_core::cpu::alloc::zeroed(len),
-        returns: rlgrad_core::cpu::alloc::zeroed(len),
+        advantages: new_output("gae", layout, rewards)?,
+        returns: new_output("gae", layout, rewards)?,
     };
     gae_into(
         Par::auto(),
@@ -190,7 +206,7 @@ pub fn lambda_returns<T: Float>(
     episodes: Episodes<'_, [T], T>,
     lambda: T,
 ) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("lambda_returns", layout)?);
+    let mut out = new_output("lambda_returns", layout, rewards)?;
     lambda_returns_into(
         Par::auto(),
         layout,
@@ -229,7 +245,7 @@ pub fn n_step_returns<T: Float>(
     episodes: Episodes<'_, [T], T>,
     n: usize,
 ) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("n_step_returns", layout)?);
+    let mut out = new_output("n_step_returns", layout, rewards)?;
     n_step_returns_into(
         Par::auto(),
         layout,
@@ -272,10 +288,9 @@ pub fn vtrace<T: Float>(
     episodes: Episodes<'_, [T], T>,
     params: VtraceParams<T>,
 ) -> Result<Vtrace<Vec<T>>> {
-    let len = element_count("vtrace", layout)?;
     let mut out = Vtrace {
-        vs: rlgrad_core::cpu::alloc::zeroed(len),
-        pg_advantages: rlgrad_core::cpu::alloc::zeroed(len),
+        vs: new_output("vtrace", layout, rewards)?,
+        pg_advantages: new_output("vtrace", layout, rewards)?,
     };
     vtrace_into(
         Par::auto(),

@@ -29,7 +29,8 @@ pub fn transpose<T: Copy + Default>(src: &[T], rows: usize, cols: usize) -> Resu
             format_args!("{} elements", src.len()),
         ));
     }
-    let mut out = vec![T::default(); len];
+    let mut out = rlgrad_core::cpu::alloc::try_with_capacity(len, "transpose", "src")?;
+    out.resize(len, T::default());
     for row_tile in (0..rows).step_by(TILE) {
         for col_tile in (0..cols).step_by(TILE) {
             for r in row_tile..(row_tile + TILE).min(rows) {

@@ -27,7 +27,9 @@ pub fn standardize<T: Float>(x: &[T], eps: T, ddof: usize) -> Result<Vec<T>> {
     let (mean, var) = reduce::mean_var(x, ddof, par)?;
     let std = var.sqrt();
     let denominator = std + eps;
-    Ok(x.iter().map(|&v| (v - mean) / denominator).collect())
+    let mut out = rlgrad_core::cpu::alloc::try_with_capacity(x.len(), "standardize", "x")?;
+    out.extend(x.iter().map(|&v| (v - mean) / denominator));
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -496,3 +496,27 @@ fn empty_batches_give_empty_results() {
     }
     assert!(discounted_cumsum::<f32>(&[], 0.9).unwrap().is_empty());
 }
+
+#[test]
+fn layouts_that_disagree_with_the_data_allocate_nothing() {
+    // Each used to allocate `T * B` elements before checking the data: a capacity-overflow
+    // panic or an abort.
+    let x = [1.0f32; 2];
+    let c = Episodes::Constant { gamma: 0.9 };
+    let p = VtraceParams {
+        lambda: 1.0,
+        clip_rho: 1.0,
+        clip_pg_rho: 1.0,
+    };
+    for layout in [
+        TimeMajor::new(usize::MAX / 4, 1),
+        TimeMajor::new(1 << 50, 1),
+    ] {
+        let err = gae(layout, &x, &x, &[0.0], c, 0.9).unwrap_err();
+        assert!(err.to_string().contains("`rewards`"), "{err}");
+        assert!(discounted_returns(layout, &x, c, &[0.0]).is_err());
+        assert!(lambda_returns(layout, &x, &x, c, 0.9).is_err());
+        assert!(n_step_returns(layout, &x, &x, c, 1).is_err());
+        assert!(vtrace(layout, &x, &x, &[0.0], &x, c, p).is_err());
+    }
+}

@@ -32,7 +32,10 @@ fn sequence_mask(case: &Case) -> Result<Outputs, String> {
     .map_err(|e| e.to_string())?;
     Ok(Outputs::from([(
         "mask".to_owned(),
-        Array::new(&[mask.batch(), mask.max_len()], &mask.to_float::<f64>()),
+        Array::new(
+            &[mask.batch(), mask.max_len()],
+            &mask.to_float::<f64>().map_err(|e| e.to_string())?,
+        ),
     )]))
 }
 
@@ -106,7 +109,10 @@ fn chop_into_sequences<T: Float>(case: &Case) -> Result<Outputs, String> {
         ),
         (
             "padded".to_owned(),
-            Array::new(&[batch.seqs().padded_steps(), width], batch.column(0)),
+            Array::new(
+                &[batch.seqs().padded_steps(), width],
+                batch.column(0).ok_or("no padded column")?,
+            ),
         ),
     ]))
 }

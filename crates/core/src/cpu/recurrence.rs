@@ -308,13 +308,15 @@ fn block_mut<T, const W: usize>(x: &mut [T], offset: usize) -> &mut [T; W] {
         .expect("a slice of W elements converts to [T; W]")
 }
 
-/// Checks that every `[T, B]` buffer has `t * b` elements and every `[B]` one has `b`.
-fn check_lengths(
+/// Checks that `t * b` fits in usize, every `[T, B]` buffer of `steps` has `t * b`
+/// elements and every `[B]` one of `columns` has `b` (`(argument, length)` pairs); returns
+/// `t * b`.
+pub fn check_lengths(
     function: &'static str,
     layout: TimeMajor,
     steps: &[(&'static str, usize)],
     columns: &[(&'static str, usize)],
-) -> Result<()> {
+) -> Result<usize> {
     let len = layout.len().ok_or_else(|| {
         Error::shape(
             function,
@@ -343,7 +345,7 @@ fn check_lengths(
             ));
         }
     }
-    Ok(())
+    Ok(len)
 }
 
 fn episode_lengths<'a, T>(

@@ -53,8 +53,9 @@ pub fn pad<T: Float>(
     Ok(())
 }
 
-/// [`pad`] into a new buffer. The buffer comes zeroed from [`super::alloc::zeroed`], so
-/// only the valid rows are written: the padding is not zeroed twice.
+/// [`pad`] into a new buffer. The buffer comes zeroed from [`super::alloc::try_zeroed`],
+/// so only the valid rows are written: the padding is not zeroed twice. An error when the
+/// host cannot allocate `B * T * F` elements.
 pub fn pad_new<T: Float>(
     par: Par,
     seqs: &Sequences,
@@ -64,7 +65,7 @@ pub fn pad_new<T: Float>(
 ) -> Result<Vec<T>> {
     let (packed_len, padded_len) = sizes("pad", seqs, features)?;
     check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
-    let mut padded = super::alloc::zeroed(padded_len);
+    let mut padded = super::alloc::try_zeroed(padded_len, "pad", "seqs")?;
     copy_into_padded(par, seqs, features, order, flat, &mut padded, false);
     Ok(padded)
 }
@@ -80,14 +81,16 @@ fn copy_into_padded<T: Float>(
     zero_padding: bool,
 ) {
     let padded_len = padded.len();
+    if padded_len == 0 {
+        // Nothing to write, and `T * F` or `B * F` below may not fit in usize; from here
+        // on both are at most `B * T * F` and nonzero.
+        return;
+    }
     let (lengths, offsets, f) = (seqs.lengths(), seqs.offsets(), features);
     let par = par.for_work(padded_len, MIN_TASK);
     match order {
         PadOrder::BatchMajor => {
             let per_sequence = seqs.max_len() * f;
-            if per_sequence == 0 {
-                return;
-            }
             let sequences_per_chunk = CHUNK.div_ceil(per_sequence);
             par.for_each_chunk_mut(padded, sequences_per_chunk * per_sequence, |ci, chunk| {
                 for (k, dst) in chunk.chunks_mut(per_sequence).enumerate() {
@@ -102,9 +105,6 @@ fn copy_into_padded<T: Float>(
         }
         PadOrder::TimeMajor => {
             let per_step = seqs.batch() * f;
-            if per_step == 0 {
-                return;
-            }
             let steps_per_chunk = CHUNK.div_ceil(per_step);
             par.for_each_chunk_mut(padded, steps_per_chunk * per_step, |ci, chunk| {
                 for (k, row) in chunk.chunks_mut(per_step).enumerate() {
@@ -197,7 +197,9 @@ pub fn masked_sum<T: Float>(
     Ok(reduce::sum_leaves_with(
         seqs.total(),
         par,
-        |first| seqs.sequence_of(first),
+        // Leaf runs start below `total`, where a sequence always holds the row; 0, a
+        // cursor at or before any sequence, would also do.
+        |first| seqs.sequence_of(first).unwrap_or(0),
         |b, packed, leaf| {
             // The valid steps of sequence `s` sit at `s * T ..` of the `[B, T]` array.
             reduce::for_each_segment(seqs.offsets(), b, packed, |s, steps| {

@@ -48,7 +48,8 @@ impl Sequences {
                 format_args!("length {len} at index {b}"),
             ));
         }
-        let mut offsets = Vec::with_capacity(lengths.len() + 1);
+        let mut offsets =
+            crate::cpu::alloc::try_with_capacity(lengths.len() + 1, "Sequences::new", "lengths")?;
         offsets.push(0usize);
         for &len in lengths {
             let next = offsets[offsets.len() - 1].checked_add(len).ok_or_else(|| {
@@ -70,7 +71,7 @@ impl Sequences {
             )
         })?;
         Ok(Self {
-            lengths: lengths.to_vec(),
+            lengths: crate::cpu::alloc::try_copy(lengths, "Sequences::new", "lengths")?,
             offsets,
             max_len,
         })
@@ -106,8 +107,17 @@ impl Sequences {
         self.lengths.len() * self.max_len
     }
 
-    /// The sequence holding packed row `row` (`row < total()`).
-    pub fn sequence_of(&self, row: usize) -> usize {
+    /// The sequence holding packed row `row`, or `None` when `row >= total()`.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::sequence::Sequences;
+    /// let seqs = Sequences::new(&[2, 0, 1], None)?;
+    /// assert_eq!(seqs.sequence_of(1), Some(0));
+    /// assert_eq!(seqs.sequence_of(2), Some(2)); // the empty sequence 1 holds no row
+    /// assert_eq!(seqs.sequence_of(3), None);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn sequence_of(&self, row: usize) -> Option<usize> {
         crate::reduce::segment_of(&self.offsets, row)
     }
 }
