@@ -23,8 +23,9 @@ pub struct ChopConfig {
     /// Pad to the longest sequence found (`true`, RLlib's default) instead of `max_seq_len`.
     pub dynamic_max: bool,
     /// Refuse data in which an episode id comes back after another episode's rows
-    /// (interleaved or shuffled rows). RLlib accepts it and starts a new sequence; turn
-    /// this on when your pipeline should never produce it.
+    /// (interleaved or shuffled rows). RLlib accepts it and starts a new sequence. Turn it
+    /// on: time-major rows of a vector-env rollout, chopped without transposing them
+    /// first, would otherwise become a silent batch of length-1 sequences.
     pub require_contiguous_episodes: bool,
 }
 
@@ -52,6 +53,44 @@ pub struct SequenceBatch<T> {
 /// walking the rows in order, a new sequence starts when the episode id differs from the
 /// previous row's or the current sequence already has `max_seq_len` rows. Sequence `s`
 /// occupies rows `s*T .. s*T + len_s` of each padded column (`[S*T, width]`), zeros after.
+///
+/// # From a vector-env rollout
+///
+/// The rows must hold each episode's steps together and in order. A rollout of `B`
+/// environments over `T` steps is time-major (row `t * B + env`), where consecutive rows
+/// belong to different environments: [`transpose`](crate::transpose) it to batch-major
+/// (row `env * T + t`) first, and number the episodes of each environment. Turn on
+/// [`ChopConfig::require_contiguous_episodes`]: time-major rows are then an error, not a
+/// batch of length-1 sequences.
+///
+/// ```
+/// use rlgrad_mask::{chop_into_sequences, transpose, ChopConfig, Column};
+/// // Two environments, three steps, time-major: obs[t * 2 + env]. Env 0's first episode
+/// // ends at t = 0.
+/// let (t, b) = (3, 2);
+/// let obs = [0.0f32, 10.0, 1.0, 11.0, 2.0, 12.0];
+/// let done = [true, false, false, false, false, false];
+/// let obs_rows = transpose(&obs, t, b, 1)?; // batch-major: [0, 1, 2, 10, 11, 12]
+/// let done_rows = transpose(&done, t, b, 1)?;
+/// // An id per episode: a new one after each done and at each environment's last step.
+/// let mut ids = Vec::new();
+/// let mut id = 0i64;
+/// for (row, &ended) in done_rows.iter().enumerate() {
+///     ids.push(id);
+///     if ended || row % t == t - 1 {
+///         id += 1;
+///     }
+/// }
+/// let strict = ChopConfig { require_contiguous_episodes: true, ..ChopConfig::new(4) };
+/// let batch = chop_into_sequences(&ids, &[Column { data: &obs_rows, width: 1 }], strict)?;
+/// assert_eq!(batch.seqs().lengths(), &[1, 2, 3]);
+/// // The same rows left time-major are refused.
+/// let time_major_ids = transpose(&ids, b, t, 1)?;
+/// assert!(chop_into_sequences(&time_major_ids, &[Column { data: &obs, width: 1 }], strict).is_err());
+/// # Ok::<(), rlgrad_mask::Error>(())
+/// ```
+///
+/// RLlib's own example:
 ///
 /// ```
 /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column};

@@ -8,7 +8,7 @@
 //! let cpu = Cpu::new(Par::rayon(2));
 //! let seqs = Sequences::new(&[2, 1], None)?;
 //! let x = cpu.upload(&[1.0f32, 3.0, 5.0, f32::NAN])?; // padding may hold anything
-//! assert_eq!(device::masked_mean(&cpu, &seqs, &x)?, 3.0);
+//! assert_eq!(device::masked_mean(&cpu, &seqs, &x, 1)?, 3.0);
 //! # Ok::<(), rlgrad_core::Error>(())
 //! ```
 
@@ -56,17 +56,25 @@ pub fn masked_sum<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
 ) -> Result<T> {
-    r::sum(&OnDevice(device), seqs, x)
+    r::sum(&OnDevice(device), seqs, features, x)
 }
 
 /// [`crate::masked_sum_backward`] on `device`.
 pub fn masked_sum_backward<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
+    features: usize,
     grad: T,
 ) -> Result<D::Buffer<T>> {
-    r::fill("masked_sum_backward", &OnDevice(device), seqs, grad)
+    r::fill(
+        "masked_sum_backward",
+        &OnDevice(device),
+        seqs,
+        features,
+        grad,
+    )
 }
 
 /// [`crate::masked_mean`] on `device`.
@@ -74,17 +82,19 @@ pub fn masked_mean<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
 ) -> Result<T> {
-    r::mean(&OnDevice(device), seqs, x)
+    r::mean(&OnDevice(device), seqs, features, x)
 }
 
 /// [`crate::masked_mean_backward`] on `device`.
 pub fn masked_mean_backward<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
+    features: usize,
     grad: T,
 ) -> Result<D::Buffer<T>> {
-    r::mean_backward(&OnDevice(device), seqs, grad)
+    r::mean_backward(&OnDevice(device), seqs, features, grad)
 }
 
 /// [`crate::sequence_means`] on `device` (the `[B]` means come back to the host).
@@ -92,17 +102,19 @@ pub fn sequence_means<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
 ) -> Result<Vec<T>> {
-    r::sequence_means(&OnDevice(device), seqs, x)
+    r::sequence_means(&OnDevice(device), seqs, features, x)
 }
 
 /// [`crate::sequence_means_backward`] on `device`.
 pub fn sequence_means_backward<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
+    features: usize,
     grad: &[T],
 ) -> Result<D::Buffer<T>> {
-    r::sequence_means_backward(&OnDevice(device), seqs, grad)
+    r::sequence_means_backward(&OnDevice(device), seqs, features, grad)
 }
 
 /// [`crate::masked_var`] on `device`.
@@ -110,9 +122,10 @@ pub fn masked_var<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
     ddof: usize,
 ) -> Result<T> {
-    r::var(&OnDevice(device), seqs, x, ddof)
+    r::var(&OnDevice(device), seqs, features, x, ddof)
 }
 
 /// [`crate::masked_var_backward`] on `device`.
@@ -120,10 +133,11 @@ pub fn masked_var_backward<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
     ddof: usize,
     grad: T,
 ) -> Result<D::Buffer<T>> {
-    r::var_backward(&OnDevice(device), seqs, x, ddof, grad)
+    r::var_backward(&OnDevice(device), seqs, features, x, ddof, grad)
 }
 
 /// [`crate::masked_std`] on `device`.
@@ -131,9 +145,10 @@ pub fn masked_std<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
     ddof: usize,
 ) -> Result<T> {
-    r::std(&OnDevice(device), seqs, x, ddof)
+    r::std(&OnDevice(device), seqs, features, x, ddof)
 }
 
 /// [`crate::masked_std_backward`] on `device`.
@@ -141,10 +156,11 @@ pub fn masked_std_backward<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
     ddof: usize,
     grad: T,
 ) -> Result<D::Buffer<T>> {
-    r::std_backward(&OnDevice(device), seqs, x, ddof, grad)
+    r::std_backward(&OnDevice(device), seqs, features, x, ddof, grad)
 }
 
 /// [`crate::masked_normalize`] on `device`.
@@ -152,10 +168,11 @@ pub fn masked_normalize<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
     eps: T,
     ddof: usize,
 ) -> Result<D::Buffer<T>> {
-    r::normalize(&OnDevice(device), seqs, x, eps, ddof)
+    r::normalize(&OnDevice(device), seqs, features, x, eps, ddof)
 }
 
 /// [`crate::masked_normalize_backward`] on `device`.
@@ -163,9 +180,10 @@ pub fn masked_normalize_backward<D: SequenceKernel<T>, T: Float>(
     device: &D,
     seqs: &Sequences,
     x: &D::Buffer<T>,
+    features: usize,
     eps: T,
     ddof: usize,
     grad: &D::Buffer<T>,
 ) -> Result<D::Buffer<T>> {
-    r::normalize_backward(&OnDevice(device), seqs, x, eps, ddof, grad)
+    r::normalize_backward(&OnDevice(device), seqs, features, x, eps, ddof, grad)
 }

@@ -62,14 +62,13 @@
 
 pub mod device;
 mod estimators;
-mod layout;
 mod standardize;
 
 pub use estimators::{
     Gae, Vtrace, discounted_cumsum, discounted_returns, discounted_returns_into, gae, gae_into,
     lambda_returns, lambda_returns_into, n_step_returns, n_step_returns_into, vtrace, vtrace_into,
 };
-pub use layout::transpose;
+pub use rlgrad_core::cpu::layout::transpose;
 pub use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
 pub use rlgrad_core::{Error, Float, Par, Result};
 pub use standardize::standardize;

@@ -8,6 +8,7 @@
 pub mod alloc;
 mod copy;
 mod elementwise;
+pub mod layout;
 #[cfg(feature = "matmul")]
 mod matmul;
 pub mod optim;
