@@ -19,6 +19,12 @@
 //! value of the final observation, which you pass in [`Truncation::final_values`]. The
 //! last step of the batch bootstraps from `bootstrap` (`V(s_T)`) unless it ended.
 //!
+//! An episode end is a cut, not a multiplication by zero: every term that brings a later
+//! value into a step whose discount is zero is selected away
+//! ([`cut`](rlgrad_core::kernels::recurrence::cut)), so a NaN or an infinity after a
+//! termination (the value of a reset observation, a bootstrap) never reaches the steps
+//! before it.
+//!
 //! # One primitive
 //!
 //! Every estimator is the reverse linear recurrence `y_t = x_t + c_t y_{t+1}` of
@@ -58,7 +64,8 @@
 //! Every function returns an [`Error`] naming the argument for: buffers whose length is not
 //! `T * B` (or `B` for bootstraps), `gamma` or `lambda` outside `[0, 1]` or not finite,
 //! `n = 0`, clip thresholds that are not finite and positive. `T = 0` or `B = 0` give empty
-//! results. Non-finite data propagates the IEEE way.
+//! results. Non-finite data propagates the IEEE way within an episode, never across its
+//! end.
 
 pub mod device;
 mod estimators;

@@ -264,8 +264,8 @@ proptest! {
                     rewards: piece(&col.rewards),
                     values: piece(&col.values),
                     next_values: piece(&col.next_values),
-                    // After an ended episode the bootstrap is multiplied by zero; at the batch
-                    // end it is the column's own bootstrap.
+                    // After an ended episode the bootstrap is cut away; at the batch end it
+                    // is the column's own bootstrap.
                     bootstrap: if ended { vec![123.0] } else { col.bootstrap.clone() },
                     terminated: piece(&col.terminated),
                     truncated: piece(&col.truncated),
@@ -286,6 +286,41 @@ proptest! {
                     }
                 }
                 start = end + 1;
+            }
+        }
+    }
+
+    #[test]
+    fn prop_nothing_after_an_episode_end_reaches_the_steps_before_it(
+        r in rollout(30, 5, 0.15),
+        poison in proptest::sample::select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e308]),
+    ) {
+        // Every value after an episode end (terminated or truncated at step `e`) replaced by
+        // a non-finite one: the outputs of steps `0..=e` keep their bits, for every estimator.
+        let clean = r.all_outputs(Par::Seq);
+        let (t, b, len) = (r.layout.t, r.layout.b, r.rewards.len());
+        for j in 0..b {
+            let Some(e) = (0..t).find(|&s| r.terminated[s * b + j] != 0.0 || r.truncated[s * b + j] != 0.0) else {
+                continue;
+            };
+            let mut dirty = r.clone();
+            for s in e + 1..t {
+                let i = s * b + j;
+                for v in [&mut dirty.rewards, &mut dirty.values, &mut dirty.final_values, &mut dirty.rhos] {
+                    v[i] = poison;
+                }
+            }
+            // V(s_{e+1}) is after the end, as is the column's bootstrap.
+            for s in e..t {
+                dirty.next_values[s * b + j] = poison;
+            }
+            dirty.bootstrap[j] = poison;
+            let out = dirty.all_outputs(Par::Seq);
+            for est in 0..7 {
+                for s in 0..=e {
+                    let i = est * len + s * b + j;
+                    prop_assert_eq!(out[i].to_bits(), clean[i].to_bits(), "estimator {} step {} of {}", est, s, e);
+                }
             }
         }
     }
@@ -519,4 +554,66 @@ fn layouts_that_disagree_with_the_data_allocate_nothing() {
         assert!(n_step_returns(layout, &x, &x, c, 1).is_err());
         assert!(vtrace(layout, &x, &x, &[0.0], &x, c, p).is_err());
     }
+}
+
+#[test]
+fn non_finite_values_after_a_termination_do_not_leak() {
+    let layout = TimeMajor::new(3, 1);
+    let rewards = [1.0f32, 1.0, 1.0];
+    let flags = |terminated: &'static [f32]| Episodes::Flags {
+        gamma: 0.9,
+        terminated,
+        truncation: None,
+    };
+    // The value of the observation after the terminal step is NaN (a reset observation).
+    let out = gae(
+        layout,
+        &rewards,
+        &[0.0, f32::NAN, 0.0],
+        &[0.0],
+        flags(&[1.0, 0.0, 0.0]),
+        0.95,
+    )
+    .unwrap();
+    assert_eq!(out.advantages[0], 1.0);
+    // An infinite bootstrap after a terminated last step.
+    let values = [0.5f32; 3];
+    let out = gae(
+        layout,
+        &rewards,
+        &values,
+        &[f32::INFINITY],
+        flags(&[0.0, 0.0, 1.0]),
+        0.95,
+    )
+    .unwrap();
+    assert!(out.advantages.iter().all(|a| a.is_finite()), "{out:?}");
+    let g = discounted_returns(layout, &rewards, flags(&[0.0, 0.0, 1.0]), &[f32::NAN]).unwrap();
+    assert_eq!(g, [1.0 + 0.9 * 1.9, 1.9, 1.0]);
+    // A zero discount of rlax's form cuts as well.
+    let g = discounted_returns(
+        layout,
+        &rewards,
+        Episodes::Discounts(&[0.5, 0.0, 0.5][..]),
+        &[0.0],
+    )
+    .unwrap();
+    let nan_after = [1.0f32, 1.0, f32::NAN];
+    let cut = discounted_returns(
+        layout,
+        &nan_after,
+        Episodes::Discounts(&[0.5, 0.0, 0.5][..]),
+        &[0.0],
+    )
+    .unwrap();
+    assert_eq!(cut[..2], g[..2]);
+    // Within an episode, NaN propagates the IEEE way.
+    let within = discounted_returns(
+        layout,
+        &nan_after,
+        Episodes::Constant { gamma: 0.5 },
+        &[0.0],
+    )
+    .unwrap();
+    assert!(within.iter().all(|v| v.is_nan()));
 }

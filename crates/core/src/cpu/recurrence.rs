@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::kernels::recurrence::{Episodes, TimeMajor, VtraceParams};
+use crate::kernels::recurrence::{Episodes, TimeMajor, VtraceParams, cut};
 use crate::{Error, Float, Par, Result, reduce};
 
 /// The effective rewards and discounts `(r'_t, d_t)` of the steps, one implementation per
@@ -357,7 +357,8 @@ where
     episodes.buffers().into_iter().map(|(n, b)| (n, b.len()))
 }
 
-/// `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`: returns, and the primitive itself.
+/// `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`: returns, and the primitive
+/// itself.
 struct ReturnsScan<'a, T, S> {
     layout: TimeMajor,
     steps: &'a S,
@@ -373,14 +374,14 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for ReturnsScan<'_, T, S> {
             let (r, d) = self.steps.block::<W>(t * self.layout.b + first);
             let out = rows.block::<W>(t, offset);
             for k in 0..W {
-                acc[k] = r[k] + d[k] * acc[k];
+                acc[k] = r[k] + cut(d[k], d[k] * acc[k]);
                 out[k] = acc[k];
             }
         }
     }
 }
 
-/// The primitive `out[t] = x[t] + c[t] * out[t+1]`, `out[T] = init`.
+/// The primitive `out[t] = x[t] + cut(c[t], c[t] * out[t+1])`, `out[T] = init`.
 pub fn linear_recurrence<T: Float>(
     par: Par,
     layout: TimeMajor,
@@ -409,7 +410,7 @@ pub fn linear_recurrence<T: Float>(
     Ok(())
 }
 
-/// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
+/// Discounted returns `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`.
 pub fn discounted_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
@@ -463,8 +464,8 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
             let v: [T; W] = block(self.values, base);
             let adv = advantages.block::<W>(t, offset);
             for k in 0..W {
-                let delta = (r[k] + d[k] * v_next[k]) - v[k];
-                acc[k] = delta + (self.lambda * d[k]) * acc[k];
+                let delta = (r[k] + cut(d[k], d[k] * v_next[k])) - v[k];
+                acc[k] = delta + cut(d[k], (self.lambda * d[k]) * acc[k]);
                 adv[k] = acc[k];
             }
             if let Some(returns) = returns.as_mut() {
@@ -494,8 +495,9 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for GaeScan<'_, T, S> {
     }
 }
 
-/// GAE: `delta_t = (r'_t + d_t * v_{t+1}) - v_t`, `A_t = delta_t + (lambda * d_t) * A_{t+1}`,
-/// and, when `returns` is given, `returns = A + v` (rlax and TorchRL compute advantages
+/// GAE: `delta_t = (r'_t + cut(d_t, d_t * v_{t+1})) - v_t`,
+/// `A_t = delta_t + cut(d_t, (lambda * d_t) * A_{t+1})`, and, when `returns` is given,
+/// `returns = A + v` (rlax and TorchRL compute advantages
 /// only; leaving the returns out saves a quarter of the memory traffic).
 #[allow(clippy::too_many_arguments)]
 pub fn gae<T: Float>(
@@ -555,15 +557,16 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for LambdaScan<'_, T, S> {
             let nv: [T; W] = block(self.next_values, base);
             let out = rows.block::<W>(t, offset);
             for k in 0..W {
-                acc[k] = (r[k] + d[k] * (one_minus_lambda * nv[k])) + (d[k] * self.lambda) * acc[k];
+                acc[k] = (r[k] + cut(d[k], d[k] * (one_minus_lambda * nv[k])))
+                    + cut(d[k], (d[k] * self.lambda) * acc[k]);
                 out[k] = acc[k];
             }
         }
     }
 }
 
-/// TD(lambda): `G_t = (r'_t + d_t * ((1 - lambda) * nv_t)) + (d_t * lambda) * G_{t+1}`,
-/// `G_T = nv_{T-1}`.
+/// TD(lambda): `G_t = (r'_t + cut(d_t, d_t * ((1 - lambda) * nv_t)))
+/// + cut(d_t, (d_t * lambda) * G_{t+1})`, `G_T = nv_{T-1}`.
 pub fn lambda_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
@@ -610,7 +613,7 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
             for j in (t..=last).rev() {
                 let (r, d) = self.steps.block::<W>(j * b + first);
                 for k in 0..W {
-                    acc[k] = r[k] + d[k] * acc[k];
+                    acc[k] = r[k] + cut(d[k], d[k] * acc[k]);
                 }
             }
             *rows.block::<W>(t, offset) = acc;
@@ -619,7 +622,7 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
 }
 
 /// n-step returns: `acc = nv_k` with `k = min(t + n - 1, T - 1)`, then
-/// `acc = r'_j + d_j * acc` for `j = k, ..., t`.
+/// `acc = r'_j + cut(d_j, d_j * acc)` for `j = k, ..., t`.
 pub fn n_step_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
@@ -691,12 +694,13 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for VtraceScan<'_, T, S> {
                 let (r, d) = (r[k], d[k]);
                 let q = if has_next {
                     let vs_next = v_next[k] + acc[k];
-                    r + d * (lambda * vs_next + one_minus_lambda * v_next[k])
+                    r + cut(d, d * (lambda * vs_next + one_minus_lambda * v_next[k]))
                 } else {
-                    r + d * v_next[k]
+                    r + cut(d, d * v_next[k])
                 };
-                let td = reduce::min2(clip_rho, rho[k]) * ((r + d * v_next[k]) - v[k]);
-                acc[k] = td + (d * (reduce::min2(T::one(), rho[k]) * lambda)) * acc[k];
+                let td = reduce::min2(clip_rho, rho[k]) * ((r + cut(d, d * v_next[k])) - v[k]);
+                let trace = cut(d, (d * (reduce::min2(T::one(), rho[k]) * lambda)) * acc[k]);
+                acc[k] = td + trace;
                 vs[k] = v[k] + acc[k];
                 pg[k] = reduce::min2(clip_pg_rho, rho[k]) * (q - v[k]);
             }

@@ -3,11 +3,23 @@
 //!
 //! # The primitive
 //!
-//! `y[t] = x[t] + c[t] * y[t+1]` for `t = T-1, ..., 0`, with `y[T] = init`, independently
-//! for each of the `B` columns. Canonical order: sequential in `t` for each column, one
-//! multiply then one add per step (no FMA), columns independent (devices run them in
-//! parallel and vectorize across adjacent columns). Because columns never interact, any
-//! split of the columns between threads gives the same bits.
+//! `y[t] = x[t] + cut(c[t], c[t] * y[t+1])` for `t = T-1, ..., 0`, with `y[T] = init`,
+//! independently for each of the `B` columns. Canonical order: sequential in `t` for each
+//! column, one multiply, the [`cut`] selection, then one add per step (no FMA), columns
+//! independent (devices run them in parallel and vectorize across adjacent columns).
+//! Because columns never interact, any split of the columns between threads gives the
+//! same bits.
+//!
+//! # The cut
+//!
+//! `cut(d, term) = +0 if d == 0, else term` ([`cut`]): a selection, not a product. Every
+//! term that carries a value from after step `t` into step `t` (a later value, return,
+//! advantage, trace or bootstrap) is multiplied by `d_t` and wrapped in `cut(d_t, ..)`, so
+//! a zero discount (termination, truncation, a zero of `Discounts`) cuts the recurrence:
+//! nothing after it, finite or not, reaches the steps before it. `0 * NaN` and
+//! `0 * inf` would have leaked NaN; a finite term gives the same bits as the plain
+//! product, except that `-0` products become `+0` (signed zeros aside, the cut changes no
+//! result of finite inputs).
 //!
 //! # Episode boundaries
 //!
@@ -27,17 +39,20 @@
 //!
 //! # Estimators (the canonical formulas; `v_T` = `bootstrap`)
 //!
-//! - returns: `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
-//! - GAE: `delta_t = (r'_t + d_t * v_{t+1}) - v_t`; `A_t = delta_t + (lambda * d_t) * A_{t+1}`,
-//!   `A_T = 0`; `returns_t = A_t + v_t`.
-//! - lambda returns: `G_t = (r'_t + d_t * ((1 - lambda) * nv_t)) + (d_t * lambda) * G_{t+1}`,
-//!   `G_T = nv_{T-1}` (`1 - lambda` rounded once).
-//! - n-step returns, `k = min(t + n - 1, T - 1)`: `acc = nv_k`, then `acc = r'_j + d_j * acc`
-//!   for `j = k, k-1, ..., t`; `G_t = acc`.
-//! - V-trace: `td_t = min(clip_rho, rho_t) * ((r'_t + d_t * v_{t+1}) - v_t)`;
-//!   `e_t = td_t + (d_t * (min(1, rho_t) * lambda)) * e_{t+1}`, `e_T = 0`; `vs_t = v_t + e_t`;
-//!   `q_t = r'_t + d_t * (lambda * vs_{t+1} + (1 - lambda) * v_{t+1})` for `t < T-1` and
-//!   `q_{T-1} = r'_{T-1} + d_{T-1} * v_T`; `pg_t = min(clip_pg_rho, rho_t) * (q_t - v_t)`.
+//! - returns: `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`.
+//! - GAE: `delta_t = (r'_t + cut(d_t, d_t * v_{t+1})) - v_t`;
+//!   `A_t = delta_t + cut(d_t, (lambda * d_t) * A_{t+1})`, `A_T = 0`;
+//!   `returns_t = A_t + v_t`.
+//! - lambda returns: `G_t = (r'_t + cut(d_t, d_t * ((1 - lambda) * nv_t)))
+//!   + cut(d_t, (d_t * lambda) * G_{t+1})`, `G_T = nv_{T-1}` (`1 - lambda` rounded once).
+//! - n-step returns, `k = min(t + n - 1, T - 1)`: `acc = nv_k`, then
+//!   `acc = r'_j + cut(d_j, d_j * acc)` for `j = k, k-1, ..., t`; `G_t = acc`.
+//! - V-trace: `td_t = min(clip_rho, rho_t) * ((r'_t + cut(d_t, d_t * v_{t+1})) - v_t)`;
+//!   `e_t = td_t + cut(d_t, (d_t * (min(1, rho_t) * lambda)) * e_{t+1})`, `e_T = 0`;
+//!   `vs_t = v_t + e_t`;
+//!   `q_t = r'_t + cut(d_t, d_t * (lambda * vs_{t+1} + (1 - lambda) * v_{t+1}))` for
+//!   `t < T-1` and `q_{T-1} = r'_{T-1} + cut(d_{T-1}, d_{T-1} * v_T)`;
+//!   `pg_t = min(clip_pg_rho, rho_t) * (q_t - v_t)`.
 
 use crate::{Device, Float, Result};
 
@@ -186,6 +201,26 @@ pub fn episode_step<T: Float>(
     }
 }
 
+/// The canonical cut of the [module docs](self): `+0` when the discount `d` is zero,
+/// else `term` (the product that carries later values into this step). A selection, so
+/// that a NaN or an infinity after an episode end cannot leak into the steps before it
+/// through `0 * NaN`; every device implements it as a select, not a multiply.
+///
+/// ```
+/// use rlgrad_core::kernels::recurrence::cut;
+/// assert_eq!(cut(0.0f32, 0.0 * f32::NAN), 0.0);
+/// assert_eq!(cut(0.5f32, 0.5 * 4.0), 2.0);
+/// assert!(cut(0.5f32, 0.5 * f32::NAN).is_nan()); // no episode end: IEEE propagation
+/// ```
+#[inline(always)]
+pub fn cut<T: Float>(discount: T, term: T) -> T {
+    if discount == T::zero() {
+        T::zero()
+    } else {
+        term
+    }
+}
+
 /// Parameters of V-trace.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VtraceParams<T> {
@@ -201,7 +236,7 @@ pub struct VtraceParams<T> {
 /// `layout.t * layout.b` elements (`[B]` ones hold `layout.b`) and follows the canonical
 /// formulas of the [module docs](self).
 pub trait RecurrenceKernel<T: Float>: Device {
-    /// The primitive: `out[t] = x[t] + c[t] * out[t+1]`, `out[T] = init`.
+    /// The primitive: `out[t] = x[t] + cut(c[t], c[t] * out[t+1])`, `out[T] = init`.
     fn linear_recurrence(
         &self,
         layout: TimeMajor,
@@ -211,7 +246,7 @@ pub trait RecurrenceKernel<T: Float>: Device {
         out: &mut Self::Buffer<T>,
     ) -> Result<()>;
 
-    /// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
+    /// Discounted returns `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`.
     fn discounted_returns(
         &self,
         layout: TimeMajor,
