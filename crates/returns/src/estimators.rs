@@ -8,7 +8,7 @@
 use rlgrad_core::check;
 use rlgrad_core::cpu::{alloc, recurrence as kernel};
 
-use crate::{Episodes, Error, Float, Par, Result, TimeMajor, VtraceParams};
+use crate::{Episodes, Error, Float, Par, Result, SliceEpisodes, TimeMajor, VtraceParams};
 
 /// GAE advantages and the lambda-returns `advantages + values` (the value targets), as
 /// `Vec<T>` at the slice level or device buffers at the [device level](crate::device).
@@ -29,9 +29,9 @@ pub struct Vtrace<V> {
     pub pg_advantages: V,
 }
 
-pub(crate) fn check_episodes<T: Float, B: ?Sized>(
+pub(crate) fn check_episodes<T: Float, B: ?Sized, F: Copy>(
     function: &'static str,
-    episodes: &Episodes<'_, B, T>,
+    episodes: &Episodes<'_, B, T, F>,
 ) -> Result<()> {
     match episodes.gamma() {
         Some(gamma) => check::unit_interval(function, "gamma", gamma.as_f64()),
@@ -101,7 +101,7 @@ pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
 /// `rlax.discounted_returns`.
 ///
 /// ```
-/// use rlgrad_returns::{discounted_returns, Episodes, TimeMajor, Truncation};
+/// use rlgrad_returns::{discounted_returns, Episodes, FlagSlice, TimeMajor, Truncation};
 /// // One environment, four steps: a time limit cuts the episode at t = 1, the next one
 /// // runs to the end of the batch.
 /// let rewards = [1.0f64, 1.0, 1.0, 1.0];
@@ -110,17 +110,21 @@ pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
 /// let final_values = [0.0, 10.0, 0.0, 0.0]; // V(final observation) at the truncation
 /// let episodes = Episodes::Flags {
 ///     gamma: 0.5,
-///     terminated: &terminated[..],
-///     truncation: Some(Truncation { truncated: &truncated[..], final_values: &final_values[..] }),
+///     terminated: FlagSlice::from(&terminated),
+///     truncation: Some(Truncation {
+///         truncated: FlagSlice::from(&truncated),
+///         final_values: &final_values[..],
+///     }),
 /// };
+/// // The same as `Episodes::gymnasium(0.5, &terminated, &truncated, &final_values)`.
 /// let g = discounted_returns(TimeMajor::new(4, 1), &rewards, episodes, &[2.0])?;
 /// assert_eq!(g, [1.0 + 0.5 * 6.0, 1.0 + 0.5 * 10.0, 1.0 + 0.5 * 2.0, 1.0 + 0.5 * 2.0]);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_returns::Error>(())
 /// ```
 pub fn discounted_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
 ) -> Result<Vec<T>> {
     let mut out = new_output("discounted_returns", layout, rewards)?;
@@ -133,7 +137,7 @@ pub fn discounted_returns_into<T: Float>(
     par: Par,
     layout: TimeMajor,
     rewards: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
     returns: &mut [T],
 ) -> Result<()> {
@@ -152,7 +156,7 @@ pub fn gae<T: Float>(
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
 ) -> Result<Gae<Vec<T>>> {
     let mut out = Gae {
@@ -183,7 +187,7 @@ pub fn gae_into<T: Float>(
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     advantages: &mut [T],
     returns: Option<&mut [T]>,
@@ -203,7 +207,7 @@ pub fn lambda_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
 ) -> Result<Vec<T>> {
     let mut out = new_output("lambda_returns", layout, rewards)?;
@@ -225,7 +229,7 @@ pub fn lambda_returns_into<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     returns: &mut [T],
 ) -> Result<()> {
@@ -242,7 +246,7 @@ pub fn n_step_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     n: usize,
 ) -> Result<Vec<T>> {
     let mut out = new_output("n_step_returns", layout, rewards)?;
@@ -264,7 +268,7 @@ pub fn n_step_returns_into<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     n: usize,
     returns: &mut [T],
 ) -> Result<()> {
@@ -285,7 +289,7 @@ pub fn vtrace<T: Float>(
     values: &[T],
     bootstrap: &[T],
     rhos: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
 ) -> Result<Vtrace<Vec<T>>> {
     let mut out = Vtrace {
@@ -316,7 +320,7 @@ pub fn vtrace_into<T: Float>(
     values: &[T],
     bootstrap: &[T],
     rhos: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
     vs: &mut [T],
     pg_advantages: &mut [T],

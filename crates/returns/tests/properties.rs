@@ -60,15 +60,13 @@ impl Rollout {
         }
     }
 
-    fn flags(&self) -> Episodes<'_, [f64], f64> {
-        Episodes::Flags {
-            gamma: self.gamma,
-            terminated: &self.terminated,
-            truncation: Some(Truncation {
-                truncated: &self.truncated,
-                final_values: &self.final_values,
-            }),
-        }
+    fn flags(&self) -> SliceEpisodes<'_, f64> {
+        Episodes::gymnasium(
+            self.gamma,
+            &self.terminated,
+            &self.truncated,
+            &self.final_values,
+        )
     }
 
     /// The same episodes as per-step discounts, with truncation folded into the rewards.
@@ -78,8 +76,8 @@ impl Rollout {
                 episode_step(
                     self.rewards[i],
                     self.gamma,
-                    self.terminated[i],
-                    Some((self.truncated[i], self.final_values[i])),
+                    self.terminated[i] != 0.0,
+                    Some((self.truncated[i] != 0.0, self.final_values[i])),
                 )
             })
             .unzip()
@@ -378,8 +376,8 @@ proptest! {
     fn prop_f32_stays_close_to_f64(r in rollout(40, 10, 0.1)) {
         let f32s = |v: &Vec<f64>| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
         let (rw, vals, boot, term) = (f32s(&r.rewards), f32s(&r.values), f32s(&r.bootstrap), f32s(&r.terminated));
-        let eps32 = Episodes::Flags { gamma: r.gamma as f32, terminated: &term[..], truncation: None };
-        let eps64 = Episodes::Flags { gamma: r.gamma, terminated: &r.terminated[..], truncation: None };
+        let eps32 = Episodes::terminations(r.gamma as f32, &term);
+        let eps64 = Episodes::terminations(r.gamma, &r.terminated);
         let g32 = gae(r.layout, &rw, &vals, &boot, eps32, r.lambda as f32).unwrap();
         let g64 = gae(r.layout, &r.rewards, &r.values, &r.bootstrap, eps64, r.lambda).unwrap();
         let widened: Vec<f64> = g32.advantages.iter().map(|&x| f64::from(x)).collect();
@@ -410,11 +408,7 @@ fn termination_cuts_and_truncation_bootstraps() {
     let cut = discounted_returns(
         layout,
         &rewards,
-        Episodes::Flags {
-            gamma: 0.5,
-            terminated: &terminated[..],
-            truncation: None,
-        },
+        Episodes::terminations(0.5, &terminated),
         &[4.0],
     )
     .unwrap();
@@ -426,9 +420,9 @@ fn termination_cuts_and_truncation_bootstraps() {
         &rewards,
         Episodes::Flags {
             gamma: 0.5,
-            terminated: &zeros[..],
+            terminated: FlagSlice::from(&zeros),
             truncation: Some(Truncation {
-                truncated: &truncated[..],
+                truncated: FlagSlice::from(&truncated),
                 final_values: &final_values[..],
             }),
         },
@@ -481,14 +475,7 @@ fn bad_arguments_are_errors_naming_them() {
     );
     assert!(msg(discounted_cumsum(&x, -0.1).unwrap_err()).contains("`gamma`"));
     let truncated = [0.0f32; 5];
-    let flags = Episodes::Flags {
-        gamma: 0.9,
-        terminated: &x[..],
-        truncation: Some(Truncation {
-            truncated: &truncated[..],
-            final_values: &x[..],
-        }),
-    };
+    let flags = Episodes::gymnasium(0.9, &x, &truncated, &x);
     assert!(msg(lambda_returns(l, &x, &x, flags, 0.5).unwrap_err()).contains("`truncated`"));
 }
 
@@ -560,11 +547,7 @@ fn layouts_that_disagree_with_the_data_allocate_nothing() {
 fn non_finite_values_after_a_termination_do_not_leak() {
     let layout = TimeMajor::new(3, 1);
     let rewards = [1.0f32, 1.0, 1.0];
-    let flags = |terminated: &'static [f32]| Episodes::Flags {
-        gamma: 0.9,
-        terminated,
-        truncation: None,
-    };
+    let flags = |terminated: &'static [f32]| Episodes::terminations(0.9, terminated);
     // The value of the observation after the terminal step is NaN (a reset observation).
     let out = gae(
         layout,
@@ -616,4 +599,54 @@ fn non_finite_values_after_a_termination_do_not_leak() {
     )
     .unwrap();
     assert!(within.iter().all(|v| v.is_nan()));
+}
+
+#[test]
+fn gymnasium_bools_and_bytes_equal_float_flags() {
+    let r = Rollout::new(37, 19, 3, 0.1);
+    let bools = |v: &[f64]| v.iter().map(|&f| f != 0.0).collect::<Vec<bool>>();
+    let bytes = |v: &[f64]| v.iter().map(|&f| u8::from(f != 0.0)).collect::<Vec<u8>>();
+    let (term_b, trunc_b) = (bools(&r.terminated), bools(&r.truncated));
+    let (term_u, trunc_u) = (bytes(&r.terminated), bytes(&r.truncated));
+    let floats = r.flags();
+    let gae_of = |episodes: SliceEpisodes<'_, f64>| {
+        let out = gae(
+            r.layout,
+            &r.rewards,
+            &r.values,
+            &r.bootstrap,
+            episodes,
+            r.lambda,
+        )
+        .unwrap();
+        bits(&out.advantages)
+    };
+    let want = gae_of(floats);
+    let fv = &r.final_values;
+    assert_eq!(
+        gae_of(Episodes::gymnasium(r.gamma, &term_b, &trunc_b, fv)),
+        want
+    );
+    assert_eq!(
+        gae_of(Episodes::gymnasium(r.gamma, &term_u, &trunc_u, fv)),
+        want
+    );
+    // Mixed kinds, and terminations alone.
+    assert_eq!(
+        gae_of(Episodes::gymnasium(r.gamma, &term_b, &r.truncated, fv)),
+        want
+    );
+    assert_eq!(
+        gae_of(Episodes::terminations(r.gamma, &term_u)),
+        gae_of(Episodes::terminations(r.gamma, &r.terminated))
+    );
+    // A wrong length of bool flags is refused like any other.
+    let err = discounted_returns(
+        r.layout,
+        &r.rewards,
+        Episodes::terminations(r.gamma, &term_b[1..]),
+        &r.bootstrap,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`terminated`"), "{err}");
 }

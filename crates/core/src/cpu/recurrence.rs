@@ -10,7 +10,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::kernels::recurrence::{Episodes, TimeMajor, VtraceParams, cut};
+use crate::kernels::recurrence::{
+    Episodes, FlagSlice, SliceEpisodes, TimeMajor, VtraceParams, cut,
+};
 use crate::{Error, Float, Par, Result, reduce};
 
 /// The effective rewards and discounts `(r'_t, d_t)` of the steps, one implementation per
@@ -42,30 +44,52 @@ impl<T: Float> Steps<T> for Discounts<'_, T> {
     }
 }
 
-struct Terminations<'a, T> {
+/// A flag element: set when nonzero (floats: NaN included).
+trait Flag: Copy + Sync {
+    fn is_set(self) -> bool;
+}
+impl<T: Float> Flag for T {
+    #[inline(always)]
+    fn is_set(self) -> bool {
+        self != T::zero()
+    }
+}
+impl Flag for u8 {
+    #[inline(always)]
+    fn is_set(self) -> bool {
+        self != 0
+    }
+}
+
+/// Whether each of the `W` flags from `start` is set.
+#[inline(always)]
+fn flags_set<T: Float, const W: usize>(flags: FlagSlice<'_, T>, start: usize) -> [bool; W] {
+    match flags {
+        FlagSlice::Values(v) => block::<T, W>(v, start).map(Flag::is_set),
+        FlagSlice::Bytes(b) => block::<u8, W>(b, start).map(Flag::is_set),
+    }
+}
+
+/// Terminations only, one implementation per flag element so that the common case (no
+/// truncation) carries no per-block dispatch.
+struct Terminations<'a, T, F> {
     rewards: &'a [T],
-    terminated: &'a [T],
+    terminated: &'a [F],
     gamma: T,
 }
-impl<T: Float> Steps<T> for Terminations<'_, T> {
+impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
     #[inline(always)]
     fn block<const W: usize>(&self, start: usize) -> ([T; W], [T; W]) {
-        let terminated: [T; W] = block(self.terminated, start);
-        let discounts = terminated.map(|flag| {
-            if flag != T::zero() {
-                T::zero()
-            } else {
-                self.gamma
-            }
-        });
+        let terminated: [F; W] = block(self.terminated, start);
+        let discounts = terminated.map(|flag| if flag.is_set() { T::zero() } else { self.gamma });
         (block(self.rewards, start), discounts)
     }
 }
 
 struct Truncations<'a, T> {
     rewards: &'a [T],
-    terminated: &'a [T],
-    truncated: &'a [T],
+    terminated: FlagSlice<'a, T>,
+    truncated: FlagSlice<'a, T>,
     final_values: &'a [T],
     gamma: T,
 }
@@ -73,8 +97,8 @@ impl<T: Float> Steps<T> for Truncations<'_, T> {
     #[inline(always)]
     fn block<const W: usize>(&self, start: usize) -> ([T; W], [T; W]) {
         let rewards: [T; W] = block(self.rewards, start);
-        let terminated: [T; W] = block(self.terminated, start);
-        let truncated: [T; W] = block(self.truncated, start);
+        let terminated: [bool; W] = flags_set(self.terminated, start);
+        let truncated: [bool; W] = flags_set(self.truncated, start);
         let final_values: [T; W] = block(self.final_values, start);
         let mut out = ([T::zero(); W], [T::zero(); W]);
         for k in 0..W {
@@ -109,7 +133,19 @@ macro_rules! with_steps {
             }
             Episodes::Flags {
                 gamma,
-                terminated,
+                terminated: FlagSlice::Values(terminated),
+                truncation: None,
+            } => {
+                let $steps = Terminations {
+                    rewards: $rewards,
+                    terminated,
+                    gamma,
+                };
+                $body
+            }
+            Episodes::Flags {
+                gamma,
+                terminated: FlagSlice::Bytes(terminated),
                 truncation: None,
             } => {
                 let $steps = Terminations {
@@ -348,13 +384,8 @@ pub fn check_lengths(
     Ok(len)
 }
 
-fn episode_lengths<'a, T>(
-    episodes: &Episodes<'a, [T], T>,
-) -> impl Iterator<Item = (&'static str, usize)> + 'a
-where
-    T: Copy,
-{
-    episodes.buffers().into_iter().map(|(n, b)| (n, b.len()))
+fn episode_lengths<T: Float>(episodes: &SliceEpisodes<'_, T>) -> Vec<(&'static str, usize)> {
+    episodes.lengths(<[T]>::len, |flags| flags.len())
 }
 
 /// `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`: returns, and the primitive
@@ -415,7 +446,7 @@ pub fn discounted_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
     rewards: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
     returns: &mut [T],
 ) -> Result<()> {
@@ -506,7 +537,7 @@ pub fn gae<T: Float>(
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     advantages: &mut [T],
     returns: Option<&mut [T]>,
@@ -572,7 +603,7 @@ pub fn lambda_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     returns: &mut [T],
 ) -> Result<()> {
@@ -628,7 +659,7 @@ pub fn n_step_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     n: usize,
     returns: &mut [T],
 ) -> Result<()> {
@@ -719,7 +750,7 @@ pub fn vtrace<T: Float>(
     values: &[T],
     bootstrap: &[T],
     rhos: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
     vs: &mut [T],
     pg_advantages: &mut [T],
@@ -754,11 +785,13 @@ pub fn vtrace<T: Float>(
 
 mod device {
     use super::super::Cpu;
-    use crate::kernels::recurrence::{Episodes, RecurrenceKernel, TimeMajor, VtraceParams};
+    use crate::kernels::recurrence::{
+        Episodes, FlagSlice, RecurrenceKernel, SliceEpisodes, TimeMajor, VtraceParams,
+    };
     use crate::{Float, Result};
 
-    fn slices<'a, T: Copy>(episodes: Episodes<'a, Vec<T>, T>) -> Episodes<'a, [T], T> {
-        episodes.map(Vec::as_slice)
+    fn slices<'a, T: Float>(episodes: Episodes<'a, Vec<T>, T>) -> SliceEpisodes<'a, T> {
+        episodes.map(Vec::as_slice, |flags| FlagSlice::Values(flags))
     }
 
     impl<T: Float> RecurrenceKernel<T> for Cpu {

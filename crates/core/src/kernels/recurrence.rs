@@ -34,8 +34,9 @@
 //! | `Flags { .., truncation: Some(tr) }` (Gymnasium) | `0` if terminated or truncated, else `gamma` | `r_t + gamma * final_values[t]` if truncated and not terminated, else `r_t` |
 //!
 //! Termination cuts the return at zero; time-limit truncation bootstraps from the value of
-//! the final observation, which the caller provides (Gymnasium's autoreset hides it in
-//! `info["final_observation"]`). Flags count as set when nonzero (NaN included).
+//! the final observation, which the caller provides (see `rlgrad-returns` for both of
+//! Gymnasium's autoreset modes). Flags count as set when nonzero (NaN included), or
+//! `true` ([`FlagSlice`]).
 //!
 //! # Estimators (the canonical formulas; `v_T` = `bootstrap`)
 //!
@@ -83,25 +84,31 @@ impl TimeMajor {
 }
 
 /// Time-limit truncation: per-step flags and the value of the observation each truncated
-/// episode ended on (read only where `truncated` is set).
+/// episode ended on (read only where `truncated` is set). `F` is how the flags are given:
+/// a device buffer (`&B`, the default), or a [`FlagSlice`] at the slice level.
 #[derive(Debug)]
-pub struct Truncation<'a, B: ?Sized> {
-    /// Nonzero where the episode was cut by a time limit at this step.
-    pub truncated: &'a B,
+pub struct Truncation<'a, B: ?Sized, F = &'a B> {
+    /// Set where the episode was cut by a time limit at this step.
+    pub truncated: F,
     /// `V(final observation)` at truncated steps; any value elsewhere.
     pub final_values: &'a B,
 }
 
-impl<B: ?Sized> Clone for Truncation<'_, B> {
+impl<B: ?Sized, F: Copy> Clone for Truncation<'_, B, F> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<B: ?Sized> Copy for Truncation<'_, B> {}
+impl<B: ?Sized, F: Copy> Copy for Truncation<'_, B, F> {}
 
 /// Where episodes end and how steps are discounted; see the [module docs](self).
+///
+/// `B` is the buffer of per-step values (`[T]` on the host, a device buffer), `F` the type
+/// of the episode-end flags: `&B` by default (what the [`RecurrenceKernel`] takes), and a
+/// [`FlagSlice`] at the slice level ([`SliceEpisodes`]), which takes Gymnasium's `bool`
+/// arrays and `u8` masks as they are.
 #[derive(Debug)]
-pub enum Episodes<'a, B: ?Sized, T> {
+pub enum Episodes<'a, B: ?Sized, T, F = &'a B> {
     /// One trajectory per column, no episode ends: `d_t = gamma`.
     Constant {
         /// The discount factor.
@@ -113,55 +120,64 @@ pub enum Episodes<'a, B: ?Sized, T> {
     Flags {
         /// The discount factor.
         gamma: T,
-        /// Nonzero where the episode terminated at this step.
-        terminated: &'a B,
+        /// Set where the episode terminated at this step.
+        terminated: F,
         /// Time-limit truncation, if the data has any.
-        truncation: Option<Truncation<'a, B>>,
+        truncation: Option<Truncation<'a, B, F>>,
     },
 }
 
-impl<B: ?Sized, T: Copy> Clone for Episodes<'_, B, T> {
+impl<B: ?Sized, T: Copy, F: Copy> Clone for Episodes<'_, B, T, F> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<B: ?Sized, T: Copy> Copy for Episodes<'_, B, T> {}
+impl<B: ?Sized, T: Copy, F: Copy> Copy for Episodes<'_, B, T, F> {}
 
-impl<'a, B: ?Sized, T: Copy> Episodes<'a, B, T> {
-    /// The same description over other buffers (for example `Vec<T>` to `[T]`).
-    pub fn map<C: ?Sized>(self, f: impl Fn(&'a B) -> &'a C) -> Episodes<'a, C, T> {
+impl<'a, B: ?Sized, T: Copy, F: Copy> Episodes<'a, B, T, F> {
+    /// The same description over other buffers and flags (for example `Vec<T>` to `[T]`).
+    pub fn map<C: ?Sized, G>(
+        self,
+        values: impl Fn(&'a B) -> &'a C,
+        flags: impl Fn(F) -> G,
+    ) -> Episodes<'a, C, T, G> {
         match self {
             Self::Constant { gamma } => Episodes::Constant { gamma },
-            Self::Discounts(d) => Episodes::Discounts(f(d)),
+            Self::Discounts(d) => Episodes::Discounts(values(d)),
             Self::Flags {
                 gamma,
                 terminated,
                 truncation,
             } => Episodes::Flags {
                 gamma,
-                terminated: f(terminated),
+                terminated: flags(terminated),
                 truncation: truncation.map(|tr| Truncation {
-                    truncated: f(tr.truncated),
-                    final_values: f(tr.final_values),
+                    truncated: flags(tr.truncated),
+                    final_values: values(tr.final_values),
                 }),
             },
         }
     }
 
-    /// The per-step buffers this description reads, with their names (for length checks).
-    pub fn buffers(&self) -> Vec<(&'static str, &'a B)> {
+    /// The name and length of every per-step input this description reads (for length
+    /// checks), given how to measure a buffer and a set of flags.
+    pub fn lengths(
+        &self,
+        values: impl Fn(&'a B) -> usize,
+        flags: impl Fn(F) -> usize,
+    ) -> Vec<(&'static str, usize)> {
         match *self {
             Self::Constant { .. } => Vec::new(),
-            Self::Discounts(d) => vec![("discounts", d)],
+            Self::Discounts(d) => vec![("discounts", values(d))],
             Self::Flags {
                 terminated,
                 truncation,
                 ..
             } => {
-                let mut out = vec![("terminated", terminated)];
+                let mut out = vec![("terminated", flags(terminated))];
                 if let Some(tr) = truncation {
-                    out.push(("truncated", tr.truncated));
-                    out.push(("final_values", tr.final_values));
+                    out.push(("truncated", flags(tr.truncated)));
+                    out.push(("final_values", values(tr.final_values)));
                 }
                 out
             }
@@ -177,27 +193,166 @@ impl<'a, B: ?Sized, T: Copy> Episodes<'a, B, T> {
     }
 }
 
+/// Episode-end flags on the host, as the data comes: values of the element type (set when
+/// nonzero, NaN included: SB3's and rlax's float `dones`), or bytes (set when nonzero:
+/// `u8` masks, and Gymnasium's and NumPy's `bool` arrays, which convert without a copy).
+///
+/// ```
+/// use rlgrad_core::kernels::recurrence::FlagSlice;
+/// let from_gymnasium = vec![false, true, false];
+/// let flags = FlagSlice::<f32>::from(&from_gymnasium);
+/// assert_eq!(flags, FlagSlice::Bytes(&[0, 1, 0]));
+/// assert_eq!((flags.len(), flags.is_set(1)), (3, Some(true)));
+/// assert!(FlagSlice::from(&[0.0f32, f32::NAN][..]).is_set(1).unwrap());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlagSlice<'a, T> {
+    /// Floats of the element type; nonzero (NaN included) is set.
+    Values(&'a [T]),
+    /// Bytes; nonzero is set.
+    Bytes(&'a [u8]),
+}
+
+impl<T: Float> FlagSlice<'_, T> {
+    /// The number of flags.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Values(v) => v.len(),
+            Self::Bytes(b) => b.len(),
+        }
+    }
+
+    /// Whether there is no flag.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether flag `i` is set (`None` past the end).
+    pub fn is_set(&self, i: usize) -> Option<bool> {
+        match self {
+            Self::Values(v) => v.get(i).map(|&f| f != T::zero()),
+            Self::Bytes(b) => b.get(i).map(|&f| f != 0),
+        }
+    }
+}
+
+impl<'a, T: Float> From<&'a [T]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [T]) -> Self {
+        Self::Values(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a Vec<T>> for FlagSlice<'a, T> {
+    fn from(flags: &'a Vec<T>) -> Self {
+        Self::Values(flags)
+    }
+}
+
+impl<'a, T: Float, const N: usize> From<&'a [T; N]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [T; N]) -> Self {
+        Self::Values(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a [u8]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [u8]) -> Self {
+        Self::Bytes(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a Vec<u8>> for FlagSlice<'a, T> {
+    fn from(flags: &'a Vec<u8>) -> Self {
+        Self::Bytes(flags)
+    }
+}
+
+impl<'a, T: Float, const N: usize> From<&'a [u8; N]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [u8; N]) -> Self {
+        Self::Bytes(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a [bool]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [bool]) -> Self {
+        // SAFETY: a `bool` is one byte holding 0 or 1, a valid `u8`, with the alignment
+        // of `u8`; the new slice covers the same bytes for the same lifetime, read only.
+        Self::Bytes(unsafe { std::slice::from_raw_parts(flags.as_ptr().cast(), flags.len()) })
+    }
+}
+
+impl<'a, T: Float> From<&'a Vec<bool>> for FlagSlice<'a, T> {
+    fn from(flags: &'a Vec<bool>) -> Self {
+        Self::from(flags.as_slice())
+    }
+}
+
+impl<'a, T: Float, const N: usize> From<&'a [bool; N]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [bool; N]) -> Self {
+        Self::from(flags.as_slice())
+    }
+}
+
+/// [`Episodes`] at the slice level: values in `[T]` slices, flags as [`FlagSlice`]s.
+pub type SliceEpisodes<'a, T> = Episodes<'a, [T], T, FlagSlice<'a, T>>;
+
+impl<'a, T: Float> Episodes<'a, [T], T, FlagSlice<'a, T>> {
+    /// Gymnasium's `terminated` flags without truncation, given as `bool`s, bytes or
+    /// floats: `Flags { gamma, terminated, truncation: None }`.
+    pub fn terminations(gamma: T, terminated: impl Into<FlagSlice<'a, T>>) -> Self {
+        Self::Flags {
+            gamma,
+            terminated: terminated.into(),
+            truncation: None,
+        }
+    }
+
+    /// Gymnasium's `terminated` and `truncated` flags, given as `bool`s, bytes or floats,
+    /// with `final_values[t] = V(final observation)` where `truncated[t]` is set.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::recurrence::{Episodes, FlagSlice};
+    /// let (terminated, truncated) = (vec![false, true], vec![true, false]);
+    /// let episodes = Episodes::gymnasium(0.99f32, &terminated, &truncated, &[5.0, 0.0]);
+    /// assert!(matches!(episodes, Episodes::Flags { terminated: FlagSlice::Bytes(_), .. }));
+    /// ```
+    pub fn gymnasium(
+        gamma: T,
+        terminated: impl Into<FlagSlice<'a, T>>,
+        truncated: impl Into<FlagSlice<'a, T>>,
+        final_values: &'a [T],
+    ) -> Self {
+        Self::Flags {
+            gamma,
+            terminated: terminated.into(),
+            truncation: Some(Truncation {
+                truncated: truncated.into(),
+                final_values,
+            }),
+        }
+    }
+}
+
 /// The canonical effective reward and discount `(r'_t, d_t)` of one step from its reward
-/// and flags (see the [module docs](self)). `truncated` and `final_value` are ignored
-/// when `truncation` is false.
+/// and whether its flags are set (see the [module docs](self)): `truncation` is
+/// `Some((truncated, final_value))` when the data has truncation flags, and `final_value`
+/// is read only when `truncated` is set.
 #[inline(always)]
 pub fn episode_step<T: Float>(
     reward: T,
     gamma: T,
-    terminated: T,
-    truncation: Option<(T, T)>,
+    terminated: bool,
+    truncation: Option<(bool, T)>,
 ) -> (T, T) {
     let zero = T::zero();
-    let ended = terminated != zero;
     match truncation {
-        Some((truncated, final_value)) if truncated != zero => {
-            if ended {
+        Some((true, final_value)) => {
+            if terminated {
                 (reward, zero)
             } else {
                 (reward + gamma * final_value, zero)
             }
         }
-        _ => (reward, if ended { zero } else { gamma }),
+        _ => (reward, if terminated { zero } else { gamma }),
     }
 }
 
@@ -315,13 +470,16 @@ mod tests {
     #[test]
     fn episode_steps_follow_gymnasium() {
         let g = 0.9f32;
-        assert_eq!(episode_step(1.0, g, 0.0, None), (1.0, 0.9));
-        assert_eq!(episode_step(1.0, g, 1.0, None), (1.0, 0.0));
+        assert_eq!(episode_step(1.0, g, false, None), (1.0, 0.9));
+        assert_eq!(episode_step(1.0, g, true, None), (1.0, 0.0));
         assert_eq!(
-            episode_step(1.0, g, 0.0, Some((1.0, 10.0))),
+            episode_step(1.0, g, false, Some((true, 10.0))),
             (1.0 + 0.9 * 10.0, 0.0)
         );
-        assert_eq!(episode_step(1.0, g, 1.0, Some((1.0, 10.0))), (1.0, 0.0));
-        assert_eq!(episode_step(1.0, g, 0.0, Some((0.0, f32::NAN))), (1.0, 0.9));
+        assert_eq!(episode_step(1.0, g, true, Some((true, 10.0))), (1.0, 0.0));
+        assert_eq!(
+            episode_step(1.0, g, false, Some((false, f32::NAN))),
+            (1.0, 0.9)
+        );
     }
 }
