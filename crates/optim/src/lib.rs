@@ -9,9 +9,11 @@
 //! - [`Optimizer`]: named parameters, parameter groups with their own hyper-parameters and
 //!   [`Schedule`]s, slots with stable names (`m`, `v`, `v_max`, `momentum_buffer`,
 //!   `velocity`, `change`, `square_avg`, `grad_avg`, `sum`) readable at any time, a step
-//!   counter, [`effective_lr`](Optimizer::effective_lr) (Adam's `alpha_t`) and
-//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name, and an
-//!   opt-in finite check.
+//!   counter, [`effective_lr`](Optimizer::effective_lr) (Adam's `alpha_t`) per group and
+//!   [`effective_lr_of`](Optimizer::effective_lr_of) per parameter,
+//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name that
+//!   records what gives the slots their meaning ([`RuleSpec`]), and an opt-in finite
+//!   check.
 //! - Every update is one fused pass over (param, grad, slots), parallel in fixed chunks and
 //!   vectorized; step-only scalars (bias corrections, the scheduled rate) are computed once
 //!   per step on the host in f64. The same kernels run on any device implementing
@@ -33,7 +35,7 @@
 //! opt.step(&mut [Param { name: "actor.weight", value: &mut weight, grad: &grad }])?;
 //! assert_eq!(opt.last_lr(0), Some(3e-4 * 1.0 / 10.0)); // the first warm-up step
 //! println!("alpha_t = {}", opt.effective_lr(0)?);
-//! println!("m = {:?}", opt.slot("actor.weight", "m").unwrap());
+//! println!("m = {:?}", opt.slot("actor.weight", "m")?);
 //! let checkpoint = opt.state()?; // slots by parameter name, and the step counter
 //! # Ok::<(), rlgrad_core::Error>(())
 //! ```
@@ -79,10 +81,14 @@
 //! # Errors
 //!
 //! Hyper-parameters are checked when a rule joins an optimizer (betas outside `[0, 1)`,
-//! `eps <= 0`, negative or non-finite weight decay), learning rates at every step (negative
-//! or non-finite). A step refuses, changing nothing, parameters whose gradient length
-//! differs, a repeated name, a length that differs from the parameter's slots, a parameter
-//! set that differs from imported state, and non-finite gradients when the check is on.
+//! `eps <= 0`, negative or non-finite weight decay, a negative or non-finite first
+//! learning rate), learning rates at every step (negative or non-finite). A step refuses,
+//! changing nothing, parameters whose gradient length differs, a repeated name, a length
+//! that differs from the parameter's state, a parameter set that differs from imported
+//! state, and non-finite gradients when the check is on. Importing state refuses, changing
+//! nothing, another number of groups, another rule (name, flavor or slot-changing option),
+//! and slots of another length. Asking for an unknown parameter or slot is an error that
+//! names the valid slots.
 
 mod clip;
 pub mod converge;
@@ -95,10 +101,12 @@ pub use clip::{
 };
 pub use optimizer::{DeviceParam, Optimizer, OptimizerState, Param, ParamState};
 pub use rule::{
-    Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, Sgd,
-    StepRule,
+    Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, RuleSpec,
+    Sgd, StepRule,
 };
-pub use schedule::{Constant, Cosine, Exponential, LinearWarmup, Schedule, Sequence, StepDecay};
+pub use schedule::{
+    CloneSchedule, Constant, Cosine, Exponential, LinearWarmup, Schedule, Sequence, StepDecay,
+};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]
