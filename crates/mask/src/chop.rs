@@ -293,4 +293,49 @@ impl<T: Float> SequenceBatch<T> {
         }
         Ok(groups)
     }
+
+    /// Splits the sequences into minibatches of at most `size` valid steps each, PyTorch's
+    /// and SB3's `batch_size` (RLlib's `minibatch_size` in steps): whole sequences shuffled
+    /// with `rng` as [`SequenceBatch::minibatches`] does, then cut greedily, a group closing
+    /// before the next sequence would take it past `size` (a sequence longer than `size`
+    /// gets a group of its own). Returns sequence indices for [`SequenceBatch::select`]; no
+    /// group when there is no sequence. An error when `size` is 0.
+    ///
+    /// ```
+    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column, Rng};
+    /// let ids: Vec<i64> = (0..40).map(|r| r / 4).collect(); // 10 episodes of 4 steps
+    /// let x: Vec<f32> = (0..40).map(|r| r as f32).collect();
+    /// let batch = chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4))?;
+    /// let groups = batch.minibatches_of_size(12, &mut Rng::new(0, "minibatch"))?;
+    /// assert_eq!(groups.len(), 4); // 12 + 12 + 12 + 4 steps
+    /// assert!(groups.iter().all(|g| g.len() <= 3));
+    /// # Ok::<(), rlgrad_mask::Error>(())
+    /// ```
+    pub fn minibatches_of_size(&self, size: usize, rng: &mut Rng) -> Result<Vec<Vec<usize>>> {
+        if size == 0 {
+            return Err(Error::value(
+                "SequenceBatch::minibatches_of_size",
+                "size",
+                "at least 1 valid step",
+                size,
+            ));
+        }
+        let mut order: Vec<usize> = (0..self.seqs.batch()).collect();
+        rng.shuffle(&mut order);
+        let mut groups = Vec::new();
+        let (mut group, mut steps) = (Vec::new(), 0usize);
+        for s in order {
+            let len = self.seqs.lengths()[s];
+            if !group.is_empty() && steps.saturating_add(len) > size {
+                groups.push(std::mem::take(&mut group));
+                steps = 0;
+            }
+            group.push(s);
+            steps = steps.saturating_add(len);
+        }
+        if !group.is_empty() {
+            groups.push(group);
+        }
+        Ok(groups)
+    }
 }

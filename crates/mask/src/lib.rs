@@ -66,7 +66,7 @@ pub use reductions::{
 };
 pub use rlgrad_core::cpu::layout::transpose;
 pub use rlgrad_core::kernels::sequence::{PadOrder, SequenceMask, Sequences, sequence_mask};
-pub use rlgrad_core::{Error, Float, Par, Result};
+pub use rlgrad_core::{Error, Float, Par, Result, Rng};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]

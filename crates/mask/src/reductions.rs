@@ -396,7 +396,8 @@ pub fn masked_std_backward<T: Float>(
 }
 
 /// Advantage normalization over the valid values only: `(x - m) / (s + eps)` at valid
-/// values, 0 at padding. Errors: `eps` negative or not finite, `N F <= ddof`.
+/// values, 0 at padding. PyTorch code (CleanRL, SB3) divides by the unbiased `adv.std()`:
+/// `ddof = 1`, `eps = 1e-8`. Errors: `eps` negative or not finite, `N F <= ddof`.
 ///
 /// ```
 /// use rlgrad_mask::{masked_normalize, Sequences};

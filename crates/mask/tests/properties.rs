@@ -213,6 +213,20 @@ proptest! {
         }
         // The same seed gives the same minibatches.
         prop_assert_eq!(groups, batch.minibatches(count, &mut Rng::new(seed, "minibatch")).unwrap());
+        // By size: a partition of whole sequences, each group within `size` unless it is a
+        // single longer sequence, and no two neighbors that would have fitted together.
+        let size = 1 + count_pick % 40;
+        let by_size = batch.minibatches_of_size(size, &mut Rng::new(seed, "minibatch")).unwrap();
+        let mut seen: Vec<usize> = by_size.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..sequences).collect::<Vec<_>>());
+        let steps = |g: &Vec<usize>| g.iter().map(|&s| batch.seqs().lengths()[s]).sum::<usize>();
+        for (k, group) in by_size.iter().enumerate() {
+            prop_assert!(steps(group) <= size || group.len() == 1);
+            if let Some(next) = by_size.get(k + 1) {
+                prop_assert!(steps(group) + batch.seqs().lengths()[next[0]] > size);
+            }
+        }
     }
 }
 
@@ -332,6 +346,12 @@ fn bad_input_is_an_error_naming_the_argument() {
     let batch =
         chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4)).unwrap();
     assert!(msg(batch.minibatches(4, &mut Rng::new(0, "m")).unwrap_err()).contains("`count`"));
+    assert!(
+        msg(batch
+            .minibatches_of_size(0, &mut Rng::new(0, "m"))
+            .unwrap_err())
+        .contains("`size`")
+    );
     assert!(msg(batch.select(&[3]).unwrap_err()).contains("`sequences`"));
 }
 
