@@ -100,7 +100,7 @@ pub struct SequenceBatch<T> {
 /// assert_eq!(batch.seqs().lengths(), &[2, 1, 2]);
 /// assert_eq!(batch.starts(), &[0, 2, 3]);
 /// assert_eq!(batch.column(0), Some(&[0.0, 1.0, 2.0, 0.0, 3.0, 4.0][..]));
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_mask::Error>(())
 /// ```
 pub fn chop_into_sequences<T: Float>(
     episode_ids: &[i64],
@@ -254,8 +254,7 @@ impl<T: Float> SequenceBatch<T> {
     /// `count` is 0 or exceeds the number of sequences.
     ///
     /// ```
-    /// use rlgrad_core::Rng;
-    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column};
+    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column, Rng};
     /// let ids: Vec<i64> = (0..40).map(|r| r / 4).collect(); // 10 episodes of 4 steps
     /// let x: Vec<f32> = (0..40).map(|r| r as f32).collect();
     /// let batch = chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4))?;
@@ -263,7 +262,7 @@ impl<T: Float> SequenceBatch<T> {
     /// assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 10);
     /// let first = batch.select(&groups[0])?; // padded sequences, rows in order
     /// assert_eq!(first.seqs().total(), 20);
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_mask::Error>(())
     /// ```
     pub fn minibatches(&self, count: usize, rng: &mut Rng) -> Result<Vec<Vec<usize>>> {
         let sequences = self.seqs.batch();

@@ -1,18 +1,22 @@
 //! The same operations on any device: inputs and outputs are device buffers and the work
-//! is done by the device's [`SequenceKernel`], so the bits match the slice level.
+//! is done by the device's [`SequenceKernel`], so the bits match the slice level. The
+//! device traits and the [`Cpu`] device are re-exported here, so this crate alone is
+//! enough to use them.
 //!
 //! ```
-//! use rlgrad_core::{Cpu, Device, Par};
-//! use rlgrad_mask::{device, Sequences};
+//! use rlgrad_mask::device::{self, Cpu, Device};
+//! use rlgrad_mask::{Par, Sequences};
 //!
 //! let cpu = Cpu::new(Par::rayon(2));
 //! let seqs = Sequences::new(&[2, 1], None)?;
 //! let x = cpu.upload(&[1.0f32, 3.0, 5.0, f32::NAN])?; // padding may hold anything
 //! assert_eq!(device::masked_mean(&cpu, &seqs, &x, 1)?, 3.0);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_mask::Error>(())
 //! ```
 
-use rlgrad_core::kernels::SequenceKernel;
+pub use rlgrad_core::kernels::SequenceKernel;
+pub use rlgrad_core::{Cpu, Device};
+
 use rlgrad_core::{Float, Result, check};
 
 use crate::backend::OnDevice;

@@ -16,11 +16,12 @@
 //!   `[T, B, F]` and back, any `F`).
 //! - [`chop_into_sequences`]: RLlib's episode chopping into a [`SequenceBatch`], whose
 //!   [`minibatches`](SequenceBatch::minibatches) shuffle whole sequences with a seeded
-//!   [`Rng`](rlgrad_core::Rng), never rows inside them.
+//!   [`Rng`], never rows inside them.
 //!
-//! Everything works on plain slices, on the [`Cpu`](rlgrad_core::Cpu) with all its threads;
+//! Everything works on plain slices, on the [`Cpu`](device::Cpu) with all its threads;
 //! [`device`] runs the same kernels on any device implementing
-//! [`SequenceKernel`](rlgrad_core::kernels::SequenceKernel).
+//! [`SequenceKernel`](device::SequenceKernel). Every type the functions take or return is
+//! exported here, so this crate alone is a complete dependency.
 //!
 //! # Example
 //!
@@ -38,7 +39,7 @@
 //! assert_eq!(masked_mean(&seqs, &padded, 1)?, 63.0 / 5.0);
 //! let grad = masked_mean_backward(&seqs, 1, 1.0f32)?;
 //! assert_eq!(grad, [0.2, 0.2, 0.0, 0.0, 0.0, 0.0, 0.2, 0.2, 0.2]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_mask::Error>(())
 //! ```
 //!
 //! # Guarantees and errors

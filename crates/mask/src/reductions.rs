@@ -26,7 +26,7 @@
 //! assert_eq!(masked_mean(&seqs, &x, 3)?, 5.0); // 45 / 9 valid values
 //! let normalized = masked_normalize(&seqs, &x, 3, 0.0, 0)?;
 //! assert_eq!(normalized[9..], [0.0; 3]); // padding stays 0
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_mask::Error>(())
 //! ```
 
 use rlgrad_core::{Float, Par, Result};
@@ -406,7 +406,7 @@ pub fn masked_std_backward<T: Float>(
 /// let normalized = masked_normalize(&seqs, &advantages, 1, 0.0, 0)?;
 /// let s = (8.0f64 / 3.0).sqrt();
 /// assert_eq!(normalized, [-2.0 / s, 0.0, 0.0, 2.0 / s, 0.0, 0.0]);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_mask::Error>(())
 /// ```
 pub fn masked_normalize<T: Float>(
     seqs: &Sequences,

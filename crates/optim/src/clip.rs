@@ -102,8 +102,7 @@ fn norm<T: Float>(grads: &[&[T]], par: Par) -> Norm<T> {
 /// and NaN when a gradient is NaN.
 ///
 /// ```
-/// use rlgrad_optim::global_norm;
-/// use rlgrad_core::Par;
+/// use rlgrad_optim::{global_norm, Par};
 /// assert_eq!(global_norm(&[&[3.0f32][..], &[4.0]], Par::Seq), 5.0);
 /// let huge = global_norm(&[&[1e20f32, -1e20][..]], Par::Seq);
 /// assert!((huge / 1e20 - 2f32.sqrt()).abs() < 1e-6);
@@ -133,7 +132,7 @@ pub fn global_norm<T: Float>(grads: &[&[T]], par: Par) -> T {
 /// let mut huge = vec![1e20f32, -1e20];
 /// clip_grad_norm(&mut [&mut huge], 1.0)?;
 /// assert!((huge[0] - 0.5f32.sqrt()).abs() < 1e-6 && (huge[1] + 0.5f32.sqrt()).abs() < 1e-6);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_optim::Error>(())
 /// ```
 pub fn clip_grad_norm<T: Float>(grads: &mut [&mut [T]], max_norm: f64) -> Result<T> {
     clip_grad_norm_with(grads, max_norm, Par::auto())
@@ -201,7 +200,7 @@ pub fn clip_grad_value<T: Float>(grads: &mut [&mut [T]], clip: f64) -> Result<()
 /// let mut target = vec![0.0f64, 10.0];
 /// polyak_update(&mut target, &[1.0, 0.0], 0.5)?;
 /// assert_eq!(target, [0.5, 5.0]);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_optim::Error>(())
 /// ```
 pub fn polyak_update<T: Float>(target: &mut [T], source: &[T], tau: f64) -> Result<()> {
     check::unit_interval("polyak_update", "tau", tau)?;

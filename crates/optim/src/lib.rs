@@ -17,7 +17,9 @@
 //! - Every update is one fused pass over (param, grad, slots), parallel in fixed chunks and
 //!   vectorized; step-only scalars (bias corrections, the scheduled rate) are computed once
 //!   per step on the host in f64. The same kernels run on any device implementing
-//!   [`OptimKernel`](rlgrad_core::kernels::OptimKernel) ([`Optimizer::step_on`]).
+//!   [`OptimKernel`] ([`Optimizer::step_on`]); the fused updates' formulas are in
+//!   [`fused`]. Every type the API takes or returns is exported here, so this crate alone
+//!   is a complete dependency.
 //! - [`clip_grad_norm`] (global, canonical reduction, returns the norm before clipping),
 //!   [`clip_grad_value`], [`polyak_update`] and [`hard_update`] for target networks.
 //! - [`converge`]: the TF "optimizers with Core APIs" convergence test (`cargo xtask
@@ -37,7 +39,7 @@
 //! println!("alpha_t = {}", opt.effective_lr(0)?);
 //! println!("m = {:?}", opt.slot("actor.weight", "m")?);
 //! let checkpoint = opt.state()?; // slots by parameter name, and the step counter
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_optim::Error>(())
 //! ```
 //!
 //! # A custom optimizer is a small trait impl
@@ -46,8 +48,7 @@
 //! `m = b2 m + (1 - b2) g`.
 //!
 //! ```
-//! use rlgrad_core::Float;
-//! use rlgrad_optim::{Optimizer, Param, Rule, StepRule};
+//! use rlgrad_optim::{Float, Optimizer, Param, Rule, StepRule};
 //!
 //! #[derive(Debug)]
 //! struct Lion { beta1: f64, beta2: f64, weight_decay: f64 }
@@ -75,7 +76,7 @@
 //! let mut x = vec![1.0, -1.0];
 //! opt.step(&mut [Param { name: "x", value: &mut x, grad: &[2.0, -3.0] }])?;
 //! assert_eq!(x, [0.9, -0.9]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_optim::Error>(())
 //! ```
 //!
 //! # Errors
@@ -100,6 +101,10 @@ pub use clip::{
     clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
 };
 pub use optimizer::{DeviceParam, Optimizer, OptimizerState, Param, ParamState};
+pub use rlgrad_core::kernels::OptimKernel;
+/// The fused updates [`StepRule::Fused`] carries, with their formulas.
+pub use rlgrad_core::kernels::optim as fused;
+pub use rlgrad_core::{Cpu, Device, Error, Float, Par, Result};
 pub use rule::{
     Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, RuleSpec,
     Sgd, StepRule,

@@ -132,7 +132,7 @@ impl<T: Float> Optimizer<T, Cpu> {
     /// assert!((adam.effective_lr(0)? - 1e-3 * (1.0f64 - 0.999).sqrt() / (1.0 - 0.9)).abs() < 1e-12);
     /// assert_eq!(adam.slot("w", "m")?, &[0.05, -0.05]);
     /// assert!(Optimizer::<f32>::new(Adam::torch(), -1e-3).is_err());
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn new(rule: impl Rule<T> + 'static, schedule: impl Schedule + 'static) -> Result<Self> {
         Self::new_on(Cpu::default(), rule, schedule)
@@ -295,7 +295,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// ])?;
     /// assert_eq!(e, [1.0 - 1e-4]);
     /// assert_eq!(opt.last_lr(slow), Some(1e-4));
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn add_group(
         &mut self,
@@ -383,7 +383,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// assert!((opt.effective_lr(0)? - alpha(2)).abs() < 1e-15);
     /// assert!((opt.effective_lr_of("a")? - alpha(2)).abs() < 1e-15);
     /// assert!((opt.effective_lr_of("b")? - alpha(1)).abs() < 1e-15); // its first step
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn effective_lr_of(&self, param: &str) -> Result<f64> {
         let state = self.param_state("Optimizer::effective_lr_of", param)?;
@@ -717,7 +717,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// let mut resumed = Optimizer::<f32>::new(torch, 1e-2)?;
     /// resumed.load_state(state)?;
     /// assert_eq!(resumed.last_lr(0), Some(1e-2));
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn load_state(&mut self, state: OptimizerState<T>) -> Result<()> {
         const FUNCTION: &str = "Optimizer::load_state";
@@ -797,7 +797,7 @@ impl<T: Float> Optimizer<T, Cpu> {
     /// opt.step(&mut [Param { name: "w", value: &mut w, grad: &[1.0] }])?;
     /// let err = opt.slot("w", "exp_avg").unwrap_err(); // PyTorch's name for `m`
     /// assert!(err.to_string().contains(r#"["m", "v"]"#), "{err}");
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn slot(&self, param: &str, slot: &str) -> Result<&[T]> {
         let (state, index) = self.slot_index("Optimizer::slot", param, slot)?;

@@ -1,10 +1,11 @@
 //! The estimators on any device: inputs and outputs are device buffers, the work is done
-//! by the device's [`RecurrenceKernel`] (the [`Cpu`](rlgrad_core::Cpu) one, or
-//! `rlgrad-cuda`'s), so the same call runs anywhere and gives the same bits.
+//! by the device's [`RecurrenceKernel`] (the [`Cpu`] one, or `rlgrad-cuda`'s), so the same
+//! call runs anywhere and gives the same bits. The device traits and the [`Cpu`] device
+//! are re-exported here, so this crate alone is enough to use them.
 //!
 //! ```
-//! use rlgrad_core::{Cpu, Device, Par};
-//! use rlgrad_returns::{device, Episodes, TimeMajor};
+//! use rlgrad_returns::device::{self, Cpu, Device};
+//! use rlgrad_returns::{Episodes, Par, TimeMajor};
 //!
 //! let cpu = Cpu::new(Par::rayon(2));
 //! let rewards = cpu.upload(&[1.0f32, 1.0, 1.0])?;
@@ -17,10 +18,13 @@
 //!     &bootstrap,
 //! )?;
 //! assert_eq!(cpu.download(&returns)?, [1.75, 1.5, 1.0]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_returns::Error>(())
 //! ```
 
-use rlgrad_core::kernels::{ElementwiseKernel, RecurrenceKernel, ReduceKernel, ReduceOp, UnaryOp};
+pub use rlgrad_core::kernels::{ElementwiseKernel, RecurrenceKernel, ReduceKernel};
+pub use rlgrad_core::{Cpu, Device};
+
+use rlgrad_core::kernels::{ReduceOp, UnaryOp};
 use rlgrad_core::{Error, Float, Layout, Result, Shape, View};
 
 use crate::estimators::{check_episodes, check_lambda, check_vtrace, output_len};

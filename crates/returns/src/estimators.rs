@@ -80,7 +80,7 @@ fn new_output<T: Float>(
 /// // TF's actor-critic tutorial: standardize with the population std and eps = f32::EPSILON.
 /// let normalized = standardize(&returns, f32::EPSILON, 0)?;
 /// assert!(normalized.iter().sum::<f32>().abs() < 1e-6);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_returns::Error>(())
 /// ```
 pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
     check::unit_interval("discounted_cumsum", "gamma", gamma.as_f64())?;

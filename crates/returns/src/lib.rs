@@ -87,7 +87,9 @@
 //! in parallel (rayon, in chunks of at least 16 columns so that the inner loop vectorizes),
 //! each column sequentially in time: results are bitwise equal for every thread count
 //! and chunking. The same kernels run on any device implementing
-//! [`RecurrenceKernel`](rlgrad_core::kernels::RecurrenceKernel), through [`device`].
+//! [`RecurrenceKernel`](device::RecurrenceKernel), through [`device`]. Every type the
+//! functions take or return is exported here, so this crate alone is a complete
+//! dependency.
 //!
 //! # Example
 //!
@@ -110,7 +112,7 @@
 //! // Env 0 at t = 1 terminated: its advantage is r - V = 1.0 - 0.5, nothing after it.
 //! assert_eq!(out.advantages[2 * 1], 0.5);
 //! assert_eq!(out.returns[2], out.advantages[2] + values[2]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_returns::Error>(())
 //! ```
 //!
 //! # Errors
