@@ -23,6 +23,27 @@ use crate::backend::OnDevice;
 use crate::reductions::generic as r;
 use crate::{PadOrder, Sequences};
 
+/// `(N * F, B * T * F)` once `input` (`[N, F]` when `packed`, else padded) has its length:
+/// an input that disagrees with `seqs` is refused before anything is allocated.
+fn checked_sizes<D: SequenceKernel<T>, T: Float>(
+    function: &'static str,
+    device: &D,
+    seqs: &Sequences,
+    features: usize,
+    input: &D::Buffer<T>,
+    packed: bool,
+) -> Result<(usize, usize)> {
+    let packed_len = check::product(function, "features", seqs.total(), features)?;
+    let padded_len = check::product(function, "features", seqs.padded_steps(), features)?;
+    let (argument, want) = if packed {
+        ("flat", packed_len)
+    } else {
+        ("padded", padded_len)
+    };
+    check::len(function, argument, want, device.buffer_len(input))?;
+    Ok((packed_len, padded_len))
+}
+
 /// [`crate::pad`] / [`crate::pad_time_major`] on `device`.
 pub fn pad<D: SequenceKernel<T>, T: Float>(
     device: &D,
@@ -31,12 +52,8 @@ pub fn pad<D: SequenceKernel<T>, T: Float>(
     features: usize,
     order: PadOrder,
 ) -> Result<D::Buffer<T>> {
-    let mut out = device.alloc_zeros(check::product(
-        "pad",
-        "features",
-        seqs.padded_steps(),
-        features,
-    )?)?;
+    let (_, padded_len) = checked_sizes("pad", device, seqs, features, flat, true)?;
+    let mut out = device.alloc_zeros(padded_len)?;
     device.pad(seqs, features, order, flat, &mut out)?;
     Ok(out)
 }
@@ -49,8 +66,8 @@ pub fn unpad<D: SequenceKernel<T>, T: Float>(
     features: usize,
     order: PadOrder,
 ) -> Result<D::Buffer<T>> {
-    let mut out =
-        device.alloc_zeros(check::product("unpad", "features", seqs.total(), features)?)?;
+    let (packed_len, _) = checked_sizes("unpad", device, seqs, features, padded, false)?;
+    let mut out = device.alloc_zeros(packed_len)?;
     device.unpad(seqs, features, order, padded, &mut out)?;
     Ok(out)
 }

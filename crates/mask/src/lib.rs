@@ -50,7 +50,10 @@
 //! over zero valid values (and a variance with `N F <= ddof`) is an [`Error`], never a
 //! silent NaN. Lengths longer than `max_len`, lengths that do not sum to the packed row count,
 //! mismatched buffer sizes and feature widths, and (on request) non-contiguous episode ids
-//! are errors naming the argument.
+//! are errors naming the argument. No public function panics or aborts on its input: sizes
+//! are checked arithmetic, a buffer the host cannot allocate is an error naming its size,
+//! accessors past the end give `None`, and an `_into` function that fails leaves its
+//! output as it was (tested with random sizes up to `usize::MAX` and non-finite values).
 
 mod backend;
 mod chop;

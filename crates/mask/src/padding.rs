@@ -1,7 +1,7 @@
 //! Packed `[N, F]` rows to padded batches and back.
 
 use rlgrad_core::cpu::sequence as kernel;
-use rlgrad_core::{Float, Par, Result, check};
+use rlgrad_core::{Float, Par, Result};
 
 use crate::{PadOrder, Sequences};
 
@@ -35,17 +35,7 @@ pub fn pad_into<T: Float>(
 /// A padded `[B, T, F]` batch back to packed `[N, F]` rows; whatever the padding holds is
 /// ignored.
 pub fn unpad<T: Float>(seqs: &Sequences, padded: &[T], features: usize) -> Result<Vec<T>> {
-    let len = check::product("unpad", "features", seqs.total(), features)?;
-    let mut out = rlgrad_core::cpu::alloc::try_zeroed(len, "unpad", "features")?;
-    kernel::unpad(
-        Par::auto(),
-        seqs,
-        features,
-        PadOrder::BatchMajor,
-        padded,
-        &mut out,
-    )?;
-    Ok(out)
+    kernel::unpad_new(Par::auto(), seqs, features, PadOrder::BatchMajor, padded)
 }
 
 /// A padded time-major `[T, B, F]` batch back to packed rows.
@@ -54,17 +44,7 @@ pub fn unpad_time_major<T: Float>(
     padded: &[T],
     features: usize,
 ) -> Result<Vec<T>> {
-    let len = check::product("unpad_time_major", "features", seqs.total(), features)?;
-    let mut out = rlgrad_core::cpu::alloc::try_zeroed(len, "unpad_time_major", "features")?;
-    kernel::unpad(
-        Par::auto(),
-        seqs,
-        features,
-        PadOrder::TimeMajor,
-        padded,
-        &mut out,
-    )?;
-    Ok(out)
+    kernel::unpad_new(Par::auto(), seqs, features, PadOrder::TimeMajor, padded)
 }
 
 /// [`unpad`] or [`unpad_time_major`] into your buffer, with the parallelism you choose.

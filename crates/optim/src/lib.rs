@@ -89,7 +89,9 @@
 //! state, and non-finite gradients when the check is on. Importing state refuses, changing
 //! nothing, another number of groups, another rule (name, flavor or slot-changing option),
 //! and slots of another length. Asking for an unknown parameter or slot is an error that
-//! names the valid slots.
+//! names the valid slots. No public function panics on its input, and a call that fails
+//! leaves the parameters, the gradients and the optimizer's state as they were (tested
+//! with random rules, schedules, parameter sets and non-finite values).
 
 mod clip;
 pub mod converge;

@@ -36,7 +36,16 @@ impl<S: Schedule + Clone + 'static> CloneSchedule for S {
 
 impl Clone for Box<dyn Schedule> {
     fn clone(&self) -> Self {
-        self.clone_box()
+        // The boxed schedule's own copy: `self.clone_box()` would be the box's, which
+        // clones the box again.
+        (**self).clone_box()
+    }
+}
+
+/// A boxed schedule is a schedule, so schedules can be chosen at run time.
+impl Schedule for Box<dyn Schedule> {
+    fn lr(&self, step: u64) -> f64 {
+        (**self).lr(step)
     }
 }
 

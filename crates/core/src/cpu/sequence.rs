@@ -124,6 +124,22 @@ fn copy_into_padded<T: Float>(
     }
 }
 
+/// [`unpad`] into a new buffer, allocated once `padded` has the right length; an error
+/// when the host cannot allocate `N * F` elements.
+pub fn unpad_new<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    padded: &[T],
+) -> Result<Vec<T>> {
+    let (packed_len, padded_len) = sizes("unpad", seqs, features)?;
+    check_len("unpad", "padded", "[B, T, F]", padded_len, padded.len())?;
+    let mut flat = super::alloc::try_zeroed(packed_len, "unpad", "seqs")?;
+    unpad(par, seqs, features, order, padded, &mut flat)?;
+    Ok(flat)
+}
+
 /// Padded `[B, T, F]` or `[T, B, F]` to packed `[N, F]`; padding is never read.
 pub fn unpad<T: Float>(
     par: Par,
