@@ -54,8 +54,7 @@ impl Sequences {
                 format_args!("length {len} at index {b}"),
             ));
         }
-        let mut offsets =
-            crate::cpu::alloc::try_with_capacity(lengths.len() + 1, "Sequences::new", "lengths")?;
+        let mut offsets = alloc::try_with_capacity(lengths.len() + 1, "Sequences::new", "lengths")?;
         offsets.push(0usize);
         for &len in lengths {
             let next = offsets[offsets.len() - 1].checked_add(len).ok_or_else(|| {
@@ -77,7 +76,7 @@ impl Sequences {
             )
         })?;
         Ok(Self {
-            lengths: crate::cpu::alloc::try_copy(lengths, "Sequences::new", "lengths")?,
+            lengths: alloc::try_copy(lengths, "Sequences::new", "lengths")?,
             offsets,
             max_len,
         })
