@@ -139,8 +139,8 @@ fn masked_mean_step(c: &mut Criterion) {
 
     let step = || {
         let seqs = Sequences::new(black_box(&lengths), Some(steps)).unwrap();
-        let mean = masked_mean(&seqs, black_box(&x)).unwrap();
-        let grad = masked_mean_backward(&seqs, 1.0f32).unwrap();
+        let mean = masked_mean(&seqs, black_box(&x), 1).unwrap();
+        let grad = masked_mean_backward(&seqs, 1, 1.0f32).unwrap();
         (mean, grad)
     };
     let group_name = "mask_f32/masked_mean";

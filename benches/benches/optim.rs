@@ -43,7 +43,7 @@ fn reference_adam(grad: &[f32]) -> Vec<f64> {
 fn check_adam(id: &str, threads: &Threads, grad: &[f32]) -> bool {
     let mut opt = Optimizer::<f32>::new(Adam::torch(), LR).unwrap();
     opt.set_par(threads.par());
-    let mut param = alloc::zeroed::<f32>(grad.len());
+    let mut param = alloc::try_zeroed::<f32>(grad.len(), "bench", "n").unwrap();
     param.fill(INITIAL);
     threads.install(|| {
         for _ in 0..CHECKED_STEPS {
@@ -67,7 +67,7 @@ fn steps(c: &mut Criterion) {
     for (label, n) in [("1M", 1usize << 20), ("16M", 16 << 20)] {
         let mut rng = Rng::new(6, "bench-optim");
         // Buffers from rlgrad's own allocator, as a Tensor or an optimizer slot gets them.
-        let mut grad = alloc::zeroed::<f32>(n);
+        let mut grad = alloc::try_zeroed::<f32>(n, "bench", "n").unwrap();
         grad.iter_mut().for_each(|g| *g = rng.normal(0.0, 0.01));
         let group_name = format!("optim_f32/{label}");
         let mut group = c.benchmark_group(&group_name);
@@ -85,7 +85,7 @@ fn steps(c: &mut Criterion) {
         ];
         for (name, rule, bytes) in rules {
             let mut opt = Optimizer::<f32>::new(rule, LR).unwrap();
-            let mut param = alloc::zeroed::<f32>(n);
+            let mut param = alloc::try_zeroed::<f32>(n, "bench", "n").unwrap();
             param.fill(INITIAL);
             group.throughput(Throughput::Bytes((bytes * n) as u64));
             for threads in &thread_counts {

@@ -91,11 +91,7 @@ fn estimators(c: &mut Criterion) {
     for (t, b) in [(2048, 64), (128, 1024)] {
         let data = batch(t, b);
         let len = t * b;
-        let episodes = Episodes::Flags {
-            gamma: GAMMA,
-            terminated: &data.dones[..],
-            truncation: None,
-        };
+        let episodes = Episodes::terminations(GAMMA, &data.dones);
         let zeros = vec![0.0f32; b];
         let (mut out, mut out2) = (vec![0.0f32; len], vec![0.0f32; len]);
         let (want_returns, want_advantages) =

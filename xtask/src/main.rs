@@ -1,7 +1,7 @@
 //! `cargo xtask`: the workspace driver.
 //!
 //! ```text
-//! cargo xtask test                    fmt --check, clippy -D warnings, tests, parity
+//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, parity
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
 //!                                     reference vectors (default: the vendored parity/)
@@ -25,7 +25,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test                       cargo fmt --check, clippy -D warnings, cargo test, parity
+  test                       cargo fmt --check, clippy -D warnings, warning-free cargo doc,
+                             cargo test, parity
   proptest [--cases N]       only the property tests (names starting prop_), N cases each
   parity [DIR] [--suite S]   run reference vectors (default DIR: the vendored parity/);
                              --suite may repeat; ends with `N passed, N failed`
@@ -110,6 +111,13 @@ fn test() -> Result<(), String> {
         ],
         &[],
     )?;
+    // Docs without warnings, with and without the optional features (a link to an item
+    // behind a feature breaks one of the two).
+    for features in [None, Some("--all-features")] {
+        let mut args = vec!["doc", "--workspace", "--no-deps"];
+        args.extend(features);
+        cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
+    }
     cargo(&["test", "--workspace"], &[])?;
     let suites: Vec<String> = parity::implemented_suites()
         .iter()

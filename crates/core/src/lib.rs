@@ -11,8 +11,16 @@
 //! - [`Par`]: explicit parallelism, so tests can compare bits across thread counts;
 //! - [`Rng`]: seeded, named random streams whose output is fixed forever, with a
 //!   resumable position ([`RngState`]);
-//! - behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and ragged
-//!   lengths, for your own property tests.
+#![cfg_attr(
+    feature = "proptest",
+    doc = "- behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and \
+           ragged lengths, for your own property tests."
+)]
+#![cfg_attr(
+    not(feature = "proptest"),
+    doc = "- behind the `proptest` feature, `strategies` for shapes, edge-case floats and \
+           ragged lengths, for your own property tests."
+)]
 //!
 //! # Guarantees
 //!

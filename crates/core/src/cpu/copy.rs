@@ -24,7 +24,11 @@ impl<T: Float> CopyKernel<T> for Cpu {
         let inner: usize = shape.dims()[axis + 1..].iter().product();
         let outer: usize = shape.dims()[..axis].iter().product();
         let data = dense_or_copy(self.par, x);
-        let mut out = super::alloc::zeroed(outer * indices.len() * inner);
+        let mut out = super::alloc::try_zeroed(
+            outer * indices.len() * inner,
+            "Cpu::index_select",
+            "indices",
+        )?;
         if inner == 0 {
             return Ok(out);
         }
@@ -74,7 +78,7 @@ impl<T: Float> CopyKernel<T> for Cpu {
             .map(|p| p.layout.shape().dims()[axis] * inner)
             .collect();
         let total: usize = blocks.iter().sum();
-        let mut out = Vec::with_capacity(outer * total);
+        let mut out = super::alloc::try_with_capacity(outer * total, "Cpu::concat", "parts")?;
         for o in 0..outer {
             for (data, &block) in dense.iter().zip(&blocks) {
                 out.extend_from_slice(&data[o * block..(o + 1) * block]);

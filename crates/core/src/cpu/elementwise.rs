@@ -23,7 +23,7 @@ fn same_shape<T>(
 impl<T: Float> ElementwiseKernel<T> for Cpu {
     fn unary(&self, op: UnaryOp<T>, x: View<'_, Vec<T>>) -> Result<Vec<T>> {
         check_view("Cpu::unary", "x", x)?;
-        let mut out = super::alloc::zeroed(x.layout.numel());
+        let mut out = super::alloc::try_zeroed(x.layout.numel(), "Cpu::unary", "x")?;
         let par = self.par.for_work(out.len(), MIN_TASK);
         match dense(x) {
             Some(src) => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
@@ -51,7 +51,7 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         check_view("Cpu::binary", "lhs", lhs)?;
         check_view("Cpu::binary", "rhs", rhs)?;
         same_shape("Cpu::binary", "rhs", lhs, rhs)?;
-        let mut out = super::alloc::zeroed(lhs.layout.numel());
+        let mut out = super::alloc::try_zeroed(lhs.layout.numel(), "Cpu::binary", "lhs")?;
         let par = self.par.for_work(out.len(), MIN_TASK);
         match (dense(lhs), dense(rhs)) {
             (Some(a), Some(b)) => par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
@@ -87,7 +87,8 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         check_view("Cpu::select", "on_false", on_false)?;
         same_shape("Cpu::select", "on_true", condition, on_true)?;
         same_shape("Cpu::select", "on_false", condition, on_false)?;
-        let mut out = super::alloc::zeroed(condition.layout.numel());
+        let mut out =
+            super::alloc::try_zeroed(condition.layout.numel(), "Cpu::select", "condition")?;
         let par = self.par.for_work(out.len(), MIN_TASK);
         par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
             for_each_run(

@@ -28,7 +28,7 @@ impl<T: Float> MatmulKernel<T> for Cpu {
         }
         let (m, k, n) = (ls[nd - 2], ls[nd - 1], rs[nd - 1]);
         let batch: usize = ls[..nd - 2].iter().product();
-        let mut out = super::alloc::zeroed(batch * m * n);
+        let mut out = super::alloc::try_zeroed(batch * m * n, "Cpu::matmul", "lhs")?;
         if m == 0 || n == 0 || k == 0 {
             return Ok(out);
         }

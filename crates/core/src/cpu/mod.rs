@@ -8,6 +8,7 @@
 pub mod alloc;
 mod copy;
 mod elementwise;
+pub mod layout;
 #[cfg(feature = "matmul")]
 mod matmul;
 pub mod optim;
@@ -56,11 +57,11 @@ impl Device for Cpu {
     }
 
     fn alloc_zeros<E: Element>(&self, len: usize) -> Result<Vec<E>> {
-        Ok(alloc::zeroed(len))
+        alloc::try_zeroed(len, "Device::alloc_zeros", "len")
     }
 
     fn upload<E: Element>(&self, host: &[E]) -> Result<Vec<E>> {
-        Ok(host.to_vec())
+        alloc::try_copy(host, "Device::upload", "host")
     }
 
     fn upload_vec<E: Element>(&self, host: Vec<E>) -> Result<Vec<E>> {
@@ -68,7 +69,7 @@ impl Device for Cpu {
     }
 
     fn download<E: Element>(&self, buffer: &Vec<E>) -> Result<Vec<E>> {
-        Ok(buffer.clone())
+        alloc::try_copy(buffer, "Device::download", "buffer")
     }
 
     fn buffer_len<E: Element>(&self, buffer: &Vec<E>) -> usize {

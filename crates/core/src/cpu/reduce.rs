@@ -50,7 +50,7 @@ impl<T: Float> ReduceKernel<T> for Cpu {
         }
         check_count(op, len)?;
         let data = dense_or_copy(self.par, x);
-        let mut out = super::alloc::zeroed(outputs);
+        let mut out = super::alloc::try_zeroed(outputs, "Cpu::reduce", "x")?;
         // Few outputs: parallelize inside each reduction; many: across outputs.
         let (outer_par, inner_par) = if outputs < self.par.threads() {
             (Par::Seq, self.par)
