@@ -5,10 +5,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use rlgrad_core::{Cpu, Par, Rng};
+use rlgrad_core::{Cpu, Rng};
 use rlgrad_tensor::Tensor;
 
 fn matmul(c: &mut Criterion) {
+    let thread_counts = rlgrad_benches::thread_counts();
     let mut group = c.benchmark_group("matmul_f32");
     let shapes = [
         (64, 64, 64),
@@ -18,8 +19,8 @@ fn matmul(c: &mut Criterion) {
     ];
     for (m, k, n) in shapes {
         group.throughput(Throughput::Elements((2 * m * k * n) as u64));
-        for threads in [1, 2] {
-            let cpu = Cpu::new(Par::rayon(threads));
+        for threads in &thread_counts {
+            let cpu = Cpu::new(threads.par());
             let mut rng = Rng::new(1, "bench-matmul");
             let a = Tensor::<f32>::rand_normal([m, k], 0.0, 1.0, &mut rng).unwrap();
             let b = Tensor::<f32>::rand_normal([k, n], 0.0, 1.0, &mut rng).unwrap();
@@ -27,8 +28,8 @@ fn matmul(c: &mut Criterion) {
                 Tensor::from_vec_on(&cpu, a.to_vec().unwrap(), [m, k]).unwrap(),
                 Tensor::from_vec_on(&cpu, b.to_vec().unwrap(), [k, n]).unwrap(),
             );
-            group.bench_function(format!("{m}x{k}x{n}/{threads}t"), |bench| {
-                bench.iter(|| black_box(&a).matmul(black_box(&b)).unwrap())
+            threads.bench(&mut group, &format!("{m}x{k}x{n}"), || {
+                black_box(&a).matmul(black_box(&b)).unwrap()
             });
         }
     }

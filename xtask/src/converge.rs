@@ -49,6 +49,15 @@ fn register_font() -> Result<(), String> {
     ))
 }
 
+/// How the table and the charts' legends name an outcome.
+fn in_words(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Converged => "converged",
+        Outcome::Exploded => "exploded",
+        Outcome::HitLimit => "hit the limit",
+    }
+}
+
 pub fn run() -> Result<(), String> {
     let mut runs: Vec<(&str, f64, Run)> = Vec::new();
     println!(
@@ -58,14 +67,11 @@ pub fn run() -> Result<(), String> {
     for (name, optimizer) in optimizers() {
         for lr in LEARNING_RATES {
             let run = converge::run(optimizer, lr, INIT, MAX_ITERS).map_err(|e| e.to_string())?;
-            let outcome = match run.outcome {
-                Outcome::Converged => "converged",
-                Outcome::Exploded => "exploded",
-                Outcome::HitLimit => "hit the limit",
-            };
             println!(
-                "{name:<18} {lr:>7}  {outcome:<16} {:>10}  {:>12.6}",
-                run.iterations, run.final_x
+                "{name:<18} {lr:>7}  {:<16} {:>10}  {:>12.6}",
+                in_words(run.outcome),
+                run.iterations,
+                run.final_x
             );
             runs.push((name, lr, run));
         }
@@ -157,7 +163,11 @@ fn draw_paths<DB: DrawingBackend>(
             chart
                 .draw_series(LineSeries::new(points.clone(), color.stroke_width(1)))
                 .map_err(error)?
-                .label(format!("lr {lr}: {:?} at {}", run.outcome, run.iterations))
+                .label(format!(
+                    "lr {lr}: {} at {}",
+                    in_words(run.outcome),
+                    run.iterations
+                ))
                 .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], *color));
             chart
                 .draw_series(points.iter().map(|&p| Circle::new(p, 2, color.filled())))

@@ -1,16 +1,21 @@
 //! `cargo xtask`: the workspace driver.
 //!
 //! ```text
-//! cargo xtask test                    fmt --check, clippy -D warnings, tests, parity
+//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, parity
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
 //!                                     reference vectors (default: the vendored parity/)
 //! cargo xtask bench [FILTER]          the criterion benches
 //! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
 //! cargo xtask converge                the TF guide's convergence test, plotted
+//! cargo xtask interop                 checkpoints and event files against Python's readers
+//! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
+//!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! ```
 
+mod compare;
 mod converge;
+mod interop;
 mod parity;
 
 use std::path::{Path, PathBuf};
@@ -20,7 +25,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test                       cargo fmt --check, clippy -D warnings, cargo test, parity
+  test                       cargo fmt --check, clippy -D warnings, warning-free cargo doc,
+                             cargo test, parity
   proptest [--cases N]       only the property tests (names starting prop_), N cases each
   parity [DIR] [--suite S]   run reference vectors (default DIR: the vendored parity/);
                              --suite may repeat; ends with `N passed, N failed`
@@ -29,6 +35,16 @@ commands:
   converge                   the convergence test of GD, momentum and Adam on
                              L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts
                              in target/converge/
+  interop                    checkpoints and event files read by Python's safetensors
+                             and tensorboard, and theirs by rlgrad (pip installs them
+                             into target/interop/venv); ends with `N passed, N failed`
+  compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE]
+          [--peers DIR] [-v]
+                             rlgrad's benches beside the peer drivers (../shared/peers),
+                             interleaved for a few rounds: a table per workload, the JSON
+                             in target/compare/latest.json, and one line per case
+                             (`W3 [2048,64] 1t: 4.80x best peer (...)`); no ratio where a
+                             side failed its float64 check. `compare --help` for more
 ";
 
 fn main() -> ExitCode {
@@ -40,6 +56,8 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("gpu-bench") => gpu_bench(),
         Some("converge") => converge::run(),
+        Some("interop") => interop::run(),
+        Some("compare") => compare::run(&args[1..]),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             Ok(())
@@ -93,6 +111,13 @@ fn test() -> Result<(), String> {
         ],
         &[],
     )?;
+    // Docs without warnings, with and without the optional features (a link to an item
+    // behind a feature breaks one of the two).
+    for features in [None, Some("--all-features")] {
+        let mut args = vec!["doc", "--workspace", "--no-deps"];
+        args.extend(features);
+        cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
+    }
     cargo(&["test", "--workspace"], &[])?;
     let suites: Vec<String> = parity::implemented_suites()
         .iter()

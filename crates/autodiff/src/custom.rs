@@ -86,17 +86,18 @@ pub(crate) fn check_gradients<T: Float, D: TensorDevice<T>>(
     }
     for (i, (input, grad)) in inputs.iter().zip(grads).enumerate() {
         if let Some(grad) = grad
-            && grad.shape() != input.shape() {
-                return Err(Error::shape(
-                    "Tape::gradient",
-                    "loss",
-                    format_args!(
-                        "a gradient of shape {} for input {i} of custom op `{name}`",
-                        input.shape()
-                    ),
-                    grad.shape(),
-                ));
-            }
+            && grad.shape() != input.shape()
+        {
+            return Err(Error::shape(
+                "Tape::gradient",
+                "loss",
+                format_args!(
+                    "a gradient of shape {} for input {i} of custom op `{name}`",
+                    input.shape()
+                ),
+                grad.shape(),
+            ));
+        }
     }
     Ok(())
 }

@@ -39,6 +39,7 @@ enum Reduction {
 
 struct MaskedReduce {
     seqs: Sequences,
+    features: usize,
     reduction: Reduction,
 }
 
@@ -53,8 +54,8 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedReduce {
     fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
         let device = inputs[0].device();
         let value = on_buffer(inputs[0], |x| match self.reduction {
-            Reduction::Sum => mask::masked_sum(device, &self.seqs, x),
-            Reduction::Mean => mask::masked_mean(device, &self.seqs, x),
+            Reduction::Sum => mask::masked_sum(device, &self.seqs, x, self.features),
+            Reduction::Mean => mask::masked_mean(device, &self.seqs, x, self.features),
         })?;
         scalar(device, value)
     }
@@ -68,8 +69,8 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedReduce {
         let device = inputs[0].device();
         let g = grad.to_scalar()?;
         let buffer = match self.reduction {
-            Reduction::Sum => mask::masked_sum_backward(device, &self.seqs, g)?,
-            Reduction::Mean => mask::masked_mean_backward(device, &self.seqs, g)?,
+            Reduction::Sum => mask::masked_sum_backward(device, &self.seqs, self.features, g)?,
+            Reduction::Mean => mask::masked_mean_backward(device, &self.seqs, self.features, g)?,
         };
         Ok(vec![Some(Tensor::from_buffer_on(
             device,
@@ -81,6 +82,7 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedReduce {
 
 struct SequenceMeans {
     seqs: Sequences,
+    features: usize,
 }
 
 impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for SequenceMeans {
@@ -90,7 +92,9 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for SequenceMeans {
 
     fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
         let device = inputs[0].device();
-        let means = on_buffer(inputs[0], |x| mask::sequence_means(device, &self.seqs, x))?;
+        let means = on_buffer(inputs[0], |x| {
+            mask::sequence_means(device, &self.seqs, x, self.features)
+        })?;
         let batch = means.len();
         Tensor::from_vec_on(device, means, [batch])
     }
@@ -102,7 +106,8 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for SequenceMeans {
         grad: &Tensor<T, D>,
     ) -> Result<Vec<Option<Tensor<T, D>>>> {
         let device = inputs[0].device();
-        let buffer = mask::sequence_means_backward(device, &self.seqs, &grad.to_vec()?)?;
+        let buffer =
+            mask::sequence_means_backward(device, &self.seqs, self.features, &grad.to_vec()?)?;
         Ok(vec![Some(Tensor::from_buffer_on(
             device,
             buffer,
@@ -113,6 +118,7 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for SequenceMeans {
 
 struct MaskedNormalize<T> {
     seqs: Sequences,
+    features: usize,
     eps: T,
     ddof: usize,
 }
@@ -125,7 +131,7 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedNormalize<T> {
     fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
         let device = inputs[0].device();
         let out = on_buffer(inputs[0], |x| {
-            mask::masked_normalize(device, &self.seqs, x, self.eps, self.ddof)
+            mask::masked_normalize(device, &self.seqs, x, self.features, self.eps, self.ddof)
         })?;
         Tensor::from_buffer_on(device, out, inputs[0].shape().clone())
     }
@@ -139,7 +145,15 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for MaskedNormalize<T> {
         let device = inputs[0].device();
         let buffer = on_buffer(inputs[0], |x| {
             on_buffer(grad, |g| {
-                mask::masked_normalize_backward(device, &self.seqs, x, self.eps, self.ddof, g)
+                mask::masked_normalize_backward(
+                    device,
+                    &self.seqs,
+                    x,
+                    self.features,
+                    self.eps,
+                    self.ddof,
+                    g,
+                )
             })
         })?;
         Ok(vec![Some(Tensor::from_buffer_on(
@@ -212,41 +226,43 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for Padding {
     }
 }
 
-/// An error unless `x` is `[B, T]` for `seqs`.
-fn check_padded<T: Float, D: SequenceDevice<T>>(
+/// The feature width of `x`, which must be `[B, T]` (width 1) or `[B, T, F]` for `seqs`.
+fn padded_features<T: Float, D: SequenceDevice<T>>(
     function: &'static str,
     x: &Var<'_, T, D>,
     seqs: &Sequences,
-) -> Result<()> {
-    if x.dims() == [seqs.batch(), seqs.max_len()] {
-        Ok(())
-    } else {
-        Err(Error::shape(
+) -> Result<usize> {
+    match *x.dims() {
+        [b, t] if (b, t) == (seqs.batch(), seqs.max_len()) => Ok(1),
+        [b, t, f] if (b, t) == (seqs.batch(), seqs.max_len()) => Ok(f),
+        _ => Err(Error::shape(
             function,
             "self",
             format_args!(
-                "[B, T] = [{}, {}] for the sequences",
+                "[B, T] or [B, T, F] with [B, T] = [{}, {}] for the sequences",
                 seqs.batch(),
                 seqs.max_len()
             ),
             x.shape(),
-        ))
+        )),
     }
 }
 
 impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
-    /// The sum over the valid steps of a padded `[B, T]` batch (batch-major), a scalar:
+    /// The sum over the valid steps of a padded `[B, T]` or `[B, T, F]` batch
+    /// (batch-major), a scalar:
     /// [`rlgrad_mask::masked_sum`]'s canonical order, so the padding is never read.
     pub fn masked_sum(&self, seqs: &Sequences) -> Result<Self> {
-        check_padded("Var::masked_sum", self, seqs)?;
+        let features = padded_features("Var::masked_sum", self, seqs)?;
         let op = MaskedReduce {
             seqs: seqs.clone(),
+            features,
             reduction: Reduction::Sum,
         };
         self.tape().custom(op, &[self])
     }
 
-    /// The mean over the valid steps of a padded `[B, T]` batch (RLlib's
+    /// The mean over the valid steps of a padded `[B, T]` or `[B, T, F]` batch (RLlib's
     /// `reduce_mean_valid`): the sum of the valid values over their number, bitwise the
     /// mean of the unpadded values. The gradient is `grad / N` at valid steps, 0 at
     /// padding. An error when no step is valid.
@@ -266,29 +282,37 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
     pub fn masked_mean(&self, seqs: &Sequences) -> Result<Self> {
-        check_padded("Var::masked_mean", self, seqs)?;
+        let features = padded_features("Var::masked_mean", self, seqs)?;
         let op = MaskedReduce {
             seqs: seqs.clone(),
+            features,
             reduction: Reduction::Mean,
         };
         self.tape().custom(op, &[self])
     }
 
-    /// The mean of each sequence's valid steps of a padded `[B, T]` batch, `[B]`; an error
-    /// when a sequence is empty.
+    /// The mean of each sequence's valid values of a padded `[B, T]` or `[B, T, F]` batch,
+    /// `[B]`; an error when a sequence is empty.
     pub fn sequence_means(&self, seqs: &Sequences) -> Result<Self> {
-        check_padded("Var::sequence_means", self, seqs)?;
-        self.tape()
-            .custom(SequenceMeans { seqs: seqs.clone() }, &[self])
+        let features = padded_features("Var::sequence_means", self, seqs)?;
+        self.tape().custom(
+            SequenceMeans {
+                seqs: seqs.clone(),
+                features,
+            },
+            &[self],
+        )
     }
 
-    /// Advantage normalization over the valid steps of a padded `[B, T]` batch:
+    /// Advantage normalization over the valid values of a padded `[B, T]` or `[B, T, F]`
+    /// batch:
     /// `(x - mean) / (std + eps)` with the masked mean and standard deviation (`ddof`
     /// degrees of freedom), 0 at padding ([`rlgrad_mask::masked_normalize`]).
     pub fn masked_normalize(&self, seqs: &Sequences, eps: T, ddof: usize) -> Result<Self> {
-        check_padded("Var::masked_normalize", self, seqs)?;
+        let features = padded_features("Var::masked_normalize", self, seqs)?;
         let op = MaskedNormalize {
             seqs: seqs.clone(),
+            features,
             eps,
             ddof,
         };

@@ -240,6 +240,12 @@ proptest! {
         if lengths.iter().all(|&l| l > 0) {
             check(&[&x], |v| v[0].sequence_means(&seqs))?;
         }
+        let with_features = normal(&[b, t, 2], seed ^ 6);
+        check(&[&with_features], |v| v[0].masked_mean(&seqs))?;
+        check(&[&with_features], |v| v[0].masked_sum(&seqs))?;
+        if seqs.total() > 1 {
+            check(&[&with_features], |v| v[0].masked_normalize(&seqs, 1e-8, 0))?;
+        }
         let flat = normal(&[seqs.total(), 3], seed ^ 2);
         for order in [PadOrder::BatchMajor, PadOrder::TimeMajor] {
             check(&[&flat], |v| v[0].pad_sequences(&seqs, order))?;

@@ -65,6 +65,15 @@ pub enum Error {
         expected: String,
         got: String,
     },
+    /// A file or directory could not be read or written (permissions, a full disk, a
+    /// missing path); `path` names it and `message` is the operating system's reason.
+    #[error("{function}: cannot {action} `{path}`: {message}")]
+    Io {
+        function: &'static str,
+        action: &'static str,
+        path: String,
+        message: String,
+    },
     /// The device failed (allocation, transfer, kernel launch).
     #[error("{function}: device `{device}` failed: {message}")]
     Device {
@@ -155,9 +164,25 @@ impl Error {
             | Self::Empty { function: f, .. }
             | Self::NonFinite { function: f, .. }
             | Self::State { function: f, .. }
-            | Self::Device { function: f, .. } => *f = function,
+            | Self::Device { function: f, .. }
+            | Self::Io { function: f, .. } => *f = function,
         }
         self
+    }
+
+    /// A file operation failed: `action` is what was attempted (`"write"`, `"rename"`).
+    pub fn io(
+        function: &'static str,
+        action: &'static str,
+        path: &std::path::Path,
+        error: &std::io::Error,
+    ) -> Self {
+        Self::Io {
+            function,
+            action,
+            path: path.display().to_string(),
+            message: error.to_string(),
+        }
     }
 
     /// The public function named in the error.
@@ -169,11 +194,12 @@ impl Error {
             | Self::Empty { function, .. }
             | Self::NonFinite { function, .. }
             | Self::State { function, .. }
+            | Self::Io { function, .. }
             | Self::Device { function, .. } => function,
         }
     }
 
-    /// The argument named in the error (`None` for device failures).
+    /// The argument named in the error (`None` for file and device failures).
     pub fn argument(&self) -> Option<&'static str> {
         match self {
             Self::Shape { argument, .. }
@@ -182,7 +208,7 @@ impl Error {
             | Self::Empty { argument, .. }
             | Self::NonFinite { argument, .. }
             | Self::State { argument, .. } => Some(argument),
-            Self::Device { .. } => None,
+            Self::Io { .. } | Self::Device { .. } => None,
         }
     }
 }
@@ -207,5 +233,16 @@ mod tests {
             "[4]",
         );
         assert!(e.to_string().contains("Tensor::add: argument `rhs`"));
+        let e = Error::io(
+            "Checkpoint::save",
+            "create",
+            std::path::Path::new("/ckpt/a.tmp"),
+            &std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        assert_eq!(
+            e.to_string(),
+            "Checkpoint::save: cannot create `/ckpt/a.tmp`: permission denied"
+        );
+        assert_eq!(e.argument(), None);
     }
 }

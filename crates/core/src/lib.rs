@@ -9,9 +9,18 @@
 //! - [`reduce`]: the canonical reduction order (fixed leaves by element index, a fixed
 //!   pairwise tree), independent of thread count and alignment;
 //! - [`Par`]: explicit parallelism, so tests can compare bits across thread counts;
-//! - [`Rng`]: seeded, named random streams whose output is fixed forever;
-//! - behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and ragged
-//!   lengths, for your own property tests.
+//! - [`Rng`]: seeded, named random streams whose output is fixed forever, with a
+//!   resumable position ([`RngState`]);
+#![cfg_attr(
+    feature = "proptest",
+    doc = "- behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and \
+           ragged lengths, for your own property tests."
+)]
+#![cfg_attr(
+    not(feature = "proptest"),
+    doc = "- behind the `proptest` feature, `strategies` for shapes, edge-case floats and \
+           ragged lengths, for your own property tests."
+)]
 //!
 //! # Guarantees
 //!
@@ -57,7 +66,7 @@ pub use device::{Device, View};
 pub use error::{Error, Result};
 pub use float::{DType, Element, Float};
 pub use par::Par;
-pub use rng::Rng;
+pub use rng::{Rng, RngState};
 pub use shape::{Dims, Layout, RowCursor, Shape};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.

@@ -74,10 +74,9 @@ impl<T: Float> Leaf<T> {
         self.push_zipped(values, values, |v, _| map(v));
     }
 
-    /// Adds `map(a[k], b[k])` for `k` in order (`a` and `b` of equal length).
+    /// Adds `map(a[k], b[k])` for `k` in order, up to the shorter of `a` and `b`.
     #[inline(always)]
     pub fn push_zipped(&mut self, a: &[T], b: &[T], map: impl Fn(T, T) -> T) {
-        debug_assert_eq!(a.len(), b.len());
         let len = a.len().min(b.len());
         let (mut a, mut b) = (&a[..len], &b[..len]);
         // Align to a lane boundary, then add whole lane groups (the vectorized path).
@@ -334,17 +333,28 @@ where
 }
 
 /// The segment holding virtual index `index` of segments laid end to end, segment `k`
-/// spanning `offsets[k]..offsets[k + 1]` (`offsets` starts at 0; `index < last offset`).
-/// Empty segments are skipped.
-pub fn segment_of(offsets: &[usize], index: usize) -> usize {
-    offsets.partition_point(|&o| o <= index) - 1
+/// spanning `offsets[k]..offsets[k + 1]` (non-decreasing `offsets` starting at 0); `None`
+/// when no segment holds it (`index` at or past the last offset). Empty segments are
+/// skipped.
+///
+/// ```
+/// use rlgrad_core::reduce::segment_of;
+/// let offsets = [0, 3, 3, 5]; // segments of 3, 0 and 2 elements
+/// assert_eq!(segment_of(&offsets, 2), Some(0));
+/// assert_eq!(segment_of(&offsets, 3), Some(2));
+/// assert_eq!(segment_of(&offsets, 5), None);
+/// ```
+pub fn segment_of(offsets: &[usize], index: usize) -> Option<usize> {
+    let after = offsets.partition_point(|&o| o <= index);
+    (after > 0 && after < offsets.len()).then(|| after - 1)
 }
 
 /// Walks the virtual indices `range` of segments laid end to end (see [`segment_of`]):
 /// calls `visit(k, local)` for each piece, in order, where `local` indexes segment `k`.
 /// `cursor` is a segment at or before the one holding `range.start` and is advanced, so a
 /// run of leaves walks the segments once instead of searching them leaf by leaf (the
-/// cursor of [`sum_leaves_with`] for sums over ragged data).
+/// cursor of [`sum_leaves_with`] for sums over ragged data). The walk stops at the first
+/// index that no segment at or after `cursor` holds.
 #[inline(always)]
 pub fn for_each_segment(
     offsets: &[usize],
@@ -354,11 +364,17 @@ pub fn for_each_segment(
 ) {
     let mut i = range.start;
     while i < range.end {
-        while offsets[*cursor + 1] <= i {
-            *cursor += 1;
-        }
-        let end = range.end.min(offsets[*cursor + 1]);
-        let start = offsets[*cursor];
+        let (start, end) = loop {
+            let Some(next) = cursor.checked_add(1) else {
+                return;
+            };
+            match (offsets.get(*cursor), offsets.get(next)) {
+                (Some(_), Some(&end)) if end <= i => *cursor = next,
+                (Some(&start), Some(&end)) if start <= i => break (start, end),
+                _ => return,
+            }
+        };
+        let end = range.end.min(end);
         visit(*cursor, i - start..end - start);
         i = end;
     }
@@ -683,6 +699,21 @@ mod tests {
         assert!(min(&[f64::NAN, 1.0], Par::Seq).unwrap().is_nan());
         assert!(min::<f32>(&[], Par::Seq).is_err());
         assert_eq!(min2(-0.0f32, 0.0).to_bits(), (-0.0f32).to_bits());
+    }
+
+    #[test]
+    fn segment_walks_survive_any_offsets() {
+        assert_eq!(segment_of(&[], 0), None);
+        assert_eq!(segment_of(&[0], 0), None);
+        assert_eq!(segment_of(&[0, 3, 3, 5], 3), Some(2));
+        assert_eq!(segment_of(&[0, 3, 3, 5], 9), None);
+        let mut pieces = Vec::new();
+        let mut cursor = 0;
+        for_each_segment(&[0, 2, 5], &mut cursor, 1..9, |k, r| pieces.push((k, r)));
+        assert_eq!(pieces, [(0, 1..2), (1, 0..3)]);
+        for (offsets, mut cursor) in [(&[][..], 0), (&[0, 4][..], usize::MAX), (&[3, 1][..], 0)] {
+            for_each_segment(offsets, &mut cursor, 0..4, |_, _| {});
+        }
     }
 
     #[test]

@@ -271,21 +271,23 @@ impl Layout {
         true
     }
 
-    /// The largest offset any element of the view reads (`None` for an empty view).
+    /// The largest offset any element of the view reads (`None` for an empty view);
+    /// `usize::MAX` when that offset does not fit in `usize` (no buffer holds it).
     pub fn max_offset(&self) -> Option<usize> {
         if self.shape.dims().contains(&0) {
             return None;
         }
-        Some(
-            self.offset
-                + self
-                    .shape
-                    .dims()
-                    .iter()
-                    .zip(&self.strides)
-                    .map(|(&d, &s)| (d - 1) * s)
-                    .sum::<usize>(),
-        )
+        let reach =
+            self.shape
+                .dims()
+                .iter()
+                .zip(&self.strides)
+                .try_fold(self.offset, |acc, (&d, &s)| {
+                    (d - 1)
+                        .checked_mul(s)
+                        .and_then(|step| acc.checked_add(step))
+                });
+        Some(reach.unwrap_or(usize::MAX))
     }
 
     /// Calls `f(row_start, inner_stride, inner_len)` for each row (the last dimension) of
@@ -438,6 +440,9 @@ mod tests {
         assert_eq!(seen, [1, 4, 2, 5]);
         assert_eq!(layout.max_offset(), Some(5));
         assert_eq!(layout.row_count(), 3);
+        // A reach beyond usize is no panic, and no buffer holds it.
+        let far = Layout::from_parts(Shape::from([3, 2]), Dims::from_slice(&[usize::MAX, 1]), 1);
+        assert_eq!(far.max_offset(), Some(usize::MAX));
     }
 
     #[test]

@@ -8,9 +8,10 @@ use rlgrad_core::{Float, Par, Result};
 
 use crate::Sequences;
 
-/// The three sequence primitives, on one kind of storage.
+/// The three sequence primitives, on one kind of storage. Padded data is `[B, T, F]`
+/// with `features` values per step.
 pub(crate) trait Backend<T: Float> {
-    /// Borrowed `[B, T]` or `[B]` data.
+    /// Borrowed `[B, T, F]` or `[B]` data.
     type Data: ?Sized;
     /// Owned data of the same kind.
     type Owned;
@@ -18,14 +19,26 @@ pub(crate) trait Backend<T: Float> {
     fn sum(
         &self,
         seqs: &Sequences,
+        features: usize,
         x: &Self::Data,
         term: MaskedTerm<'_, Self::Data, T>,
     ) -> Result<T>;
-    fn sequence_sums(&self, seqs: &Sequences, x: &Self::Data) -> Result<Vec<T>>;
-    /// `map` at the valid steps; `x` may be `None` when the map does not read it.
+    /// The `[B]` per-sequence sums, on the host; `function` is named when they cannot be
+    /// allocated.
+    fn sequence_sums(
+        &self,
+        function: &'static str,
+        seqs: &Sequences,
+        features: usize,
+        x: &Self::Data,
+    ) -> Result<Vec<T>>;
+    /// `map` at the valid values into a new `[B, T, F]` array; `x` may be `None` when the
+    /// map does not read it. `function` is named when the output cannot be allocated.
     fn map(
         &self,
+        function: &'static str,
         seqs: &Sequences,
+        features: usize,
         x: Option<&Self::Data>,
         map: MaskedMap<'_, Self::Data, T>,
     ) -> Result<Self::Owned>;
@@ -42,19 +55,39 @@ impl<T: Float> Backend<T> for Slices {
     type Data = [T];
     type Owned = Vec<T>;
 
-    fn sum(&self, seqs: &Sequences, x: &[T], term: MaskedTerm<'_, [T], T>) -> Result<T> {
-        kernel::masked_sum(self.0, seqs, x, term)
+    fn sum(
+        &self,
+        seqs: &Sequences,
+        features: usize,
+        x: &[T],
+        term: MaskedTerm<'_, [T], T>,
+    ) -> Result<T> {
+        kernel::masked_sum(self.0, seqs, features, x, term)
     }
 
-    fn sequence_sums(&self, seqs: &Sequences, x: &[T]) -> Result<Vec<T>> {
-        let mut sums = rlgrad_core::cpu::alloc::zeroed(seqs.batch());
-        kernel::sequence_sums(self.0, seqs, x, &mut sums)?;
+    fn sequence_sums(
+        &self,
+        function: &'static str,
+        seqs: &Sequences,
+        features: usize,
+        x: &[T],
+    ) -> Result<Vec<T>> {
+        let mut sums = rlgrad_core::cpu::alloc::try_zeroed(seqs.batch(), function, "seqs")?;
+        kernel::sequence_sums(self.0, seqs, features, x, &mut sums)?;
         Ok(sums)
     }
 
-    fn map(&self, seqs: &Sequences, x: Option<&[T]>, map: MaskedMap<'_, [T], T>) -> Result<Vec<T>> {
-        let mut out = rlgrad_core::cpu::alloc::zeroed(seqs.padded_steps());
-        kernel::masked_map(self.0, seqs, x, map, &mut out)?;
+    fn map(
+        &self,
+        function: &'static str,
+        seqs: &Sequences,
+        features: usize,
+        x: Option<&[T]>,
+        map: MaskedMap<'_, [T], T>,
+    ) -> Result<Vec<T>> {
+        let len = rlgrad_core::check::product(function, "features", seqs.padded_steps(), features)?;
+        let mut out = rlgrad_core::cpu::alloc::try_zeroed(len, function, "seqs")?;
+        kernel::masked_map(self.0, seqs, features, x, map, &mut out)?;
         Ok(out)
     }
 
@@ -81,26 +114,36 @@ impl<T: Float, D: SequenceKernel<T>> Backend<T> for OnDevice<'_, D> {
     fn sum(
         &self,
         seqs: &Sequences,
+        features: usize,
         x: &D::Buffer<T>,
         term: MaskedTerm<'_, D::Buffer<T>, T>,
     ) -> Result<T> {
-        self.0.masked_sum(seqs, x, term)
+        self.0.masked_sum(seqs, features, x, term)
     }
 
-    fn sequence_sums(&self, seqs: &Sequences, x: &D::Buffer<T>) -> Result<Vec<T>> {
+    fn sequence_sums(
+        &self,
+        _function: &'static str,
+        seqs: &Sequences,
+        features: usize,
+        x: &D::Buffer<T>,
+    ) -> Result<Vec<T>> {
         let mut sums = self.0.alloc_zeros(seqs.batch())?;
-        self.0.sequence_sums(seqs, x, &mut sums)?;
+        self.0.sequence_sums(seqs, features, x, &mut sums)?;
         self.0.download(&sums)
     }
 
     fn map(
         &self,
+        function: &'static str,
         seqs: &Sequences,
+        features: usize,
         x: Option<&D::Buffer<T>>,
         map: MaskedMap<'_, D::Buffer<T>, T>,
     ) -> Result<D::Buffer<T>> {
-        let mut out = self.0.alloc_zeros(seqs.padded_steps())?;
-        self.0.masked_map(seqs, x, map, &mut out)?;
+        let len = rlgrad_core::check::product(function, "features", seqs.padded_steps(), features)?;
+        let mut out = self.0.alloc_zeros(len)?;
+        self.0.masked_map(seqs, features, x, map, &mut out)?;
         Ok(out)
     }
 

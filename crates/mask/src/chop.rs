@@ -1,7 +1,7 @@
 //! Chopping episodes into fixed-length training sequences (RLlib's
 //! `chop_into_sequences`), and minibatches of whole sequences.
 
-use rlgrad_core::cpu::sequence as kernel;
+use rlgrad_core::cpu::{alloc, sequence as kernel};
 use rlgrad_core::{Error, Float, Par, Result, Rng};
 
 use crate::{PadOrder, Sequences};
@@ -23,8 +23,9 @@ pub struct ChopConfig {
     /// Pad to the longest sequence found (`true`, RLlib's default) instead of `max_seq_len`.
     pub dynamic_max: bool,
     /// Refuse data in which an episode id comes back after another episode's rows
-    /// (interleaved or shuffled rows). RLlib accepts it and starts a new sequence; turn
-    /// this on when your pipeline should never produce it.
+    /// (interleaved or shuffled rows). RLlib accepts it and starts a new sequence. Turn it
+    /// on: time-major rows of a vector-env rollout, chopped without transposing them
+    /// first, would otherwise become a silent batch of length-1 sequences.
     pub require_contiguous_episodes: bool,
 }
 
@@ -53,6 +54,44 @@ pub struct SequenceBatch<T> {
 /// previous row's or the current sequence already has `max_seq_len` rows. Sequence `s`
 /// occupies rows `s*T .. s*T + len_s` of each padded column (`[S*T, width]`), zeros after.
 ///
+/// # From a vector-env rollout
+///
+/// The rows must hold each episode's steps together and in order. A rollout of `B`
+/// environments over `T` steps is time-major (row `t * B + env`), where consecutive rows
+/// belong to different environments: [`transpose`](crate::transpose) it to batch-major
+/// (row `env * T + t`) first, and number the episodes of each environment. Turn on
+/// [`ChopConfig::require_contiguous_episodes`]: time-major rows are then an error, not a
+/// batch of length-1 sequences.
+///
+/// ```
+/// use rlgrad_mask::{chop_into_sequences, transpose, ChopConfig, Column};
+/// // Two environments, three steps, time-major: obs[t * 2 + env]. Env 0's first episode
+/// // ends at t = 0.
+/// let (t, b) = (3, 2);
+/// let obs = [0.0f32, 10.0, 1.0, 11.0, 2.0, 12.0];
+/// let done = [true, false, false, false, false, false];
+/// let obs_rows = transpose(&obs, t, b, 1)?; // batch-major: [0, 1, 2, 10, 11, 12]
+/// let done_rows = transpose(&done, t, b, 1)?;
+/// // An id per episode: a new one after each done and at each environment's last step.
+/// let mut ids = Vec::new();
+/// let mut id = 0i64;
+/// for (row, &ended) in done_rows.iter().enumerate() {
+///     ids.push(id);
+///     if ended || row % t == t - 1 {
+///         id += 1;
+///     }
+/// }
+/// let strict = ChopConfig { require_contiguous_episodes: true, ..ChopConfig::new(4) };
+/// let batch = chop_into_sequences(&ids, &[Column { data: &obs_rows, width: 1 }], strict)?;
+/// assert_eq!(batch.seqs().lengths(), &[1, 2, 3]);
+/// // The same rows left time-major are refused.
+/// let time_major_ids = transpose(&ids, b, t, 1)?;
+/// assert!(chop_into_sequences(&time_major_ids, &[Column { data: &obs, width: 1 }], strict).is_err());
+/// # Ok::<(), rlgrad_mask::Error>(())
+/// ```
+///
+/// RLlib's own example:
+///
 /// ```
 /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column};
 /// let ids = [7, 7, 7, 9, 9];
@@ -60,8 +99,8 @@ pub struct SequenceBatch<T> {
 /// let batch = chop_into_sequences(&ids, &[Column { data: &obs, width: 1 }], ChopConfig::new(2))?;
 /// assert_eq!(batch.seqs().lengths(), &[2, 1, 2]);
 /// assert_eq!(batch.starts(), &[0, 2, 3]);
-/// assert_eq!(batch.column(0), &[0.0, 1.0, 2.0, 0.0, 3.0, 4.0]);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// assert_eq!(batch.column(0), Some(&[0.0, 1.0, 2.0, 0.0, 3.0, 4.0][..]));
+/// # Ok::<(), rlgrad_mask::Error>(())
 /// ```
 pub fn chop_into_sequences<T: Float>(
     episode_ids: &[i64],
@@ -157,23 +196,24 @@ impl<T: Float> SequenceBatch<T> {
         self.columns.len()
     }
 
-    /// Padded column `k`, `[S * T, width_k]`. Panics if `k >= column_count()`.
-    pub fn column(&self, k: usize) -> &[T] {
-        &self.columns[k]
+    /// Padded column `k`, `[S * T, width_k]`; `None` when `k >= column_count()`.
+    pub fn column(&self, k: usize) -> Option<&[T]> {
+        self.columns.get(k).map(Vec::as_slice)
     }
 
-    /// The width of column `k`. Panics if `k >= column_count()`.
-    pub fn width(&self, k: usize) -> usize {
-        self.widths[k]
+    /// The width of column `k`; `None` when `k >= column_count()`.
+    pub fn width(&self, k: usize) -> Option<usize> {
+        self.widths.get(k).copied()
     }
 
     /// The sub-batch of the given sequences, in the given order (each sequence's rows kept
-    /// together and in order; the padded length stays `T`). An error for an index out of
-    /// range.
+    /// together and in order; the padded length stays `T`; an index may repeat). An error
+    /// for an index out of range, or when the host cannot allocate the sub-batch.
     pub fn select(&self, sequences: &[usize]) -> Result<Self> {
+        const FUNCTION: &str = "SequenceBatch::select";
         if let Some(&bad) = sequences.iter().find(|&&s| s >= self.seqs.batch()) {
             return Err(Error::out_of_range(
-                "SequenceBatch::select",
+                FUNCTION,
                 "sequences",
                 format_args!("indices below {}", self.seqs.batch()),
                 bad,
@@ -181,20 +221,26 @@ impl<T: Float> SequenceBatch<T> {
         }
         let t = self.seqs.max_len();
         let lengths: Vec<usize> = sequences.iter().map(|&s| self.seqs.lengths()[s]).collect();
+        let seqs = Sequences::new(&lengths, Some(t))?;
         let columns = self
             .columns
             .iter()
             .zip(&self.widths)
             .map(|(data, &w)| {
-                let block = t * w;
-                sequences
-                    .iter()
-                    .flat_map(|&s| data[s * block..(s + 1) * block].iter().copied())
-                    .collect()
+                // Exact whenever a sequence exists (a column holds `B * T * w` elements);
+                // with none, `sequences` is empty and the block size does not matter.
+                let block = t.saturating_mul(w);
+                let len =
+                    rlgrad_core::check::product(FUNCTION, "sequences", sequences.len(), block)?;
+                let mut out = alloc::try_with_capacity(len, FUNCTION, "sequences")?;
+                for &s in sequences {
+                    out.extend_from_slice(&data[s * block..(s + 1) * block]);
+                }
+                Ok(out)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(Self {
-            seqs: Sequences::new(&lengths, Some(t))?,
+            seqs,
             starts: sequences.iter().map(|&s| self.starts[s]).collect(),
             columns,
             widths: self.widths.clone(),
@@ -208,8 +254,7 @@ impl<T: Float> SequenceBatch<T> {
     /// `count` is 0 or exceeds the number of sequences.
     ///
     /// ```
-    /// use rlgrad_core::Rng;
-    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column};
+    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column, Rng};
     /// let ids: Vec<i64> = (0..40).map(|r| r / 4).collect(); // 10 episodes of 4 steps
     /// let x: Vec<f32> = (0..40).map(|r| r as f32).collect();
     /// let batch = chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4))?;
@@ -217,7 +262,7 @@ impl<T: Float> SequenceBatch<T> {
     /// assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 10);
     /// let first = batch.select(&groups[0])?; // padded sequences, rows in order
     /// assert_eq!(first.seqs().total(), 20);
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_mask::Error>(())
     /// ```
     pub fn minibatches(&self, count: usize, rng: &mut Rng) -> Result<Vec<Vec<usize>>> {
         let sequences = self.seqs.batch();
@@ -231,18 +276,64 @@ impl<T: Float> SequenceBatch<T> {
         }
         let mut order: Vec<usize> = (0..sequences).collect();
         rng.shuffle(&mut order);
-        let total = self.seqs.total();
+        // Shares are compared in u128: `steps * count` may not fit in usize.
+        let (total, count_wide) = (self.seqs.total() as u128, count as u128);
         let mut groups = vec![Vec::new(); count];
-        let (mut k, mut steps) = (0usize, 0usize);
+        let (mut k, mut steps) = (0usize, 0u128);
         for (placed, &s) in order.iter().enumerate() {
             let left_after_this = sequences - placed;
-            let share_reached = steps * count >= (k + 1) * total;
+            let share_reached = steps * count_wide >= (k as u128 + 1) * total;
             let must_move = left_after_this == count - k - 1;
             if !groups[k].is_empty() && k + 1 < count && (share_reached || must_move) {
                 k += 1;
             }
             groups[k].push(s);
-            steps += self.seqs.lengths()[s];
+            steps += self.seqs.lengths()[s] as u128;
+        }
+        Ok(groups)
+    }
+
+    /// Splits the sequences into minibatches of at most `size` valid steps each, PyTorch's
+    /// and SB3's `batch_size` (RLlib's `minibatch_size` in steps): whole sequences shuffled
+    /// with `rng` as [`SequenceBatch::minibatches`] does, then cut greedily, a group closing
+    /// before the next sequence would take it past `size` (a sequence longer than `size`
+    /// gets a group of its own). Returns sequence indices for [`SequenceBatch::select`]; no
+    /// group when there is no sequence. An error when `size` is 0.
+    ///
+    /// ```
+    /// use rlgrad_mask::{chop_into_sequences, ChopConfig, Column, Rng};
+    /// let ids: Vec<i64> = (0..40).map(|r| r / 4).collect(); // 10 episodes of 4 steps
+    /// let x: Vec<f32> = (0..40).map(|r| r as f32).collect();
+    /// let batch = chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4))?;
+    /// let groups = batch.minibatches_of_size(12, &mut Rng::new(0, "minibatch"))?;
+    /// assert_eq!(groups.len(), 4); // 12 + 12 + 12 + 4 steps
+    /// assert!(groups.iter().all(|g| g.len() <= 3));
+    /// # Ok::<(), rlgrad_mask::Error>(())
+    /// ```
+    pub fn minibatches_of_size(&self, size: usize, rng: &mut Rng) -> Result<Vec<Vec<usize>>> {
+        if size == 0 {
+            return Err(Error::value(
+                "SequenceBatch::minibatches_of_size",
+                "size",
+                "at least 1 valid step",
+                size,
+            ));
+        }
+        let mut order: Vec<usize> = (0..self.seqs.batch()).collect();
+        rng.shuffle(&mut order);
+        let mut groups = Vec::new();
+        let (mut group, mut steps) = (Vec::new(), 0usize);
+        for s in order {
+            let len = self.seqs.lengths()[s];
+            if !group.is_empty() && steps.saturating_add(len) > size {
+                groups.push(std::mem::take(&mut group));
+                steps = 0;
+            }
+            group.push(s);
+            steps = steps.saturating_add(len);
+        }
+        if !group.is_empty() {
+            groups.push(group);
         }
         Ok(groups)
     }

@@ -6,18 +6,22 @@
 //! - [`pad`] / [`unpad`] (and their time-major `[T, B, F]` forms): packed `[N, F]` rows to a
 //!   zero-padded batch and back, as gather/scatter copies over the prefix sums of the
 //!   lengths, parallel across sequences.
-//! - Masked reductions over `[B, T]` data with their backward passes: [`masked_sum`],
-//!   [`masked_mean`] (divides by the number of *valid* steps), [`sequence_means`],
-//!   [`masked_var`], [`masked_std`], [`masked_normalize`] (advantage normalization over
-//!   valid steps only). Padding is selected away, never multiplied by zero, so NaN or
-//!   garbage in padding cannot leak into a loss or a gradient.
+//! - Masked reductions over `[B, T, F]` data (`F` values per step; `[B, T]` is `F = 1`) with
+//!   their backward passes: [`masked_sum`], [`masked_mean`] (divides by the number of
+//!   *valid* values), [`sequence_means`], [`masked_var`], [`masked_std`],
+//!   [`masked_normalize`] (advantage normalization over valid steps only). Padding is
+//!   selected away, never multiplied by zero, so NaN or garbage in padding cannot leak
+//!   into a loss or a gradient.
+//! - [`Sequences::mask`] and [`transpose`] (batch-major `[B, T, F]` to time-major
+//!   `[T, B, F]` and back, any `F`).
 //! - [`chop_into_sequences`]: RLlib's episode chopping into a [`SequenceBatch`], whose
 //!   [`minibatches`](SequenceBatch::minibatches) shuffle whole sequences with a seeded
-//!   [`Rng`](rlgrad_core::Rng), never rows inside them.
+//!   [`Rng`], never rows inside them.
 //!
-//! Everything works on plain slices, on the [`Cpu`](rlgrad_core::Cpu) with all its threads;
+//! Everything works on plain slices, on the [`Cpu`](device::Cpu) with all its threads;
 //! [`device`] runs the same kernels on any device implementing
-//! [`SequenceKernel`](rlgrad_core::kernels::SequenceKernel).
+//! [`SequenceKernel`](device::SequenceKernel). Every type the functions take or return is
+//! exported here, so this crate alone is a complete dependency.
 //!
 //! # Example
 //!
@@ -32,10 +36,10 @@
 //! assert_eq!(unpad(&seqs, &padded, 1)?, flat);
 //!
 //! // The mean over the 5 valid steps, not over the 9 padded ones.
-//! assert_eq!(masked_mean(&seqs, &padded)?, 63.0 / 5.0);
-//! let grad = masked_mean_backward(&seqs, 1.0f32)?;
+//! assert_eq!(masked_mean(&seqs, &padded, 1)?, 63.0 / 5.0);
+//! let grad = masked_mean_backward(&seqs, 1, 1.0f32)?;
 //! assert_eq!(grad, [0.2, 0.2, 0.0, 0.0, 0.0, 0.0, 0.2, 0.2, 0.2]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_mask::Error>(())
 //! ```
 //!
 //! # Guarantees and errors
@@ -43,28 +47,30 @@
 //! Masked sums follow the canonical order of [`rlgrad_core::kernels::sequence`]: the valid
 //! values in packed order, reduced like any rlgrad sum, so `masked_mean` of padded data is
 //! bitwise equal to the mean of the unpadded values, at every thread count. A reduction
-//! over zero valid steps (and a variance with `N <= ddof`) is an [`Error`], never a silent
-//! NaN. Lengths longer than `max_len`, lengths that do not sum to the packed row count,
+//! over zero valid values (and a variance with `N F <= ddof`) is an [`Error`], never a
+//! silent NaN. Lengths longer than `max_len`, lengths that do not sum to the packed row count,
 //! mismatched buffer sizes and feature widths, and (on request) non-contiguous episode ids
-//! are errors naming the argument.
+//! are errors naming the argument. No public function panics or aborts on its input: sizes
+//! are checked arithmetic, a buffer the host cannot allocate is an error naming its size,
+//! accessors past the end give `None`, and an `_into` function that fails leaves its
+//! output as it was (tested with random sizes up to `usize::MAX` and non-finite values).
 
 mod backend;
 mod chop;
 pub mod device;
-mod mask;
 mod padding;
 mod reductions;
 
 pub use chop::{ChopConfig, Column, SequenceBatch, chop_into_sequences};
-pub use mask::{SequenceMask, sequence_mask};
 pub use padding::{pad, pad_into, pad_time_major, unpad, unpad_into, unpad_time_major};
 pub use reductions::{
     masked_mean, masked_mean_backward, masked_normalize, masked_normalize_backward, masked_std,
     masked_std_backward, masked_sum, masked_sum_backward, masked_var, masked_var_backward,
     sequence_means, sequence_means_backward,
 };
-pub use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
-pub use rlgrad_core::{Error, Float, Par, Result};
+pub use rlgrad_core::cpu::layout::transpose;
+pub use rlgrad_core::kernels::sequence::{PadOrder, SequenceMask, Sequences, sequence_mask};
+pub use rlgrad_core::{Error, Float, Par, Result, Rng};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]

@@ -1,13 +1,14 @@
 //! Packed `[N, F]` rows to padded batches and back.
 
 use rlgrad_core::cpu::sequence as kernel;
-use rlgrad_core::{Float, Par, Result, check};
+use rlgrad_core::{Float, Par, Result};
 
 use crate::{PadOrder, Sequences};
 
 /// Packed rows `flat` (`[N, F]`, sequence after sequence) to a zero-padded `[B, T, F]`
 /// batch (RLlib's and `tf.RaggedTensor.to_tensor`'s layout). `N` must equal the sum of the
-/// lengths.
+/// lengths. An error when `B * T * F` does not fit in `usize` or the host cannot allocate
+/// it.
 pub fn pad<T: Float>(seqs: &Sequences, flat: &[T], features: usize) -> Result<Vec<T>> {
     kernel::pad_new(Par::auto(), seqs, features, PadOrder::BatchMajor, flat)
 }
@@ -34,21 +35,7 @@ pub fn pad_into<T: Float>(
 /// A padded `[B, T, F]` batch back to packed `[N, F]` rows; whatever the padding holds is
 /// ignored.
 pub fn unpad<T: Float>(seqs: &Sequences, padded: &[T], features: usize) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(check::product(
-        "unpad",
-        "features",
-        seqs.total(),
-        features,
-    )?);
-    kernel::unpad(
-        Par::auto(),
-        seqs,
-        features,
-        PadOrder::BatchMajor,
-        padded,
-        &mut out,
-    )?;
-    Ok(out)
+    kernel::unpad_new(Par::auto(), seqs, features, PadOrder::BatchMajor, padded)
 }
 
 /// A padded time-major `[T, B, F]` batch back to packed rows.
@@ -57,17 +44,7 @@ pub fn unpad_time_major<T: Float>(
     padded: &[T],
     features: usize,
 ) -> Result<Vec<T>> {
-    let len = check::product("unpad_time_major", "features", seqs.total(), features)?;
-    let mut out = rlgrad_core::cpu::alloc::zeroed(len);
-    kernel::unpad(
-        Par::auto(),
-        seqs,
-        features,
-        PadOrder::TimeMajor,
-        padded,
-        &mut out,
-    )?;
-    Ok(out)
+    kernel::unpad_new(Par::auto(), seqs, features, PadOrder::TimeMajor, padded)
 }
 
 /// [`unpad`] or [`unpad_time_major`] into your buffer, with the parallelism you choose.

@@ -24,12 +24,20 @@ fn values(n: usize, seed: u64) -> Vec<f64> {
     (0..n).map(|_| rng.normal(0.0, 2.0)).collect()
 }
 
-/// Padded `[B, T]` data whose padding holds NaN: any arithmetic that touches it shows.
-fn padded_with_nan(seqs: &Sequences, seed: u64) -> Vec<f64> {
-    let flat = values(seqs.total(), seed);
-    let mut x = pad(seqs, &flat, 1).unwrap();
-    let mask = sequence_mask(seqs.lengths(), Some(seqs.max_len())).unwrap();
-    for (v, &valid) in x.iter_mut().zip(mask.as_bools()) {
+/// Whether each value of a padded `[B, T, F]` array belongs to a valid step.
+fn valid_values(seqs: &Sequences, features: usize) -> Vec<bool> {
+    let mask = seqs.mask().unwrap();
+    mask.as_bools()
+        .iter()
+        .flat_map(|&valid| std::iter::repeat_n(valid, features))
+        .collect()
+}
+
+/// Padded `[B, T, F]` data whose padding holds NaN: any arithmetic that touches it shows.
+fn padded_with_nan(seqs: &Sequences, features: usize, seed: u64) -> Vec<f64> {
+    let flat = values(seqs.total() * features, seed);
+    let mut x = pad(seqs, &flat, features).unwrap();
+    for (v, valid) in x.iter_mut().zip(valid_values(seqs, features)) {
         if !valid {
             *v = f64::NAN;
         }
@@ -38,12 +46,17 @@ fn padded_with_nan(seqs: &Sequences, seed: u64) -> Vec<f64> {
 }
 
 /// Central finite differences of `f` at the valid entries of `x` (padding entries get 0).
-fn numeric_gradient(seqs: &Sequences, x: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
-    let mask = sequence_mask(seqs.lengths(), Some(seqs.max_len())).unwrap();
+fn numeric_gradient(
+    seqs: &Sequences,
+    features: usize,
+    x: &[f64],
+    f: impl Fn(&[f64]) -> f64,
+) -> Vec<f64> {
+    let valid = valid_values(seqs, features);
     let h = 1e-6;
     (0..x.len())
         .map(|i| {
-            if !mask.as_bools()[i] {
+            if !valid[i] {
                 return 0.0;
             }
             let (mut up, mut down) = (x.to_vec(), x.to_vec());
@@ -95,43 +108,51 @@ proptest! {
     }
 
     #[test]
-    fn prop_masked_mean_is_the_mean_of_the_unpadded_values((lengths, max_len, _, seed) in ragged()) {
+    fn prop_masked_mean_is_the_mean_of_the_unpadded_values((lengths, max_len, f, seed) in ragged()) {
         let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
-        let x = padded_with_nan(&seqs, seed);
-        let flat = unpad(&seqs, &x, 1).unwrap();
-        match masked_mean(&seqs, &x) {
+        let x = padded_with_nan(&seqs, f, seed);
+        let flat = unpad(&seqs, &x, f).unwrap();
+        match masked_mean(&seqs, &x, f) {
             Ok(mean) => prop_assert_eq!(mean.to_bits(), reduce::mean(&flat, Par::Seq).unwrap().to_bits()),
             Err(_) => prop_assert_eq!(seqs.total(), 0),
         }
-        prop_assert_eq!(masked_sum(&seqs, &x).unwrap().to_bits(), reduce::sum(&flat, Par::Seq).to_bits());
-        if seqs.total() > 1 {
-            prop_assert_eq!(masked_var(&seqs, &x, 1).unwrap().to_bits(), reduce::var(&flat, 1, Par::Seq).unwrap().to_bits());
+        prop_assert_eq!(masked_sum(&seqs, &x, f).unwrap().to_bits(), reduce::sum(&flat, Par::Seq).to_bits());
+        if flat.len() > 1 {
+            prop_assert_eq!(masked_var(&seqs, &x, f, 1).unwrap().to_bits(), reduce::var(&flat, 1, Par::Seq).unwrap().to_bits());
+        }
+        if lengths.iter().all(|&l| l > 0) {
+            // Each sequence's mean is the mean of its own unpadded values.
+            let means = sequence_means(&seqs, &x, f).unwrap();
+            for (b, mean) in means.iter().enumerate() {
+                let own = &flat[seqs.offsets()[b] * f..seqs.offsets()[b + 1] * f];
+                prop_assert_eq!(mean.to_bits(), reduce::mean(own, Par::Seq).unwrap().to_bits());
+            }
         }
     }
 
     #[test]
-    fn prop_gradients_match_central_differences((lengths, max_len, _, seed) in ragged()) {
+    fn prop_gradients_match_central_differences((lengths, max_len, f, seed) in ragged()) {
         let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
         prop_assume!(seqs.total() >= 3);
-        let x = padded_with_nan(&seqs, seed);
-        let upstream = values(seqs.padded_steps(), seed ^ 7);
-        let check = |analytic: Vec<f64>, f: &dyn Fn(&[f64]) -> f64| assert_close(&analytic, &numeric_gradient(&seqs, &x, f), 1e-5);
-        check(masked_mean_backward(&seqs, 0.7).unwrap(), &|y| 0.7 * masked_mean(&seqs, y).unwrap())?;
-        check(masked_sum_backward(&seqs, -1.3).unwrap(), &|y| -1.3 * masked_sum(&seqs, y).unwrap())?;
-        check(masked_var_backward(&seqs, &x, 1, 0.5).unwrap(), &|y| 0.5 * masked_var(&seqs, y, 1).unwrap())?;
-        check(masked_std_backward(&seqs, &x, 0, 2.0).unwrap(), &|y| 2.0 * masked_std(&seqs, y, 0).unwrap())?;
+        let x = padded_with_nan(&seqs, f, seed);
+        let upstream = values(seqs.padded_steps() * f, seed ^ 7);
+        let check = |analytic: Vec<f64>, g: &dyn Fn(&[f64]) -> f64| assert_close(&analytic, &numeric_gradient(&seqs, f, &x, g), 1e-5);
+        check(masked_mean_backward(&seqs, f, 0.7).unwrap(), &|y| 0.7 * masked_mean(&seqs, y, f).unwrap())?;
+        check(masked_sum_backward(&seqs, f, -1.3).unwrap(), &|y| -1.3 * masked_sum(&seqs, y, f).unwrap())?;
+        check(masked_var_backward(&seqs, &x, f, 1, 0.5).unwrap(), &|y| 0.5 * masked_var(&seqs, y, f, 1).unwrap())?;
+        check(masked_std_backward(&seqs, &x, f, 0, 2.0).unwrap(), &|y| 2.0 * masked_std(&seqs, y, f, 0).unwrap())?;
+        let valid = valid_values(&seqs, f);
         let dot = |a: &[f64]| -> f64 {
-            let mask = sequence_mask(seqs.lengths(), Some(seqs.max_len())).unwrap();
-            a.iter().zip(&upstream).zip(mask.as_bools()).filter(|(_, v)| **v).map(|((p, q), _)| p * q).sum()
+            a.iter().zip(&upstream).zip(&valid).filter(|(_, v)| **v).map(|((p, q), _)| p * q).sum()
         };
         check(
-            masked_normalize_backward(&seqs, &x, 1e-3, 0, &upstream).unwrap(),
-            &|y| dot(&masked_normalize(&seqs, y, 1e-3, 0).unwrap()),
+            masked_normalize_backward(&seqs, &x, f, 1e-3, 0, &upstream).unwrap(),
+            &|y| dot(&masked_normalize(&seqs, y, f, 1e-3, 0).unwrap()),
         )?;
         if lengths.iter().all(|&l| l > 0) {
             let g: Vec<f64> = (0..lengths.len()).map(|b| 0.1 * b as f64 - 0.3).collect();
-            check(sequence_means_backward(&seqs, &g).unwrap(), &|y| {
-                sequence_means(&seqs, y).unwrap().iter().zip(&g).map(|(m, w)| m * w).sum()
+            check(sequence_means_backward(&seqs, f, &g).unwrap(), &|y| {
+                sequence_means(&seqs, y, f).unwrap().iter().zip(&g).map(|(m, w)| m * w).sum()
             })?;
         }
     }
@@ -148,8 +169,8 @@ proptest! {
         let reward = values(ids.len(), seed ^ 1);
         let config = ChopConfig { max_seq_len, dynamic_max, require_contiguous_episodes: true };
         let batch = chop_into_sequences(&ids, &[Column { data: &obs, width: 2 }, Column { data: &reward, width: 1 }], config).unwrap();
-        prop_assert_eq!(unpad(batch.seqs(), batch.column(0), 2).unwrap(), obs);
-        prop_assert_eq!(unpad(batch.seqs(), batch.column(1), 1).unwrap(), reward);
+        prop_assert_eq!(unpad(batch.seqs(), batch.column(0).unwrap(), 2).unwrap(), obs);
+        prop_assert_eq!(unpad(batch.seqs(), batch.column(1).unwrap(), 1).unwrap(), reward);
         prop_assert!(batch.seqs().lengths().iter().all(|&l| (1..=max_seq_len).contains(&l)));
         for (s, &start) in batch.starts().iter().enumerate() {
             // A sequence never spans two episodes.
@@ -179,7 +200,7 @@ proptest! {
             prop_assert!(!group.is_empty());
             let sub = batch.select(group).unwrap();
             // Rows of each sequence stay together and in order: the packed row index x.
-            let rows = unpad(sub.seqs(), sub.column(0), 1).unwrap();
+            let rows = unpad(sub.seqs(), sub.column(0).unwrap(), 1).unwrap();
             let mut at = 0;
             for (k, &s) in group.iter().enumerate() {
                 let len = sub.seqs().lengths()[k];
@@ -192,6 +213,20 @@ proptest! {
         }
         // The same seed gives the same minibatches.
         prop_assert_eq!(groups, batch.minibatches(count, &mut Rng::new(seed, "minibatch")).unwrap());
+        // By size: a partition of whole sequences, each group within `size` unless it is a
+        // single longer sequence, and no two neighbors that would have fitted together.
+        let size = 1 + count_pick % 40;
+        let by_size = batch.minibatches_of_size(size, &mut Rng::new(seed, "minibatch")).unwrap();
+        let mut seen: Vec<usize> = by_size.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..sequences).collect::<Vec<_>>());
+        let steps = |g: &Vec<usize>| g.iter().map(|&s| batch.seqs().lengths()[s]).sum::<usize>();
+        for (k, group) in by_size.iter().enumerate() {
+            prop_assert!(steps(group) <= size || group.len() == 1);
+            if let Some(next) = by_size.get(k + 1) {
+                prop_assert!(steps(group) + batch.seqs().lengths()[next[0]] > size);
+            }
+        }
     }
 }
 
@@ -201,33 +236,35 @@ fn reductions_and_copies_are_bitwise_equal_across_threads() {
     let mut rng = Rng::new(4, "threads");
     let lengths: Vec<usize> = (0..700).map(|_| 1 + rng.below(199) as usize).collect();
     let seqs = Sequences::new(&lengths, Some(200)).unwrap();
-    let x = padded_with_nan(&seqs, 9);
+    let x = padded_with_nan(&seqs, 1, 9);
+    let x3 = padded_with_nan(&seqs, 3, 11);
     let flat = values(seqs.total() * 3, 10);
     let run = |par: Par| {
         let cpu = Cpu::new(par);
-        let mut bits: Vec<u64> = vec![
-            device::masked_mean(&cpu, &seqs, &x).unwrap().to_bits(),
-            device::masked_var(&cpu, &seqs, &x, 1).unwrap().to_bits(),
-        ];
-        bits.push(device::masked_std(&cpu, &seqs, &x, 0).unwrap().to_bits());
-        bits.extend(
-            device::sequence_means(&cpu, &seqs, &x)
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits()),
-        );
-        bits.extend(
-            device::masked_normalize(&cpu, &seqs, &x, 1e-8, 0)
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits()),
-        );
-        bits.extend(
-            device::masked_normalize_backward(&cpu, &seqs, &x, 1e-8, 0, &x)
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits()),
-        );
+        let mut bits: Vec<u64> = Vec::new();
+        for (x, f) in [(&x, 1), (&x3, 3)] {
+            bits.push(device::masked_mean(&cpu, &seqs, x, f).unwrap().to_bits());
+            bits.push(device::masked_var(&cpu, &seqs, x, f, 1).unwrap().to_bits());
+            bits.push(device::masked_std(&cpu, &seqs, x, f, 0).unwrap().to_bits());
+            bits.extend(
+                device::sequence_means(&cpu, &seqs, x, f)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits()),
+            );
+            bits.extend(
+                device::masked_normalize(&cpu, &seqs, x, f, 1e-8, 0)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits()),
+            );
+            bits.extend(
+                device::masked_normalize_backward(&cpu, &seqs, x, f, 1e-8, 0, x)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits()),
+            );
+        }
         for order in [PadOrder::BatchMajor, PadOrder::TimeMajor] {
             let padded = device::pad(&cpu, &seqs, &flat, 3, order).unwrap();
             bits.extend(padded.iter().map(|v| v.to_bits()));
@@ -259,17 +296,22 @@ fn bad_input_is_an_error_naming_the_argument() {
         "pad: argument `flat` has the wrong shape: expected 3 elements ([N, F]), got 4 elements"
     );
     assert!(msg(unpad(&seqs, &[1.0f32; 5], 1).unwrap_err()).contains("`padded`"));
-    assert!(msg(masked_mean(&seqs, &[1.0f32; 3]).unwrap_err()).contains("`x`"));
+    assert!(msg(masked_mean(&seqs, &[1.0f32; 3], 1).unwrap_err()).contains("`x`"));
+    assert_eq!(
+        msg(masked_mean(&seqs, &[1.0f32; 4], 2).unwrap_err()),
+        "masked_mean: argument `x` has the wrong shape: expected 8 elements ([B, T, F] = [2, 2, 2]), got 4 elements"
+    );
     let empty = Sequences::new(&[0, 0], Some(3)).unwrap();
-    assert!(msg(masked_mean(&empty, &[0.0f32; 6]).unwrap_err()).contains("is empty"));
+    assert!(msg(masked_mean(&empty, &[0.0f32; 6], 1).unwrap_err()).contains("is empty"));
+    assert!(msg(masked_mean(&seqs, &[0.0f32; 0], 0).unwrap_err()).contains("is empty"));
     assert!(
-        msg(masked_var(&seqs, &[0.0f32; 4], 3).unwrap_err()).contains("at least 4 valid steps")
+        msg(masked_var(&seqs, &[0.0f32; 4], 1, 3).unwrap_err()).contains("at least 4 valid values")
     );
     assert!(
-        msg(sequence_means(&Sequences::new(&[2, 0], None).unwrap(), &[0.0f32; 4]).unwrap_err())
+        msg(sequence_means(&Sequences::new(&[2, 0], None).unwrap(), &[0.0f32; 4], 1).unwrap_err())
             .contains("sequence 1")
     );
-    assert!(msg(masked_normalize(&seqs, &[0.0f32; 4], -1.0, 0).unwrap_err()).contains("`eps`"));
+    assert!(msg(masked_normalize(&seqs, &[0.0f32; 4], 1, -1.0, 0).unwrap_err()).contains("`eps`"));
     let ids = [1i64, 1, 2, 1];
     let x = [0.0f32; 4];
     let strict = ChopConfig {
@@ -304,5 +346,71 @@ fn bad_input_is_an_error_naming_the_argument() {
     let batch =
         chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(4)).unwrap();
     assert!(msg(batch.minibatches(4, &mut Rng::new(0, "m")).unwrap_err()).contains("`count`"));
+    assert!(
+        msg(batch
+            .minibatches_of_size(0, &mut Rng::new(0, "m"))
+            .unwrap_err())
+        .contains("`size`")
+    );
     assert!(msg(batch.select(&[3]).unwrap_err()).contains("`sequences`"));
+}
+
+#[test]
+fn huge_sizes_are_errors_naming_the_size() {
+    let err = sequence_mask(&[usize::MAX], None).unwrap_err();
+    assert!(err.to_string().contains("elements of bool"), "{err}");
+    for max_len in [usize::MAX / 2, 1 << 50] {
+        let seqs = Sequences::new(&[1], Some(max_len)).unwrap();
+        let err = pad(&seqs, &[1.0f32], 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("{max_len} elements of f32")),
+            "{err}"
+        );
+        assert!(pad_time_major(&seqs, &[1.0f64], 1).is_err());
+        assert!(masked_mean_backward(&seqs, 1, 1.0f32).is_err());
+        assert!(masked_sum_backward(&seqs, 2, 1.0f64).is_err());
+        assert!(seqs.sequence_of(1).is_none());
+    }
+    // B * T * F overflows usize: a shape error, not an allocation.
+    let seqs = Sequences::new(&[1, 1], Some(usize::MAX / 2)).unwrap();
+    assert!(pad(&seqs, &[0.0f32; 6], 3).is_err());
+    // No rows but a huge padded length: nothing to pad, no overflow.
+    let none = Sequences::new(&[], Some(usize::MAX)).unwrap();
+    assert!(pad(&none, &[0.0f32; 0], 5).unwrap().is_empty());
+}
+
+#[test]
+fn the_mask_of_sequences_is_their_sequence_mask() {
+    let seqs = Sequences::new(&[3, 0, 1], Some(4)).unwrap();
+    let mask = seqs.mask().unwrap();
+    assert_eq!(mask, sequence_mask(&[3, 0, 1], Some(4)).unwrap());
+    assert_eq!((mask.batch(), mask.max_len()), (3, 4));
+    assert_eq!(mask.to_u8().unwrap(), [1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+}
+
+#[test]
+fn transpose_converts_time_major_rollouts_with_features() {
+    // [T, B, F] = [2, 3, 2] to [B, T, F] and back.
+    let time_major: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let batch_major = transpose(&time_major, 2, 3, 2).unwrap();
+    assert_eq!(batch_major[..4], [0.0, 1.0, 6.0, 7.0]); // env 0 at t = 0, then t = 1
+    assert_eq!(transpose(&batch_major, 3, 2, 2).unwrap(), time_major);
+    assert!(transpose(&time_major, 2, 3, 3).is_err());
+}
+
+#[test]
+fn accessors_past_the_end_are_none() {
+    let seqs = Sequences::new(&[2, 0, 1], None).unwrap();
+    assert_eq!(
+        (0..4).map(|row| seqs.sequence_of(row)).collect::<Vec<_>>(),
+        [Some(0), Some(0), Some(2), None]
+    );
+    let ids = [4i64, 4, 5];
+    let x = [1.0f32, 2.0, 3.0];
+    let batch =
+        chop_into_sequences(&ids, &[Column { data: &x, width: 1 }], ChopConfig::new(2)).unwrap();
+    assert_eq!(batch.column(0), Some(&[1.0, 2.0, 3.0, 0.0][..]));
+    assert_eq!((batch.width(0), batch.width(1)), (Some(1), None));
+    assert!(batch.column(1).is_none());
 }

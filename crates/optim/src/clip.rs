@@ -7,34 +7,121 @@ const CHUNK: usize = 1 << 14;
 /// Fewest elements worth a task.
 const MIN_TASK: usize = 1 << 16;
 
-/// The global L2 norm of `grads`, as one vector: the canonical sum of squares over the
-/// gradients concatenated in the order given, then its square root. The same bits for
-/// every thread count and however the parameters are split into tensors.
-pub fn global_norm<T: Float>(grads: &[&[T]], par: Par) -> T {
+/// The canonical sum of `(g * scale)^2` over the gradients concatenated in the order
+/// given (`scale = 1` is the plain sum of squares).
+fn sum_of_squares<T: Float>(grads: &[&[T]], scale: T, par: Par) -> T {
     let total: usize = grads.iter().map(|g| g.len()).sum();
     let mut offsets = Vec::with_capacity(grads.len() + 1);
     offsets.push(0usize);
     for g in grads {
         offsets.push(offsets[offsets.len() - 1] + g.len());
     }
+    let one = scale == T::one();
     reduce::sum_leaves_with(
         total,
         par,
-        |first| reduce::segment_of(&offsets, first),
+        |first| reduce::segment_of(&offsets, first).unwrap_or(0),
         |tensor, range, leaf| {
             reduce::for_each_segment(&offsets, tensor, range, |k, local| {
-                leaf.push_mapped(&grads[k][local], |g| g * g);
+                if one {
+                    leaf.push_mapped(&grads[k][local], |g| g * g);
+                } else {
+                    leaf.push_mapped(&grads[k][local], |g| (g * scale) * (g * scale));
+                }
             });
         },
     )
-    .sqrt()
 }
 
-/// Scales all gradients so that their global norm is at most `max_norm`, PyTorch's
-/// `clip_grad_norm_`: `coef = max_norm / (norm + 1e-6)`, and every gradient is multiplied
-/// by `coef` when it is below 1. Returns the norm before clipping. A non-finite norm scales
-/// the gradients by NaN, as PyTorch does; the optimizer's finite check then refuses the
-/// step. An error when `max_norm` is not finite and positive.
+/// The global norm as `root * 2^exponent`, so that it exists even where `T` cannot hold
+/// it; `exponent` 0 is the plain form.
+#[derive(Debug, Clone, Copy)]
+struct Norm<T> {
+    root: T,
+    exponent: i32,
+}
+
+impl<T: Float> Norm<T> {
+    /// The norm in `T`: infinite when it exceeds `T`'s range.
+    fn value(self) -> T {
+        if self.exponent == 0 {
+            self.root
+        } else {
+            T::from_f64(self.root.as_f64() * 2f64.powi(self.exponent))
+        }
+    }
+}
+
+/// The exponent `e` of `x = m * 2^e` with `m` in `[0.5, 1)` (`x` finite and nonzero).
+fn binary_exponent<T: Float>(x: T) -> i32 {
+    let (mantissa, exponent, _) = x.integer_decode();
+    i32::from(exponent) + (u64::BITS - mantissa.leading_zeros()) as i32
+}
+
+/// The canonical global norm (see [`global_norm`]).
+fn norm<T: Float>(grads: &[&[T]], par: Par) -> Norm<T> {
+    let sum = sum_of_squares(grads, T::one(), par);
+    if !sum.is_infinite() {
+        // Finite, or NaN from a NaN gradient: the plain sum of squares.
+        return Norm {
+            root: sum.sqrt(),
+            exponent: 0,
+        };
+    }
+    // No NaN (the sum would be NaN): either an infinite gradient, or squares that overflow.
+    let largest = grads
+        .iter()
+        .flat_map(|g| g.iter())
+        .fold(T::zero(), |m, &g| reduce::max2(m, g.abs()));
+    if largest.is_infinite() {
+        return Norm {
+            root: largest,
+            exponent: 0,
+        };
+    }
+    // Scale by 2^-k, k the exponent of the largest gradient (at most two below T's
+    // largest, so that 2^-k stays a normal number): the scaled squares are at most 16.
+    let k = binary_exponent(largest).min(binary_exponent(T::max_value()) - 2);
+    let scale = T::from_f64(0.5f64.powi(k));
+    Norm {
+        root: sum_of_squares(grads, scale, par).sqrt(),
+        exponent: k,
+    }
+}
+
+/// The global L2 norm of `grads`, as one vector: the canonical sum of squares over the
+/// gradients concatenated in the order given, then its square root. The same bits for
+/// every thread count and however the parameters are split into tensors.
+///
+/// The norm cannot overflow for finite gradients: when the sum of squares does (a norm
+/// above about `1.8e19` in f32), it is computed again, in the same canonical order, on
+/// the gradients scaled by a power of two `2^-k` (`k` the exponent of the largest
+/// gradient), and the root is scaled back, `sqrt(sum (g 2^-k)^2) * 2^k` (exact up to
+/// the rounding of the sum: scaling by a power of two is exact for normal numbers). The
+/// result is infinite only when the norm exceeds `T`'s range or a gradient is infinite,
+/// and NaN when a gradient is NaN.
+///
+/// ```
+/// use rlgrad_optim::{global_norm, Par};
+/// assert_eq!(global_norm(&[&[3.0f32][..], &[4.0]], Par::Seq), 5.0);
+/// let huge = global_norm(&[&[1e20f32, -1e20][..]], Par::Seq);
+/// assert!((huge / 1e20 - 2f32.sqrt()).abs() < 1e-6);
+/// ```
+pub fn global_norm<T: Float>(grads: &[&[T]], par: Par) -> T {
+    norm(grads, par).value()
+}
+
+/// Scales all gradients so that their global norm ([`global_norm`]) is at most
+/// `max_norm`, PyTorch's `clip_grad_norm_`: `coef = max_norm / (norm + 1e-6)`, and every
+/// gradient is multiplied by `coef` when it is below 1. Returns the norm before clipping.
+/// An error when `max_norm` is not finite and positive.
+///
+/// Large finite gradients are clipped, never zeroed: when the norm needed its scaled form
+/// `root 2^k` (see [`global_norm`]), the coefficient is computed in f64 from that form,
+/// `c = max_norm / (root + 1e-6 2^-k)` (which is `coef 2^k`), and each gradient becomes
+/// `(g 2^-k) * c` when `c < 2^k`. Non-finite gradients behave as in PyTorch: an infinite norm gives
+/// `coef = 0` (infinite gradients become NaN, the others 0) and a NaN norm `coef = NaN`;
+/// the optimizer's finite check then refuses the step.
 ///
 /// ```
 /// use rlgrad_optim::clip_grad_norm;
@@ -42,7 +129,10 @@ pub fn global_norm<T: Float>(grads: &[&[T]], par: Par) -> T {
 /// let norm = clip_grad_norm(&mut [&mut a, &mut b], 1.0)?;
 /// assert_eq!(norm, 5.0);
 /// assert!((a[0] - 0.6).abs() < 1e-6 && (b[0] - 0.8).abs() < 1e-6);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// let mut huge = vec![1e20f32, -1e20];
+/// clip_grad_norm(&mut [&mut huge], 1.0)?;
+/// assert!((huge[0] - 0.5f32.sqrt()).abs() < 1e-6 && (huge[1] + 0.5f32.sqrt()).abs() < 1e-6);
+/// # Ok::<(), rlgrad_optim::Error>(())
 /// ```
 pub fn clip_grad_norm<T: Float>(grads: &mut [&mut [T]], max_norm: f64) -> Result<T> {
     clip_grad_norm_with(grads, max_norm, Par::auto())
@@ -52,22 +142,36 @@ pub fn clip_grad_norm<T: Float>(grads: &mut [&mut [T]], max_norm: f64) -> Result
 pub fn clip_grad_norm_with<T: Float>(grads: &mut [&mut [T]], max_norm: f64, par: Par) -> Result<T> {
     check::positive("clip_grad_norm", "max_norm", max_norm)?;
     let views: Vec<&[T]> = grads.iter().map(|g| &**g).collect();
-    let norm = global_norm(&views, par);
-    let coef = T::from_f64(max_norm) / (norm + T::from_f64(1e-6));
-    // A NaN coefficient (non-finite norm) scales too, as in PyTorch.
-    if coef < T::one() || coef.is_nan() {
-        scale(grads, coef, par);
+    let norm = norm(&views, par);
+    if norm.exponent == 0 {
+        let coef = T::from_f64(max_norm) / (norm.root + T::from_f64(1e-6));
+        // A NaN coefficient (non-finite norm) scales too, as in PyTorch.
+        if coef < T::one() || coef.is_nan() {
+            scale(grads, T::one(), coef, par);
+        }
+    } else {
+        // coef = max_norm / (root 2^k + 1e-6), applied as (g 2^-k) (coef 2^k) so that
+        // neither factor leaves T's normal range.
+        let down = 0.5f64.powi(norm.exponent);
+        let coef_up = max_norm / (norm.root.as_f64() + 1e-6 * down);
+        if coef_up < 2f64.powi(norm.exponent) {
+            scale(grads, T::from_f64(down), T::from_f64(coef_up), par);
+        }
     }
-    Ok(norm)
+    Ok(norm.value())
 }
 
-fn scale<T: Float>(grads: &mut [&mut [T]], factor: T, par: Par) {
+/// `g = (g * first) * second` (`first = 1` skips the first product).
+fn scale<T: Float>(grads: &mut [&mut [T]], first: T, second: T, par: Par) {
     let total = grads.iter().map(|g| g.len()).sum();
     let chunks: Vec<&mut [T]> = grads.iter_mut().flat_map(|g| g.chunks_mut(CHUNK)).collect();
+    let one = first == T::one();
     par.for_work(total, MIN_TASK)
         .for_each_item(chunks, |chunk| {
-            for g in chunk {
-                *g = *g * factor;
+            if one {
+                chunk.iter_mut().for_each(|g| *g = *g * second);
+            } else {
+                chunk.iter_mut().for_each(|g| *g = (*g * first) * second);
             }
         });
 }
@@ -96,7 +200,7 @@ pub fn clip_grad_value<T: Float>(grads: &mut [&mut [T]], clip: f64) -> Result<()
 /// let mut target = vec![0.0f64, 10.0];
 /// polyak_update(&mut target, &[1.0, 0.0], 0.5)?;
 /// assert_eq!(target, [0.5, 5.0]);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_optim::Error>(())
 /// ```
 pub fn polyak_update<T: Float>(target: &mut [T], source: &[T], tau: f64) -> Result<()> {
     check::unit_interval("polyak_update", "tau", tau)?;
@@ -141,6 +245,71 @@ mod tests {
         assert!(clip_grad_value(&mut [&mut g], f64::NAN).is_err());
         let mut h = vec![f64::NAN];
         assert!(clip_grad_norm(&mut [&mut h], 1.0).unwrap().is_nan());
+    }
+
+    /// The canonical sum of squares of the concatenation, written plainly.
+    fn plain_norm(grads: &[Vec<f32>], par: Par) -> f32 {
+        let all: Vec<f32> = grads.concat();
+        reduce::sum_map(&all, par, |g| g * g).sqrt()
+    }
+
+    #[test]
+    fn the_norm_is_the_canonical_norm_of_the_concatenation_at_any_thread_count() {
+        let mut rng = rlgrad_core::Rng::new(11, "clip");
+        let grads: Vec<Vec<f32>> = [70_001usize, 3, 0, 40_000]
+            .iter()
+            .map(|&n| (0..n).map(|_| rng.normal(0.0, 1.0)).collect())
+            .collect();
+        let views: Vec<&[f32]> = grads.iter().map(Vec::as_slice).collect();
+        let want = plain_norm(&grads, Par::Seq).to_bits();
+        for par in [Par::Seq, Par::rayon(2), Par::rayon(4)] {
+            assert_eq!(global_norm(&views, par).to_bits(), want);
+        }
+        // Overflowing squares: the scaled form, the same bits at every thread count.
+        let huge: Vec<Vec<f32>> = grads
+            .iter()
+            .map(|g| g.iter().map(|v| v * 1e25).collect())
+            .collect();
+        let views: Vec<&[f32]> = huge.iter().map(Vec::as_slice).collect();
+        let scaled = global_norm(&views, Par::Seq);
+        assert!(scaled.is_finite());
+        assert!((scaled / 1e25 / f32::from_bits(want) - 1.0).abs() < 1e-5);
+        for par in [Par::rayon(2), Par::rayon(4)] {
+            assert_eq!(global_norm(&views, par).to_bits(), scaled.to_bits());
+        }
+    }
+
+    #[test]
+    fn large_finite_gradients_are_clipped_not_zeroed() {
+        let mut g = vec![1e20f32, -1e20];
+        let norm = clip_grad_norm(&mut [&mut g], 1.0).unwrap();
+        assert!((norm / 1e20 - 2f32.sqrt()).abs() < 1e-6, "{norm}");
+        let half = 0.5f32.sqrt();
+        assert!(
+            (g[0] - half).abs() < 1e-6 && (g[1] + half).abs() < 1e-6,
+            "{g:?}"
+        );
+        let mut g = vec![1e200f64, 1e200, -1e200];
+        clip_grad_norm(&mut [&mut g], 3.0).unwrap();
+        assert!(
+            g.iter().all(|v| (v.abs() - 3f64.sqrt()).abs() < 1e-12),
+            "{g:?}"
+        );
+        // A norm beyond f32's range is infinite, yet the gradients are clipped.
+        let mut g = vec![3e38f32, 3e38];
+        assert_eq!(clip_grad_norm(&mut [&mut g], 1.0).unwrap(), f32::INFINITY);
+        assert!(g.iter().all(|v| (v - half).abs() < 1e-6), "{g:?}");
+        // A huge max_norm leaves them alone.
+        let mut g = vec![1e20f32, -1e20];
+        clip_grad_norm(&mut [&mut g], 1e30).unwrap();
+        assert_eq!(g, [1e20, -1e20]);
+        // Truly non-finite gradients keep PyTorch's behavior.
+        let mut g = vec![f32::INFINITY, 1.0];
+        assert_eq!(clip_grad_norm(&mut [&mut g], 1.0).unwrap(), f32::INFINITY);
+        assert!(g[0].is_nan() && g[1] == 0.0);
+        let mut g = vec![f32::NAN, 1.0];
+        assert!(clip_grad_norm(&mut [&mut g], 1.0).unwrap().is_nan());
+        assert!(g.iter().all(|v| v.is_nan()));
     }
 
     #[test]

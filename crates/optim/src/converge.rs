@@ -139,7 +139,7 @@ impl<T: Float> Rule<T> for SeedAdam {
 /// use rlgrad_optim::converge::{run, GuideOptimizer, Outcome};
 /// let gd = run(GuideOptimizer::GradientDescent, 0.1, 2.0, 2000)?;
 /// assert_eq!(gd.outcome, Outcome::Exploded); // lr 0.1 overshoots
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_optim::Error>(())
 /// ```
 pub fn run(optimizer: GuideOptimizer, lr: f64, init: f32, max_iters: usize) -> Result<Run> {
     let mut opt: Optimizer<f32> = match optimizer {

@@ -9,13 +9,17 @@
 //! - [`Optimizer`]: named parameters, parameter groups with their own hyper-parameters and
 //!   [`Schedule`]s, slots with stable names (`m`, `v`, `v_max`, `momentum_buffer`,
 //!   `velocity`, `change`, `square_avg`, `grad_avg`, `sum`) readable at any time, a step
-//!   counter, [`effective_lr`](Optimizer::effective_lr) (Adam's `alpha_t`) and
-//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name, and an
-//!   opt-in finite check.
+//!   counter, [`effective_lr`](Optimizer::effective_lr) (Adam's `alpha_t`) per group and
+//!   [`effective_lr_of`](Optimizer::effective_lr_of) per parameter,
+//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name that
+//!   records what gives the slots their meaning ([`RuleSpec`]), and an opt-in finite
+//!   check.
 //! - Every update is one fused pass over (param, grad, slots), parallel in fixed chunks and
 //!   vectorized; step-only scalars (bias corrections, the scheduled rate) are computed once
 //!   per step on the host in f64. The same kernels run on any device implementing
-//!   [`OptimKernel`](rlgrad_core::kernels::OptimKernel) ([`Optimizer::step_on`]).
+//!   [`OptimKernel`] ([`Optimizer::step_on`]); the fused updates' formulas are in
+//!   [`fused`]. Every type the API takes or returns is exported here, so this crate alone
+//!   is a complete dependency.
 //! - [`clip_grad_norm`] (global, canonical reduction, returns the norm before clipping),
 //!   [`clip_grad_value`], [`polyak_update`] and [`hard_update`] for target networks.
 //! - [`converge`]: the TF "optimizers with Core APIs" convergence test (`cargo xtask
@@ -33,9 +37,9 @@
 //! opt.step(&mut [Param { name: "actor.weight", value: &mut weight, grad: &grad }])?;
 //! assert_eq!(opt.last_lr(0), Some(3e-4 * 1.0 / 10.0)); // the first warm-up step
 //! println!("alpha_t = {}", opt.effective_lr(0)?);
-//! println!("m = {:?}", opt.slot("actor.weight", "m").unwrap());
+//! println!("m = {:?}", opt.slot("actor.weight", "m")?);
 //! let checkpoint = opt.state()?; // slots by parameter name, and the step counter
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_optim::Error>(())
 //! ```
 //!
 //! # A custom optimizer is a small trait impl
@@ -44,8 +48,7 @@
 //! `m = b2 m + (1 - b2) g`.
 //!
 //! ```
-//! use rlgrad_core::Float;
-//! use rlgrad_optim::{Optimizer, Param, Rule, StepRule};
+//! use rlgrad_optim::{Float, Optimizer, Param, Rule, StepRule};
 //!
 //! #[derive(Debug)]
 //! struct Lion { beta1: f64, beta2: f64, weight_decay: f64 }
@@ -73,16 +76,22 @@
 //! let mut x = vec![1.0, -1.0];
 //! opt.step(&mut [Param { name: "x", value: &mut x, grad: &[2.0, -3.0] }])?;
 //! assert_eq!(x, [0.9, -0.9]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_optim::Error>(())
 //! ```
 //!
 //! # Errors
 //!
 //! Hyper-parameters are checked when a rule joins an optimizer (betas outside `[0, 1)`,
-//! `eps <= 0`, negative or non-finite weight decay), learning rates at every step (negative
-//! or non-finite). A step refuses, changing nothing, parameters whose gradient length
-//! differs, a repeated name, a length that differs from the parameter's slots, a parameter
-//! set that differs from imported state, and non-finite gradients when the check is on.
+//! `eps <= 0`, negative or non-finite weight decay, a negative or non-finite first
+//! learning rate), learning rates at every step (negative or non-finite). A step refuses,
+//! changing nothing, parameters whose gradient length differs, a repeated name, a length
+//! that differs from the parameter's state, a parameter set that differs from imported
+//! state, and non-finite gradients when the check is on. Importing state refuses, changing
+//! nothing, another number of groups, another rule (name, flavor or slot-changing option),
+//! and slots of another length. Asking for an unknown parameter or slot is an error that
+//! names the valid slots. No public function panics on its input, and a call that fails
+//! leaves the parameters, the gradients and the optimizer's state as they were (tested
+//! with random rules, schedules, parameter sets and non-finite values).
 
 mod clip;
 pub mod converge;
@@ -94,11 +103,17 @@ pub use clip::{
     clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
 };
 pub use optimizer::{DeviceParam, Optimizer, OptimizerState, Param, ParamState};
+pub use rlgrad_core::kernels::OptimKernel;
+/// The fused updates [`StepRule::Fused`] carries, with their formulas.
+pub use rlgrad_core::kernels::optim as fused;
+pub use rlgrad_core::{Cpu, Device, Error, Float, Par, Result};
 pub use rule::{
-    Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, Sgd,
-    StepRule,
+    Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, RuleSpec,
+    Sgd, StepRule,
 };
-pub use schedule::{Constant, Cosine, Exponential, LinearWarmup, Schedule, Sequence, StepDecay};
+pub use schedule::{
+    CloneSchedule, Constant, Cosine, Exponential, LinearWarmup, Schedule, Sequence, StepDecay,
+};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]

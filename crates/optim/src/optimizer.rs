@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rlgrad_core::cpu::alloc;
 use rlgrad_core::cpu::optim::{self as cpu_kernel, Job};
 use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Device, Error, Float, Par, Result, check};
 
-use crate::rule::{ChunkUpdate, Rule, StepRule};
+use crate::rule::{ChunkUpdate, Rule, RuleSpec, StepRule};
 use crate::schedule::Schedule;
 
 /// One parameter at a slice-level step: its name, its values (updated in place) and its
@@ -33,13 +34,18 @@ pub struct DeviceParam<'a, T: Float, D: Device> {
     pub grad: &'a D::Buffer<T>,
 }
 
-/// An optimizer's exported state: the step counter and every parameter's slots, by name.
+/// An optimizer's exported state: the step counter, each group's last learning rate, and
+/// every parameter's slots, by name. Plain data, so that a checkpoint can store it (with
+/// the `serde` feature, it is `Serialize` and `Deserialize`).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct OptimizerState<T> {
     /// Completed optimizer steps.
     pub step: u64,
-    /// Per parameter.
+    /// The learning rate each parameter group used at the last step, by group index
+    /// (`None` before the first step).
+    pub last_lrs: Vec<Option<f64>>,
+    /// Per parameter: every parameter that has taken a step.
     pub params: BTreeMap<String, ParamState<T>>,
 }
 
@@ -47,11 +53,16 @@ pub struct OptimizerState<T> {
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ParamState<T> {
-    /// The rule that owns the slots (`"adam"`).
-    pub rule: String,
+    /// What gives the slots their meaning: the rule of the parameter's group, its flavor
+    /// and options (`adam (torch; amsgrad)`).
+    pub rule: RuleSpec,
+    /// The parameter's element count (every slot has as many).
+    pub len: usize,
     /// Steps this parameter took (bias corrections count these).
     pub steps: u64,
-    /// The slots by name.
+    /// The learning rate of this parameter's last update.
+    pub last_lr: f64,
+    /// The slots by name (none for plain SGD).
     pub slots: BTreeMap<String, Vec<T>>,
 }
 
@@ -68,6 +79,8 @@ struct Group<T> {
 struct Slots<B> {
     group: usize,
     steps: u64,
+    /// The learning rate of the parameter's last update.
+    last_lr: f64,
     len: usize,
     buffers: Vec<B>,
 }
@@ -88,10 +101,27 @@ pub struct Optimizer<T: Float, D: Device = Cpu> {
     expected_params: Option<BTreeSet<String>>,
 }
 
+/// The first learning rate of `schedule` must be finite and `>= 0`: PyTorch refuses a
+/// negative rate when the optimizer is built, not at its first step.
+fn check_schedule(function: &'static str, schedule: &dyn Schedule) -> Result<()> {
+    let lr = schedule.lr(0);
+    if lr.is_finite() && lr >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::value(
+            function,
+            "schedule",
+            "a finite first learning rate >= 0",
+            lr,
+        ))
+    }
+}
+
 impl<T: Float> Optimizer<T, Cpu> {
     /// An optimizer on the host with `rule` and `schedule` for every parameter (a plain
-    /// `f64` is a constant learning rate). An error when the rule's hyper-parameters are
-    /// invalid.
+    /// `f64` or `f32` is a constant learning rate). An error when the rule's
+    /// hyper-parameters are invalid or the schedule's first learning rate is negative or
+    /// not finite.
     ///
     /// ```
     /// use rlgrad_optim::{Adam, Optimizer, Param};
@@ -100,8 +130,9 @@ impl<T: Float> Optimizer<T, Cpu> {
     /// adam.step(&mut [Param { name: "w", value: &mut w, grad: &[0.5, -0.5] }])?;
     /// assert_eq!(w, [1.0 - 1e-3, -2.0 + 1e-3]);
     /// assert!((adam.effective_lr(0)? - 1e-3 * (1.0f64 - 0.999).sqrt() / (1.0 - 0.9)).abs() < 1e-12);
-    /// assert_eq!(adam.slot("w", "m").unwrap(), &[0.05, -0.05]);
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// assert_eq!(adam.slot("w", "m")?, &[0.05, -0.05]);
+    /// assert!(Optimizer::<f32>::new(Adam::torch(), -1e-3).is_err());
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn new(rule: impl Rule<T> + 'static, schedule: impl Schedule + 'static) -> Result<Self> {
         Self::new_on(Cpu::default(), rule, schedule)
@@ -109,9 +140,10 @@ impl<T: Float> Optimizer<T, Cpu> {
 
     /// One step over `params` (each name at most once): the `k`-th call uses learning rate
     /// `schedule.lr(k - 1)` of each parameter's group. Nothing changes when it returns an
-    /// error: a length that differs from the parameter's slots, a repeated name, a
+    /// error: a length that differs from the parameter's state, a repeated name, a
     /// parameter set that differs from imported state, a non-finite gradient when
-    /// [`Optimizer::check_finite`] is on, a schedule giving a negative or non-finite rate.
+    /// [`Optimizer::check_finite`] is on, a schedule giving a negative or non-finite rate,
+    /// slots the host cannot allocate.
     pub fn step(&mut self, params: &mut [Param<'_, T>]) -> Result<()> {
         for p in params.iter() {
             check::len("Optimizer::step", "grad", p.value.len(), p.grad.len())?;
@@ -130,10 +162,11 @@ impl<T: Float> Optimizer<T, Cpu> {
             device,
             ..
         } = self;
-        Self::create_slots(groups, device, slots, &plan)?;
+        let mut created = Self::create_slots(groups, device, &plan)?;
         let rules = Self::step_rules(groups, &plan);
         let mut slots_by_param: HashMap<&str, &mut Slots<Vec<T>>> = slots
             .iter_mut()
+            .chain(created.iter_mut())
             .map(|(name, s)| (name.as_str(), s))
             .collect();
         let mut jobs = Vec::new();
@@ -141,7 +174,7 @@ impl<T: Float> Optimizer<T, Cpu> {
         for (param, p) in params.iter_mut().zip(&plan.params) {
             let buffers: Vec<&mut [T]> = slots_by_param
                 .remove(param.name)
-                .expect("create_slots() made the slots of every parameter")
+                .expect("the plan covers every parameter, with existing or created slots")
                 .buffers
                 .iter_mut()
                 .map(Vec::as_mut_slice)
@@ -163,6 +196,7 @@ impl<T: Float> Optimizer<T, Cpu> {
             apply_custom(par, apply.as_ref(), value, grad, &mut buffers);
         }
         drop(rules);
+        self.slots.append(&mut created);
         self.commit(&plan);
         Ok(())
     }
@@ -222,13 +256,14 @@ struct Planned {
 }
 
 impl<T: Float, D: Device> Optimizer<T, D> {
-    /// An optimizer whose slots live on `device`.
+    /// An optimizer whose slots live on `device`. Errors as [`Optimizer::new`].
     pub fn new_on(
         device: D,
         rule: impl Rule<T> + 'static,
         schedule: impl Schedule + 'static,
     ) -> Result<Self> {
         rule.validate()?;
+        check_schedule("Optimizer::new", &schedule)?;
         Ok(Self {
             device,
             groups: vec![Group {
@@ -246,7 +281,8 @@ impl<T: Float, D: Device> Optimizer<T, D> {
 
     /// A parameter group with its own rule (and so its own hyper-parameters) and schedule,
     /// for the named parameters; returns its index (the default group is 0). An error when
-    /// a parameter already belongs to another group or already has slots.
+    /// a parameter already belongs to another group or already has state, or for the
+    /// errors of [`Optimizer::new`].
     ///
     /// ```
     /// use rlgrad_optim::{Adam, Optimizer, Param, Sgd};
@@ -259,7 +295,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// ])?;
     /// assert_eq!(e, [1.0 - 1e-4]);
     /// assert_eq!(opt.last_lr(slow), Some(1e-4));
-    /// # Ok::<(), rlgrad_core::Error>(())
+    /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn add_group(
         &mut self,
@@ -268,6 +304,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         schedule: impl Schedule + 'static,
     ) -> Result<usize> {
         rule.validate()?;
+        check_schedule("Optimizer::add_group", &schedule)?;
         for &name in params {
             let taken = self
                 .groups
@@ -277,7 +314,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 return Err(Error::value(
                     "Optimizer::add_group",
                     "params",
-                    "parameters without a group and without slots",
+                    "parameters without a group and without state",
                     format_args!("`{name}`"),
                 ));
             }
@@ -307,9 +344,13 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         self.groups.get(group)?.last_lr
     }
 
-    /// The step size group `group` effectively applied at the last step: Adam's
-    /// `alpha_t = lr sqrt(1 - beta2^t) / (1 - beta1^t)`, Adagrad's decayed rate, the
-    /// learning rate for the others. An error for an unknown group or before the first step.
+    /// The step size group `group` effectively applied at the last step, at the
+    /// optimizer's step count: Adam's `alpha_t = lr sqrt(1 - beta2^t) / (1 - beta1^t)`
+    /// with `t` = [`Optimizer::step_count`], Adagrad's decayed rate, the learning rate for
+    /// the others. That is the value of every parameter of the group that took every step;
+    /// a parameter that joined later counts its own steps, and
+    /// [`Optimizer::effective_lr_of`] gives its value. An error for an unknown group or
+    /// before the first step.
     pub fn effective_lr(&self, group: usize) -> Result<f64> {
         let g = self.groups.get(group).ok_or_else(|| {
             Error::out_of_range(
@@ -325,6 +366,31 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         Ok(g.rule.effective_lr(self.step, lr))
     }
 
+    /// The step size parameter `param`'s last update effectively applied: its rule's
+    /// effective rate at the parameter's own step count, with the learning rate of that
+    /// update (Adam's `alpha_t` with `t` the steps this parameter took).
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, Optimizer, Param};
+    /// let mut opt = Optimizer::<f64>::new(Adam::torch(), 1e-3)?;
+    /// let (mut a, mut b) = (vec![1.0], vec![1.0]);
+    /// opt.step(&mut [Param { name: "a", value: &mut a, grad: &[1.0] }])?;
+    /// opt.step(&mut [
+    ///     Param { name: "a", value: &mut a, grad: &[1.0] },
+    ///     Param { name: "b", value: &mut b, grad: &[1.0] }, // joins at the second step
+    /// ])?;
+    /// let alpha = |t: i32| 1e-3 * (1.0 - 0.999f64.powi(t)).sqrt() / (1.0 - 0.9f64.powi(t));
+    /// assert!((opt.effective_lr(0)? - alpha(2)).abs() < 1e-15);
+    /// assert!((opt.effective_lr_of("a")? - alpha(2)).abs() < 1e-15);
+    /// assert!((opt.effective_lr_of("b")? - alpha(1)).abs() < 1e-15); // its first step
+    /// # Ok::<(), rlgrad_optim::Error>(())
+    /// ```
+    pub fn effective_lr_of(&self, param: &str) -> Result<f64> {
+        let state = self.param_state("Optimizer::effective_lr_of", param)?;
+        let rule = &self.groups[state.group].rule;
+        Ok(rule.effective_lr(state.steps, state.last_lr))
+    }
+
     /// The rule of group `group`.
     pub fn rule(&self, group: usize) -> Option<&dyn Rule<T>> {
         self.groups.get(group).map(|g| g.rule.as_ref())
@@ -336,6 +402,43 @@ impl<T: Float, D: Device> Optimizer<T, D> {
             .iter()
             .position(|g| g.members.as_ref().is_some_and(|m| m.contains(name)))
             .unwrap_or(0)
+    }
+
+    /// The state of parameter `param`, or an error naming `function`.
+    fn param_state(&self, function: &'static str, param: &str) -> Result<&Slots<D::Buffer<T>>> {
+        self.slots.get(param).ok_or_else(|| {
+            Error::value(
+                function,
+                "param",
+                format_args!(
+                    "a parameter with state (one of the {} that took a step)",
+                    self.slots.len()
+                ),
+                format_args!("`{param}`"),
+            )
+        })
+    }
+
+    /// The index of slot `slot` of parameter `param`, or an error naming `function` and,
+    /// for an unknown slot, the valid names.
+    fn slot_index(
+        &self,
+        function: &'static str,
+        param: &str,
+        slot: &str,
+    ) -> Result<(&Slots<D::Buffer<T>>, usize)> {
+        let state = self.param_state(function, param)?;
+        let rule = &self.groups[state.group].rule;
+        let names = rule.slot_names();
+        match names.iter().position(|s| *s == slot) {
+            Some(index) => Ok((state, index)),
+            None => Err(Error::value(
+                function,
+                "slot",
+                format_args!("one of the slots of {}: {names:?}", rule.spec()),
+                format_args!("`{slot}`"),
+            )),
+        }
     }
 
     /// Validates a step and decides what each parameter does, changing nothing.
@@ -383,7 +486,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     Some(slots) if slots.len != len => Err(Error::state(
                         "Optimizer::step",
                         "params",
-                        format_args!("`{name}` with {} elements, as its slots", slots.len),
+                        format_args!("`{name}` with {} elements, as its state", slots.len),
                         len,
                     )),
                     Some(slots) => Ok(Planned {
@@ -404,16 +507,15 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         Ok(Plan { params, lrs })
     }
 
-    /// Creates the slots of the parameters seen for the first time; all or none. (An
-    /// associated function so that callers can hold the step's rules, which borrow the
-    /// groups, while the slots change.)
+    /// The state of the parameters seen for the first time, all or none, for the caller to
+    /// add once the step succeeded. (An associated function so that callers can hold the
+    /// step's rules, which borrow the groups, while the slots change.)
     fn create_slots(
         groups: &[Group<T>],
         device: &D,
-        slots: &mut BTreeMap<String, Slots<D::Buffer<T>>>,
         plan: &Plan,
-    ) -> Result<()> {
-        let mut created = Vec::new();
+    ) -> Result<BTreeMap<String, Slots<D::Buffer<T>>>> {
+        let mut created = BTreeMap::new();
         for p in &plan.params {
             if let Some(len) = p.new_slots {
                 let rule = &groups[p.group].rule;
@@ -422,22 +524,26 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     .iter()
                     .map(|slot| match rule.slot_init(slot) {
                         init if init == T::zero() => device.alloc_zeros(len),
-                        init => device.upload_vec(vec![init; len]),
+                        init => {
+                            let mut host = alloc::try_zeroed(len, "Optimizer::step", "params")?;
+                            host.fill(init);
+                            device.upload_vec(host)
+                        }
                     })
                     .collect::<Result<Vec<_>>>()?;
-                created.push((
+                created.insert(
                     p.name.clone(),
                     Slots {
                         group: p.group,
                         steps: 0,
+                        last_lr: plan.lrs[p.group],
                         len,
                         buffers,
                     },
-                ));
+                );
             }
         }
-        slots.extend(created);
-        Ok(())
+        Ok(created)
     }
 
     /// The fused or custom update of every (group, per-parameter step) of this step: the
@@ -463,6 +569,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         for p in &plan.params {
             if let Some(slots) = self.slots.get_mut(&p.name) {
                 slots.steps = p.step;
+                slots.last_lr = plan.lrs[p.group];
             }
         }
         self.step += 1;
@@ -473,6 +580,9 @@ impl<T: Float, D: Device> Optimizer<T, D> {
 impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
     /// [`Optimizer::step`] for parameters in device buffers: the fused update of the
     /// device's [`OptimKernel`]. Custom rules run on the host only and are an error here.
+    /// Every check runs before the first update, so an error of the checks changes
+    /// nothing; a device that fails in the middle of the updates leaves the parameters (and
+    /// their slots) it already updated updated, without counting the step.
     pub fn step_on(&mut self, params: &mut [DeviceParam<'_, T, D>]) -> Result<()> {
         for p in params.iter() {
             check::len(
@@ -515,36 +625,44 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
                 ),
             ));
         }
-        Self::create_slots(groups, device, slots, &plan)?;
+        let mut created = Self::create_slots(groups, device, &plan)?;
         for (param, p) in params.iter_mut().zip(&plan.params) {
-            let state = slots
-                .get_mut(param.name)
-                .expect("create_slots() made every parameter's slots");
+            let state = match slots.get_mut(param.name) {
+                Some(state) => state,
+                None => created
+                    .get_mut(param.name)
+                    .expect("the plan covers every parameter, with existing or created slots"),
+            };
             let mut buffers: Vec<&mut D::Buffer<T>> = state.buffers.iter_mut().collect();
             if let StepRule::Fused(update) = &rules[&(p.group, p.step)] {
                 device.update(update, param.value, param.grad, &mut buffers)?;
             }
         }
         drop(rules);
+        self.slots.append(&mut created);
         self.commit(&plan);
         Ok(())
     }
 }
 
 impl<T: Float, D: Device> Optimizer<T, D> {
-    /// Slot `slot` of parameter `param`, copied to the host (`None` if either is unknown).
-    pub fn slot_values(&self, param: &str, slot: &str) -> Option<Vec<T>> {
-        let state = self.slots.get(param)?;
-        let index = self.groups[state.group]
-            .rule
-            .slot_names()
-            .iter()
-            .position(|s| *s == slot)?;
-        self.device.download(&state.buffers[index]).ok()
+    /// Slot `slot` of parameter `param`, copied to the host. An error for a parameter
+    /// without state, and for a slot its rule does not keep (the message lists the valid
+    /// names).
+    pub fn slot_values(&self, param: &str, slot: &str) -> Result<Vec<T>> {
+        let (state, index) = self.slot_index("Optimizer::slot_values", param, slot)?;
+        self.device.download(&state.buffers[index])
     }
 
-    /// The exported state: the step counter and every parameter's slots, keyed by
-    /// parameter name (for checkpoints).
+    /// The exported state: the step counter, each group's last learning rate, and every
+    /// parameter's slots, length, step count and rule, keyed by parameter name (for
+    /// checkpoints). Loading it into an optimizer with the same rules and groups resumes
+    /// bit for bit.
+    ///
+    /// Slots are the element type's exact values. A text format must keep them exact:
+    /// `serde_json` does only with its `float_roundtrip` feature (without it, about one
+    /// f64 slot value in ten comes back one ulp off, and the resumed run drifts);
+    /// binary formats keep them as they are.
     pub fn state(&self) -> Result<OptimizerState<T>> {
         let params = self
             .slots
@@ -560,8 +678,10 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 Ok((
                     name.clone(),
                     ParamState {
-                        rule: rule.name().to_owned(),
+                        rule: rule.spec(),
+                        len: state.len,
                         steps: state.steps,
+                        last_lr: state.last_lr,
                         slots,
                     },
                 ))
@@ -569,37 +689,72 @@ impl<T: Float, D: Device> Optimizer<T, D> {
             .collect::<Result<BTreeMap<_, _>>>()?;
         Ok(OptimizerState {
             step: self.step,
+            last_lrs: self.groups.iter().map(|g| g.last_lr).collect(),
             params,
         })
     }
 
-    /// Replaces the state with an exported one. Each parameter's rule and slot names must
-    /// match its group here, and its slots must agree in length; the next step must then
-    /// pass exactly the imported parameters. On error nothing changes.
+    /// Replaces the state with an exported one. The state must come from an optimizer with
+    /// as many groups; each parameter's recorded rule (name, flavor, options) and slot
+    /// names must be those of its group here, and each slot must hold the recorded length.
+    /// When the state has parameters, the next step must pass exactly them (an empty
+    /// state, exported before the first step, constrains nothing). The step counter and
+    /// the last learning rates come back with it, so [`Optimizer::last_lr`] and
+    /// [`Optimizer::effective_lr`] answer as before the export. On error nothing changes.
+    ///
+    /// ```
+    /// use rlgrad_optim::{Flavor, Optimizer, Param, Rmsprop};
+    /// let torch = Rmsprop { momentum: 0.9, ..Rmsprop::torch() };
+    /// let mut opt = Optimizer::<f32>::new(torch, 1e-2)?;
+    /// let mut w = vec![1.0f32; 3];
+    /// opt.step(&mut [Param { name: "w", value: &mut w, grad: &[0.1; 3] }])?;
+    /// let state = opt.state()?;
+    /// // The Keras momentum buffer includes the learning rate: refused, naming both.
+    /// let mut keras = Optimizer::<f32>::new(Rmsprop { flavor: Flavor::Keras, ..torch }, 1e-2)?;
+    /// let err = keras.load_state(state.clone()).unwrap_err();
+    /// assert!(err.to_string().contains("rmsprop (keras; momentum)"), "{err}");
+    /// assert!(err.to_string().contains("rmsprop (torch; momentum)"), "{err}");
+    /// let mut resumed = Optimizer::<f32>::new(torch, 1e-2)?;
+    /// resumed.load_state(state)?;
+    /// assert_eq!(resumed.last_lr(0), Some(1e-2));
+    /// # Ok::<(), rlgrad_optim::Error>(())
+    /// ```
     pub fn load_state(&mut self, state: OptimizerState<T>) -> Result<()> {
+        const FUNCTION: &str = "Optimizer::load_state";
+        if state.last_lrs.len() != self.groups.len() {
+            return Err(Error::state(
+                FUNCTION,
+                "state",
+                format_args!(
+                    "the state of an optimizer with {} groups",
+                    self.groups.len()
+                ),
+                format_args!("a state of {} groups", state.last_lrs.len()),
+            ));
+        }
         let mut slots = BTreeMap::new();
         for (name, param) in state.params {
             let group = self.group_of(&name);
             let rule = &self.groups[group].rule;
+            let spec = rule.spec();
             let names = rule.slot_names();
             let got: Vec<&str> = param.slots.keys().map(String::as_str).collect();
             let mut want = names.clone();
             want.sort_unstable();
-            if param.rule != rule.name() || got != want {
+            if param.rule != spec || got != want {
                 return Err(Error::state(
-                    "Optimizer::load_state",
+                    FUNCTION,
                     "state",
-                    format_args!("rule `{}` with slots {names:?} for `{name}`", rule.name()),
-                    format_args!("rule `{}` with slots {got:?}", param.rule),
+                    format_args!("rule {spec} with slots {names:?} for `{name}`"),
+                    format_args!("rule {} with slots {got:?}", param.rule),
                 ));
             }
-            let len = param.slots.values().next().map_or(0, Vec::len);
-            if param.slots.values().any(|v| v.len() != len) {
+            if let Some((slot, values)) = param.slots.iter().find(|(_, v)| v.len() != param.len) {
                 return Err(Error::state(
-                    "Optimizer::load_state",
+                    FUNCTION,
                     "state",
-                    format_args!("slots of one length for `{name}`"),
-                    "slots of different lengths",
+                    format_args!("slot `{slot}` of `{name}` with {} elements", param.len),
+                    format_args!("{} elements", values.len()),
                 ));
             }
             let mut by_name = param.slots;
@@ -615,28 +770,38 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 Slots {
                     group,
                     steps: param.steps,
-                    len,
+                    last_lr: param.last_lr,
+                    len: param.len,
                     buffers,
                 },
             );
         }
-        self.expected_params = Some(slots.keys().cloned().collect());
+        self.expected_params = (!slots.is_empty()).then(|| slots.keys().cloned().collect());
         self.slots = slots;
         self.step = state.step;
+        for (group, lr) in self.groups.iter_mut().zip(state.last_lrs) {
+            group.last_lr = lr;
+        }
         Ok(())
     }
 }
 
 impl<T: Float> Optimizer<T, Cpu> {
-    /// Slot `slot` of parameter `param` (`None` if either is unknown), without a copy.
-    pub fn slot(&self, param: &str, slot: &str) -> Option<&[T]> {
-        let state = self.slots.get(param)?;
-        let index = self.groups[state.group]
-            .rule
-            .slot_names()
-            .iter()
-            .position(|s| *s == slot)?;
-        Some(&state.buffers[index])
+    /// Slot `slot` of parameter `param`, without a copy. An error for a parameter without
+    /// state, and for a slot its rule does not keep (the message lists the valid names).
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, Optimizer, Param};
+    /// let mut opt = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+    /// let mut w = vec![1.0f32];
+    /// opt.step(&mut [Param { name: "w", value: &mut w, grad: &[1.0] }])?;
+    /// let err = opt.slot("w", "exp_avg").unwrap_err(); // PyTorch's name for `m`
+    /// assert!(err.to_string().contains(r#"["m", "v"]"#), "{err}");
+    /// # Ok::<(), rlgrad_optim::Error>(())
+    /// ```
+    pub fn slot(&self, param: &str, slot: &str) -> Result<&[T]> {
+        let (state, index) = self.slot_index("Optimizer::slot", param, slot)?;
+        Ok(&state.buffers[index])
     }
 
     /// Sets the parallelism of the host updates (the bits never depend on it).

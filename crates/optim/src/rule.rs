@@ -26,11 +26,89 @@ impl<T: Debug> Debug for StepRule<'_, T> {
     }
 }
 
+/// What gives a rule's slots their meaning: the rule, whose formula it follows and the
+/// options that change what the slots hold. Recorded in exported state, so that state is
+/// never loaded into a rule that would read its slots differently (a PyTorch-flavor
+/// RMSprop momentum buffer holds no learning rate; a Keras one does). Hyper-parameters
+/// such as learning rates and betas may differ between the two.
+///
+/// ```
+/// use rlgrad_optim::{Rmsprop, Rule, RuleSpec};
+/// let rule = Rmsprop { centered: true, momentum: 0.9, ..Rmsprop::keras() };
+/// let spec = <Rmsprop as Rule<f32>>::spec(&rule);
+/// assert_eq!(spec, RuleSpec::new("rmsprop").flavor("keras").option("centered").option("momentum"));
+/// assert_eq!(spec.to_string(), "rmsprop (keras; centered, momentum)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct RuleSpec {
+    /// The rule's stable name ([`Rule::name`]).
+    pub name: String,
+    /// Whose formula, for rules that have flavors (`"torch"`, `"keras"`, `"core"`).
+    pub flavor: Option<String>,
+    /// The options that change what the slots hold (`"amsgrad"`, `"centered"`), in the
+    /// order the rule lists them.
+    pub options: Vec<String>,
+}
+
+impl RuleSpec {
+    /// A rule without flavor or options.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            flavor: None,
+            options: Vec::new(),
+        }
+    }
+
+    /// With the given flavor.
+    pub fn flavor(mut self, flavor: &str) -> Self {
+        self.flavor = Some(flavor.to_owned());
+        self
+    }
+
+    /// With one more option.
+    pub fn option(mut self, option: &str) -> Self {
+        self.options.push(option.to_owned());
+        self
+    }
+
+    /// With `option` when `on`.
+    fn option_if(self, option: &str, on: bool) -> Self {
+        if on { self.option(option) } else { self }
+    }
+}
+
+impl std::fmt::Display for RuleSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)?;
+        match (&self.flavor, self.options.is_empty()) {
+            (None, true) => Ok(()),
+            (Some(flavor), true) => write!(f, " ({flavor})"),
+            (None, false) => write!(f, " ({})", self.options.join(", ")),
+            (Some(flavor), false) => write!(f, " ({flavor}; {})", self.options.join(", ")),
+        }
+    }
+}
+
+fn flavor_name(flavor: Flavor) -> &'static str {
+    match flavor {
+        Flavor::Torch => "torch",
+        Flavor::Keras => "keras",
+    }
+}
+
 /// An optimizer's update rule: its slots and what one step does. Implementing it is all a
 /// custom optimizer takes; see the crate docs for Lion.
 pub trait Rule<T: Float>: Debug + Send + Sync {
-    /// A stable name, recorded in exported state (`"adam"`).
+    /// A stable name (`"adam"`).
     fn name(&self) -> &'static str;
+
+    /// What gives the slots their meaning, recorded in exported state and compared on
+    /// import: the name alone unless the rule has flavors or options that change its slots.
+    fn spec(&self) -> RuleSpec {
+        RuleSpec::new(self.name())
+    }
 
     /// Checks the hyper-parameters; called when the rule joins an optimizer.
     fn validate(&self) -> Result<()> {
@@ -132,6 +210,16 @@ impl Momentum {
 impl<T: Float> Rule<T> for Momentum {
     fn name(&self) -> &'static str {
         "momentum"
+    }
+    fn spec(&self) -> RuleSpec {
+        let flavor = match self.flavor {
+            MomentumFlavor::Torch => "torch",
+            MomentumFlavor::Keras => "keras",
+            MomentumFlavor::Core => "core",
+        };
+        RuleSpec::new("momentum")
+            .flavor(flavor)
+            .option_if("nesterov", self.nesterov)
     }
     fn validate(&self) -> Result<()> {
         check::unit_interval_open("Momentum", "momentum", self.momentum)?;
@@ -253,6 +341,11 @@ impl<T: Float> Rule<T> for Adam {
     fn name(&self) -> &'static str {
         "adam"
     }
+    fn spec(&self) -> RuleSpec {
+        RuleSpec::new("adam")
+            .flavor(flavor_name(self.flavor))
+            .option_if("amsgrad", self.amsgrad)
+    }
     fn validate(&self) -> Result<()> {
         self.check("Adam")
     }
@@ -339,6 +432,9 @@ impl<T: Float> Rule<T> for AdamW {
     fn name(&self) -> &'static str {
         "adamw"
     }
+    fn spec(&self) -> RuleSpec {
+        RuleSpec::new("adamw").option_if("amsgrad", self.amsgrad)
+    }
     fn validate(&self) -> Result<()> {
         self.as_adam().check("AdamW")?;
         check::non_negative("AdamW", "weight_decay", self.weight_decay)
@@ -407,6 +503,12 @@ impl Rmsprop {
 impl<T: Float> Rule<T> for Rmsprop {
     fn name(&self) -> &'static str {
         "rmsprop"
+    }
+    fn spec(&self) -> RuleSpec {
+        RuleSpec::new("rmsprop")
+            .flavor(flavor_name(self.flavor))
+            .option_if("centered", self.centered)
+            .option_if("momentum", self.momentum != 0.0)
     }
     fn validate(&self) -> Result<()> {
         check::unit_interval_open("Rmsprop", "alpha", self.alpha)?;
@@ -486,6 +588,9 @@ impl<T: Float> Rule<T> for Adagrad {
     fn name(&self) -> &'static str {
         "adagrad"
     }
+    fn spec(&self) -> RuleSpec {
+        RuleSpec::new("adagrad").flavor(flavor_name(self.flavor))
+    }
     fn validate(&self) -> Result<()> {
         check::non_negative("Adagrad", "lr_decay", self.lr_decay)?;
         check::positive("Adagrad", "eps", self.eps)?;
@@ -538,6 +643,9 @@ impl<T: Float> Rule<T> for Adagrad {
 impl<T: Float, R: Rule<T> + ?Sized> Rule<T> for Box<R> {
     fn name(&self) -> &'static str {
         (**self).name()
+    }
+    fn spec(&self) -> RuleSpec {
+        (**self).spec()
     }
     fn validate(&self) -> Result<()> {
         (**self).validate()

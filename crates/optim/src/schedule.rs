@@ -1,14 +1,52 @@
 //! Learning-rate schedules. The optimizer's `k`-th step (`k = 1, 2, ...`) uses
 //! `schedule.lr(k - 1)`: `lr(0)` is the first learning rate, as with a PyTorch scheduler
-//! stepped after each optimizer step. Values are computed in f64 on the host.
+//! stepped after each optimizer step. Values are computed in f64 on the host. A plain
+//! `f64` or `f32` is a constant rate, and every schedule is `Clone` (boxed ones too), so
+//! one value can configure several optimizers or groups.
 
 use std::f64::consts::PI;
 use std::fmt::Debug;
 
-/// A learning rate per step.
-pub trait Schedule: Debug + Send + Sync {
+/// A learning rate per step. Implement it on a `Clone` type ([`CloneSchedule`] then comes
+/// for free).
+///
+/// ```
+/// use rlgrad_optim::{Cosine, LinearWarmup, Schedule};
+/// let schedule = LinearWarmup { steps: 10, then: Cosine { base: 3e-4, min: 0.0, steps: 100 } };
+/// let boxed: Box<dyn Schedule> = Box::new(schedule.clone());
+/// assert_eq!(boxed.clone().lr(9), schedule.lr(9));
+/// assert_eq!(1e-3f32.lr(7), f64::from(1e-3f32));
+/// ```
+pub trait Schedule: Debug + Send + Sync + CloneSchedule {
     /// The learning rate after `step` completed optimizer steps.
     fn lr(&self, step: u64) -> f64;
+}
+
+/// Cloning behind a `Box<dyn Schedule>`; implemented for every `Schedule + Clone`.
+pub trait CloneSchedule {
+    /// A boxed copy of this schedule.
+    fn clone_box(&self) -> Box<dyn Schedule>;
+}
+
+impl<S: Schedule + Clone + 'static> CloneSchedule for S {
+    fn clone_box(&self) -> Box<dyn Schedule> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn Schedule> {
+    fn clone(&self) -> Self {
+        // The boxed schedule's own copy: `self.clone_box()` would be the box's, which
+        // clones the box again.
+        (**self).clone_box()
+    }
+}
+
+/// A boxed schedule is a schedule, so schedules can be chosen at run time.
+impl Schedule for Box<dyn Schedule> {
+    fn lr(&self, step: u64) -> f64 {
+        (**self).lr(step)
+    }
 }
 
 /// A fixed learning rate.
@@ -24,6 +62,13 @@ impl Schedule for Constant {
 impl Schedule for f64 {
     fn lr(&self, _step: u64) -> f64 {
         *self
+    }
+}
+
+/// An `f32` learning rate, widened exactly to f64.
+impl Schedule for f32 {
+    fn lr(&self, _step: u64) -> f64 {
+        f64::from(*self)
     }
 }
 
@@ -91,7 +136,7 @@ fn libm_cos(x: f64) -> f64 {
 /// A linear ramp from 0 (exclusive) to `then.lr(0)` over `steps` steps, then `then`,
 /// shifted so that it starts where the warm-up ends: `lr(k) = then.lr(0) * (k + 1) / steps`
 /// for `k < steps`, else `then.lr(k - steps)`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LinearWarmup<S> {
     /// Steps of the ramp.
     pub steps: u64,
@@ -99,7 +144,7 @@ pub struct LinearWarmup<S> {
     pub then: S,
 }
 
-impl<S: Schedule> Schedule for LinearWarmup<S> {
+impl<S: Schedule + Clone + 'static> Schedule for LinearWarmup<S> {
     fn lr(&self, step: u64) -> f64 {
         if step < self.steps {
             self.then.lr(0) * (step + 1) as f64 / self.steps as f64
@@ -111,7 +156,7 @@ impl<S: Schedule> Schedule for LinearWarmup<S> {
 
 /// Schedules one after the other: the first runs for `boundaries[0]` steps, the second
 /// (restarted at its step 0) until `boundaries[1]`, and so on (optax's `join_schedules`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Sequence {
     schedules: Vec<Box<dyn Schedule>>,
     boundaries: Vec<u64>,

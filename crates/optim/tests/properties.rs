@@ -481,26 +481,24 @@ fn bad_hyper_parameters_are_refused() {
         ))
         .contains("`momentum`")
     );
-    let mut opt = Optimizer::<f32>::new(Sgd::default(), -1e-3).unwrap();
-    let mut w = vec![1.0f32];
-    let err = opt
-        .step(&mut [Param {
-            name: "w",
-            value: &mut w,
-            grad: &[1.0],
-        }])
-        .unwrap_err();
-    assert!(err.to_string().contains("`schedule` is invalid"), "{err}");
-    let mut opt = Optimizer::<f32>::new(Sgd::default(), f64::INFINITY).unwrap();
-    assert!(
-        opt.step(&mut [Param {
-            name: "w",
-            value: &mut w,
-            grad: &[1.0]
-        }])
-        .is_err()
-    );
-    assert_eq!(w, [1.0]);
+    // A schedule whose rate turns negative, or infinite, after the first step.
+    let turns = |later: f64| {
+        Sequence::new(
+            vec![Box::new(Constant(1e-3)), Box::new(Constant(later))],
+            vec![1],
+        )
+        .unwrap()
+    };
+    for later in [-1e-3, f64::INFINITY] {
+        let mut opt = Optimizer::<f32>::new(Sgd::default(), turns(later)).unwrap();
+        let mut w = vec![1.0f32];
+        step_w(&mut opt, &mut w, &[1.0]).unwrap();
+        let after_one = w.clone();
+        let err = step_w(&mut opt, &mut w, &[1.0]).unwrap_err();
+        assert!(err.to_string().contains("`schedule` is invalid"), "{err}");
+        assert_eq!(w, after_one);
+        assert_eq!(opt.step_count(), 1);
+    }
 }
 
 #[test]
@@ -533,7 +531,7 @@ fn bad_steps_change_nothing() {
         }])
         .unwrap_err()
         .to_string()
-        .contains("as its slots")
+        .contains("as its state")
     );
     let (mut c, mut d) = (vec![0.0f32; 3], vec![0.0f32; 3]);
     assert!(
@@ -595,7 +593,7 @@ fn state_for_other_parameters_is_refused() {
         sgd.load_state(state.clone())
             .unwrap_err()
             .to_string()
-            .contains("rule `momentum`")
+            .contains("rule momentum (torch)")
     );
     // The right rule, but another parameter set at the next step.
     let mut fresh = Optimizer::<f32>::new(Adam::torch(), 1e-2).unwrap();
@@ -683,5 +681,231 @@ fn a_custom_sign_sgd_rule_minimizes_a_quadratic() {
                 grad: &g
             }])
             .is_err()
+    );
+}
+
+/// A rule chosen at run time.
+type BoxedRule = Box<dyn Rule<f32>>;
+
+fn step_w(opt: &mut Optimizer<f32>, w: &mut [f32], grad: &[f32]) -> Result<(), Error> {
+    opt.step(&mut [Param {
+        name: "w",
+        value: w,
+        grad,
+    }])
+}
+
+#[test]
+fn every_state_resumes() {
+    let grads: Vec<Vec<f32>> = (0..4).map(|k| normal(3, 40 + k, 0.5)).collect();
+    let rules: Vec<fn() -> BoxedRule> = vec![
+        || Box::new(Sgd::default()),
+        || Box::new(Adam::torch()),
+        || {
+            Box::new(Rmsprop {
+                momentum: 0.5,
+                centered: true,
+                ..Rmsprop::keras()
+            })
+        },
+    ];
+    for rule in &rules {
+        // Exported after 0, 1 and 2 steps (plain SGD keeps no slot at all).
+        for split in 0..3 {
+            let schedule = StepDecay {
+                base: 0.1,
+                step_size: 1,
+                gamma: 0.5,
+            };
+            let mut opt = Optimizer::<f32>::new(rule(), schedule).unwrap();
+            let mut w = vec![1.0f32, -1.0, 0.5];
+            for g in &grads[..split] {
+                step_w(&mut opt, &mut w, g).unwrap();
+            }
+            let (state, mut w2) = (opt.state().unwrap(), w.clone());
+            let mut resumed = Optimizer::<f32>::new(rule(), schedule).unwrap();
+            resumed.load_state(state).unwrap();
+            assert_eq!(resumed.last_lr(0), opt.last_lr(0));
+            assert_eq!(
+                resumed.effective_lr(0).ok(),
+                opt.effective_lr(0).ok(),
+                "split {split}"
+            );
+            for g in &grads[split..] {
+                step_w(&mut opt, &mut w, g).unwrap();
+                step_w(&mut resumed, &mut w2, g).unwrap();
+            }
+            assert_eq!(bits(&w), bits(&w2), "{} split {split}", rule().name());
+            assert_eq!(opt.state().unwrap(), resumed.state().unwrap());
+        }
+    }
+}
+
+#[test]
+fn state_records_what_gives_the_slots_their_meaning() {
+    let export = |rule: BoxedRule| {
+        let mut opt = Optimizer::<f32>::new(rule, 1e-2).unwrap();
+        step_w(&mut opt, &mut [1.0, 2.0], &[0.1, 0.2]).unwrap();
+        opt.state().unwrap()
+    };
+    let pairs: Vec<(BoxedRule, BoxedRule)> = vec![
+        (
+            Box::new(Rmsprop {
+                momentum: 0.9,
+                ..Rmsprop::torch()
+            }),
+            Box::new(Rmsprop {
+                momentum: 0.9,
+                ..Rmsprop::keras()
+            }),
+        ),
+        (
+            Box::new(Rmsprop {
+                centered: true,
+                ..Rmsprop::torch()
+            }),
+            Box::new(Rmsprop::torch()),
+        ),
+        (
+            Box::new(Momentum {
+                nesterov: true,
+                ..Momentum::new(MomentumFlavor::Keras)
+            }),
+            Box::new(Momentum::new(MomentumFlavor::Keras)),
+        ),
+        (
+            Box::new(Adam {
+                amsgrad: true,
+                ..Adam::torch()
+            }),
+            Box::new(Adam::torch()),
+        ),
+        (Box::new(Adam::torch()), Box::new(Adam::keras())),
+        (Box::new(Adagrad::torch()), Box::new(Adagrad::keras())),
+        (Box::new(Adam::torch()), Box::new(AdamW::default())),
+    ];
+    for (from, to) in pairs {
+        let (from_spec, to_spec) = (from.spec(), to.spec());
+        let state = export(from);
+        let mut opt = Optimizer::<f32>::new(to, 1e-2).unwrap();
+        let err = opt.load_state(state).unwrap_err().to_string();
+        assert!(
+            err.contains(&from_spec.to_string()) && err.contains(&to_spec.to_string()),
+            "{err}"
+        );
+        assert_eq!(opt.step_count(), 0);
+    }
+    // Hyper-parameters are not part of the meaning: another learning rate or beta loads.
+    let state = export(Box::new(Adam::torch()));
+    let mut other = Optimizer::<f32>::new(
+        Adam {
+            beta1: 0.5,
+            ..Adam::torch()
+        },
+        3e-4,
+    )
+    .unwrap();
+    other.load_state(state).unwrap();
+}
+
+#[test]
+fn imported_state_is_checked_before_anything_changes() {
+    let mut opt = Optimizer::<f32>::new(Adam::torch(), 1e-2).unwrap();
+    step_w(&mut opt, &mut [1.0, 2.0], &[0.1, 0.2]).unwrap();
+    let good = opt.state().unwrap();
+    let mut short = good.clone();
+    short
+        .params
+        .get_mut("w")
+        .unwrap()
+        .slots
+        .get_mut("v")
+        .unwrap()
+        .pop();
+    let mut fresh = Optimizer::<f32>::new(Adam::torch(), 1e-2).unwrap();
+    let err = fresh.load_state(short).unwrap_err().to_string();
+    assert!(err.contains("slot `v` of `w` with 2 elements"), "{err}");
+    let mut two_groups = Optimizer::<f32>::new(Adam::torch(), 1e-2).unwrap();
+    two_groups.add_group(&["b"], Sgd::default(), 0.1).unwrap();
+    let err = two_groups.load_state(good).unwrap_err().to_string();
+    assert!(
+        err.contains("2 groups") && err.contains("1 groups"),
+        "{err}"
+    );
+    let before = fresh.state().unwrap();
+    assert_eq!(before.params.len(), 0);
+    assert_eq!(fresh.step_count(), 0);
+}
+
+#[test]
+fn the_effective_rate_of_a_parameter_counts_its_own_steps() {
+    let mut opt = Optimizer::<f32>::new(Adam::torch(), 1e-3).unwrap();
+    let (mut a, mut b) = (vec![1.0f32], vec![1.0f32]);
+    for k in 0..5 {
+        let mut params = vec![Param {
+            name: "a",
+            value: &mut a,
+            grad: &[0.5],
+        }];
+        if k >= 3 {
+            params.push(Param {
+                name: "b",
+                value: &mut b,
+                grad: &[0.5],
+            });
+        }
+        opt.step(&mut params).unwrap();
+    }
+    let alpha = |t: i32| 1e-3 * (1.0 - 0.999f64.powi(t)).sqrt() / (1.0 - 0.9f64.powi(t));
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-15 * b;
+    assert!(close(opt.effective_lr(0).unwrap(), alpha(5)));
+    assert!(close(opt.effective_lr_of("a").unwrap(), alpha(5)));
+    assert!(close(opt.effective_lr_of("b").unwrap(), alpha(2)));
+    assert!(!close(alpha(5), alpha(2)));
+    assert!(
+        opt.effective_lr_of("c")
+            .unwrap_err()
+            .to_string()
+            .contains("`param`")
+    );
+    // It survives an export.
+    let mut resumed = Optimizer::<f32>::new(Adam::torch(), 1e-3).unwrap();
+    resumed.load_state(opt.state().unwrap()).unwrap();
+    assert_eq!(
+        resumed.effective_lr_of("b").unwrap(),
+        opt.effective_lr_of("b").unwrap()
+    );
+}
+
+#[test]
+fn pytorch_habits() {
+    // The first learning rate is checked when the optimizer is built.
+    let err = Optimizer::<f32>::new(Sgd::default(), -1.0).unwrap_err();
+    assert!(err.to_string().contains("`schedule`"), "{err}");
+    assert!(Optimizer::<f32>::new(Sgd::default(), f64::NAN).is_err());
+    let mut opt = Optimizer::<f32>::new(Sgd::default(), 0.5f32).unwrap();
+    assert!(opt.add_group(&["b"], Sgd::default(), -0.1f32).is_err());
+    // An f32 learning rate is a constant schedule.
+    let mut w = vec![1.0f32];
+    step_w(&mut opt, &mut w, &[1.0]).unwrap();
+    assert_eq!(w, [0.5]);
+    // Schedules clone, boxed ones too.
+    let boxed: Box<dyn Schedule> =
+        Box::new(Sequence::new(vec![Box::new(Constant(1.0)), Box::new(0.5f32)], vec![2]).unwrap());
+    let copy = boxed.clone();
+    assert_eq!((copy.lr(1), copy.lr(2)), (1.0, 0.5));
+    // A wrong slot name lists the valid ones.
+    let mut adam = Optimizer::<f32>::new(Adam::torch(), 1e-3).unwrap();
+    step_w(&mut adam, &mut w, &[1.0]).unwrap();
+    let err = adam.slot("w", "exp_avg_sq").unwrap_err().to_string();
+    assert!(
+        err.contains(r#"["m", "v"]"#) && err.contains("exp_avg_sq"),
+        "{err}"
+    );
+    assert!(adam.slot_values("w", "exp_avg").is_err());
+    assert!(adam.slot("nope", "m").is_err());
+    assert_eq!(
+        adam.slot_values("w", "m").unwrap(),
+        adam.slot("w", "m").unwrap()
     );
 }

@@ -1,10 +1,11 @@
 //! The estimators on any device: inputs and outputs are device buffers, the work is done
-//! by the device's [`RecurrenceKernel`] (the [`Cpu`](rlgrad_core::Cpu) one, or
-//! `rlgrad-cuda`'s), so the same call runs anywhere and gives the same bits.
+//! by the device's [`RecurrenceKernel`] (the [`Cpu`] one, or `rlgrad-cuda`'s), so the same
+//! call runs anywhere and gives the same bits. The device traits and the [`Cpu`] device
+//! are re-exported here, so this crate alone is enough to use them.
 //!
 //! ```
-//! use rlgrad_core::{Cpu, Device, Par};
-//! use rlgrad_returns::{device, Episodes, TimeMajor};
+//! use rlgrad_returns::device::{self, Cpu, Device};
+//! use rlgrad_returns::{Episodes, Par, TimeMajor};
 //!
 //! let cpu = Cpu::new(Par::rayon(2));
 //! let rewards = cpu.upload(&[1.0f32, 1.0, 1.0])?;
@@ -17,13 +18,16 @@
 //!     &bootstrap,
 //! )?;
 //! assert_eq!(cpu.download(&returns)?, [1.75, 1.5, 1.0]);
-//! # Ok::<(), rlgrad_core::Error>(())
+//! # Ok::<(), rlgrad_returns::Error>(())
 //! ```
 
-use rlgrad_core::kernels::{ElementwiseKernel, RecurrenceKernel, ReduceKernel, ReduceOp, UnaryOp};
+pub use rlgrad_core::kernels::{ElementwiseKernel, RecurrenceKernel, ReduceKernel};
+pub use rlgrad_core::{Cpu, Device};
+
+use rlgrad_core::kernels::{ReduceOp, UnaryOp};
 use rlgrad_core::{Error, Float, Layout, Result, Shape, View};
 
-use crate::estimators::{check_episodes, check_lambda, check_vtrace, element_count};
+use crate::estimators::{check_episodes, check_lambda, check_vtrace, output_len};
 use crate::{Episodes, Gae, TimeMajor, Vtrace, VtraceParams};
 
 /// [`crate::discounted_returns`] on `device`.
@@ -35,7 +39,11 @@ pub fn discounted_returns<D: RecurrenceKernel<T>, T: Float>(
     bootstrap: &D::Buffer<T>,
 ) -> Result<D::Buffer<T>> {
     check_episodes("discounted_returns", &episodes)?;
-    let mut out = device.alloc_zeros(element_count("discounted_returns", layout)?)?;
+    let mut out = device.alloc_zeros(output_len(
+        "discounted_returns",
+        layout,
+        device.buffer_len(rewards),
+    )?)?;
     device.discounted_returns(layout, rewards, episodes, bootstrap, &mut out)?;
     Ok(out)
 }
@@ -52,7 +60,7 @@ pub fn gae<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<Gae<D::Buffer<T>>> {
     check_episodes("gae", &episodes)?;
     check_lambda("gae", lambda)?;
-    let len = element_count("gae", layout)?;
+    let len = output_len("gae", layout, device.buffer_len(rewards))?;
     let mut out = Gae {
         advantages: device.alloc_zeros(len)?,
         returns: device.alloc_zeros(len)?,
@@ -81,7 +89,11 @@ pub fn lambda_returns<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<D::Buffer<T>> {
     check_episodes("lambda_returns", &episodes)?;
     check_lambda("lambda_returns", lambda)?;
-    let mut out = device.alloc_zeros(element_count("lambda_returns", layout)?)?;
+    let mut out = device.alloc_zeros(output_len(
+        "lambda_returns",
+        layout,
+        device.buffer_len(rewards),
+    )?)?;
     device.lambda_returns(layout, rewards, next_values, episodes, lambda, &mut out)?;
     Ok(out)
 }
@@ -99,7 +111,11 @@ pub fn n_step_returns<D: RecurrenceKernel<T>, T: Float>(
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
-    let mut out = device.alloc_zeros(element_count("n_step_returns", layout)?)?;
+    let mut out = device.alloc_zeros(output_len(
+        "n_step_returns",
+        layout,
+        device.buffer_len(rewards),
+    )?)?;
     device.n_step_returns(layout, rewards, next_values, episodes, n, &mut out)?;
     Ok(out)
 }
@@ -118,7 +134,7 @@ pub fn vtrace<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<Vtrace<D::Buffer<T>>> {
     check_episodes("vtrace", &episodes)?;
     check_vtrace(&params)?;
-    let len = element_count("vtrace", layout)?;
+    let len = output_len("vtrace", layout, device.buffer_len(rewards))?;
     let mut out = Vtrace {
         vs: device.alloc_zeros(len)?,
         pg_advantages: device.alloc_zeros(len)?,

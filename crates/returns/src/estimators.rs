@@ -6,9 +6,9 @@
 //! [`rlgrad_core::cpu::recurrence`].
 
 use rlgrad_core::check;
-use rlgrad_core::cpu::recurrence as kernel;
+use rlgrad_core::cpu::{alloc, recurrence as kernel};
 
-use crate::{Episodes, Error, Float, Par, Result, TimeMajor, VtraceParams};
+use crate::{Episodes, Error, Float, Par, Result, SliceEpisodes, TimeMajor, VtraceParams};
 
 /// GAE advantages and the lambda-returns `advantages + values` (the value targets), as
 /// `Vec<T>` at the slice level or device buffers at the [device level](crate::device).
@@ -29,9 +29,9 @@ pub struct Vtrace<V> {
     pub pg_advantages: V,
 }
 
-pub(crate) fn check_episodes<T: Float, B: ?Sized>(
+pub(crate) fn check_episodes<T: Float, B: ?Sized, F: Copy>(
     function: &'static str,
-    episodes: &Episodes<'_, B, T>,
+    episodes: &Episodes<'_, B, T, F>,
 ) -> Result<()> {
     match episodes.gamma() {
         Some(gamma) => check::unit_interval(function, "gamma", gamma.as_f64()),
@@ -49,8 +49,25 @@ pub(crate) fn check_vtrace<T: Float>(params: &VtraceParams<T>) -> Result<()> {
     check::positive("vtrace", "clip_pg_rho", params.clip_pg_rho.as_f64())
 }
 
-pub(crate) fn element_count(function: &'static str, layout: TimeMajor) -> Result<usize> {
-    check::product(function, "layout", layout.t, layout.b)
+/// The element count `T * B` of the outputs, once `rewards` (`rewards_len` elements)
+/// agrees with `layout`: a layout that disagrees with the data is refused before
+/// anything is allocated.
+pub(crate) fn output_len(
+    function: &'static str,
+    layout: TimeMajor,
+    rewards_len: usize,
+) -> Result<usize> {
+    kernel::check_lengths(function, layout, &[("rewards", rewards_len)], &[])
+}
+
+/// A zeroed `[T, B]` output for `function`, after [`output_len`]'s check.
+fn new_output<T: Float>(
+    function: &'static str,
+    layout: TimeMajor,
+    rewards: &[T],
+) -> Result<Vec<T>> {
+    let len = output_len(function, layout, rewards.len())?;
+    alloc::try_zeroed(len, function, "layout")
 }
 
 /// `G_t = r_t + gamma * G_{t+1}` over one trajectory, `G_T = 0` (the seed notebook's
@@ -63,11 +80,11 @@ pub(crate) fn element_count(function: &'static str, layout: TimeMajor) -> Result
 /// // TF's actor-critic tutorial: standardize with the population std and eps = f32::EPSILON.
 /// let normalized = standardize(&returns, f32::EPSILON, 0)?;
 /// assert!(normalized.iter().sum::<f32>().abs() < 1e-6);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_returns::Error>(())
 /// ```
 pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
     check::unit_interval("discounted_cumsum", "gamma", gamma.as_f64())?;
-    let mut out = rlgrad_core::cpu::alloc::zeroed(rewards.len());
+    let mut out = alloc::try_zeroed(rewards.len(), "discounted_cumsum", "rewards")?;
     kernel::discounted_returns(
         Par::Seq,
         TimeMajor::new(rewards.len(), 1),
@@ -84,7 +101,7 @@ pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
 /// `rlax.discounted_returns`.
 ///
 /// ```
-/// use rlgrad_returns::{discounted_returns, Episodes, TimeMajor, Truncation};
+/// use rlgrad_returns::{discounted_returns, Episodes, FlagSlice, TimeMajor, Truncation};
 /// // One environment, four steps: a time limit cuts the episode at t = 1, the next one
 /// // runs to the end of the batch.
 /// let rewards = [1.0f64, 1.0, 1.0, 1.0];
@@ -93,20 +110,24 @@ pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
 /// let final_values = [0.0, 10.0, 0.0, 0.0]; // V(final observation) at the truncation
 /// let episodes = Episodes::Flags {
 ///     gamma: 0.5,
-///     terminated: &terminated[..],
-///     truncation: Some(Truncation { truncated: &truncated[..], final_values: &final_values[..] }),
+///     terminated: FlagSlice::from(&terminated),
+///     truncation: Some(Truncation {
+///         truncated: FlagSlice::from(&truncated),
+///         final_values: &final_values[..],
+///     }),
 /// };
+/// // The same as `Episodes::gymnasium(0.5, &terminated, &truncated, &final_values)`.
 /// let g = discounted_returns(TimeMajor::new(4, 1), &rewards, episodes, &[2.0])?;
 /// assert_eq!(g, [1.0 + 0.5 * 6.0, 1.0 + 0.5 * 10.0, 1.0 + 0.5 * 2.0, 1.0 + 0.5 * 2.0]);
-/// # Ok::<(), rlgrad_core::Error>(())
+/// # Ok::<(), rlgrad_returns::Error>(())
 /// ```
 pub fn discounted_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
 ) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("discounted_returns", layout)?);
+    let mut out = new_output("discounted_returns", layout, rewards)?;
     discounted_returns_into(Par::auto(), layout, rewards, episodes, bootstrap, &mut out)?;
     Ok(out)
 }
@@ -116,7 +137,7 @@ pub fn discounted_returns_into<T: Float>(
     par: Par,
     layout: TimeMajor,
     rewards: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
     returns: &mut [T],
 ) -> Result<()> {
@@ -135,13 +156,12 @@ pub fn gae<T: Float>(
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
 ) -> Result<Gae<Vec<T>>> {
-    let len = element_count("gae", layout)?;
     let mut out = Gae {
-        advantages: rlgrad_core::cpu::alloc::zeroed(len),
-        returns: rlgrad_core::cpu::alloc::zeroed(len),
+        advantages: new_output("gae", layout, rewards)?,
+        returns: new_output("gae", layout, rewards)?,
     };
     gae_into(
         Par::auto(),
@@ -167,7 +187,7 @@ pub fn gae_into<T: Float>(
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     advantages: &mut [T],
     returns: Option<&mut [T]>,
@@ -187,10 +207,10 @@ pub fn lambda_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
 ) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("lambda_returns", layout)?);
+    let mut out = new_output("lambda_returns", layout, rewards)?;
     lambda_returns_into(
         Par::auto(),
         layout,
@@ -209,7 +229,7 @@ pub fn lambda_returns_into<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     returns: &mut [T],
 ) -> Result<()> {
@@ -226,10 +246,10 @@ pub fn n_step_returns<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     n: usize,
 ) -> Result<Vec<T>> {
-    let mut out = rlgrad_core::cpu::alloc::zeroed(element_count("n_step_returns", layout)?);
+    let mut out = new_output("n_step_returns", layout, rewards)?;
     n_step_returns_into(
         Par::auto(),
         layout,
@@ -248,7 +268,7 @@ pub fn n_step_returns_into<T: Float>(
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     n: usize,
     returns: &mut [T],
 ) -> Result<()> {
@@ -269,13 +289,12 @@ pub fn vtrace<T: Float>(
     values: &[T],
     bootstrap: &[T],
     rhos: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
 ) -> Result<Vtrace<Vec<T>>> {
-    let len = element_count("vtrace", layout)?;
     let mut out = Vtrace {
-        vs: rlgrad_core::cpu::alloc::zeroed(len),
-        pg_advantages: rlgrad_core::cpu::alloc::zeroed(len),
+        vs: new_output("vtrace", layout, rewards)?,
+        pg_advantages: new_output("vtrace", layout, rewards)?,
     };
     vtrace_into(
         Par::auto(),
@@ -301,7 +320,7 @@ pub fn vtrace_into<T: Float>(
     values: &[T],
     bootstrap: &[T],
     rhos: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
     vs: &mut [T],
     pg_advantages: &mut [T],

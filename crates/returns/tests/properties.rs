@@ -60,15 +60,13 @@ impl Rollout {
         }
     }
 
-    fn flags(&self) -> Episodes<'_, [f64], f64> {
-        Episodes::Flags {
-            gamma: self.gamma,
-            terminated: &self.terminated,
-            truncation: Some(Truncation {
-                truncated: &self.truncated,
-                final_values: &self.final_values,
-            }),
-        }
+    fn flags(&self) -> SliceEpisodes<'_, f64> {
+        Episodes::gymnasium(
+            self.gamma,
+            &self.terminated,
+            &self.truncated,
+            &self.final_values,
+        )
     }
 
     /// The same episodes as per-step discounts, with truncation folded into the rewards.
@@ -78,8 +76,8 @@ impl Rollout {
                 episode_step(
                     self.rewards[i],
                     self.gamma,
-                    self.terminated[i],
-                    Some((self.truncated[i], self.final_values[i])),
+                    self.terminated[i] != 0.0,
+                    Some((self.truncated[i] != 0.0, self.final_values[i])),
                 )
             })
             .unzip()
@@ -264,8 +262,8 @@ proptest! {
                     rewards: piece(&col.rewards),
                     values: piece(&col.values),
                     next_values: piece(&col.next_values),
-                    // After an ended episode the bootstrap is multiplied by zero; at the batch
-                    // end it is the column's own bootstrap.
+                    // After an ended episode the bootstrap is cut away; at the batch end it
+                    // is the column's own bootstrap.
                     bootstrap: if ended { vec![123.0] } else { col.bootstrap.clone() },
                     terminated: piece(&col.terminated),
                     truncated: piece(&col.truncated),
@@ -286,6 +284,41 @@ proptest! {
                     }
                 }
                 start = end + 1;
+            }
+        }
+    }
+
+    #[test]
+    fn prop_nothing_after_an_episode_end_reaches_the_steps_before_it(
+        r in rollout(30, 5, 0.15),
+        poison in proptest::sample::select(vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e308]),
+    ) {
+        // Every value after an episode end (terminated or truncated at step `e`) replaced by
+        // a non-finite one: the outputs of steps `0..=e` keep their bits, for every estimator.
+        let clean = r.all_outputs(Par::Seq);
+        let (t, b, len) = (r.layout.t, r.layout.b, r.rewards.len());
+        for j in 0..b {
+            let Some(e) = (0..t).find(|&s| r.terminated[s * b + j] != 0.0 || r.truncated[s * b + j] != 0.0) else {
+                continue;
+            };
+            let mut dirty = r.clone();
+            for s in e + 1..t {
+                let i = s * b + j;
+                for v in [&mut dirty.rewards, &mut dirty.values, &mut dirty.final_values, &mut dirty.rhos] {
+                    v[i] = poison;
+                }
+            }
+            // V(s_{e+1}) is after the end, as is the column's bootstrap.
+            for s in e..t {
+                dirty.next_values[s * b + j] = poison;
+            }
+            dirty.bootstrap[j] = poison;
+            let out = dirty.all_outputs(Par::Seq);
+            for est in 0..7 {
+                for s in 0..=e {
+                    let i = est * len + s * b + j;
+                    prop_assert_eq!(out[i].to_bits(), clean[i].to_bits(), "estimator {} step {} of {}", est, s, e);
+                }
             }
         }
     }
@@ -343,8 +376,8 @@ proptest! {
     fn prop_f32_stays_close_to_f64(r in rollout(40, 10, 0.1)) {
         let f32s = |v: &Vec<f64>| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
         let (rw, vals, boot, term) = (f32s(&r.rewards), f32s(&r.values), f32s(&r.bootstrap), f32s(&r.terminated));
-        let eps32 = Episodes::Flags { gamma: r.gamma as f32, terminated: &term[..], truncation: None };
-        let eps64 = Episodes::Flags { gamma: r.gamma, terminated: &r.terminated[..], truncation: None };
+        let eps32 = Episodes::terminations(r.gamma as f32, &term);
+        let eps64 = Episodes::terminations(r.gamma, &r.terminated);
         let g32 = gae(r.layout, &rw, &vals, &boot, eps32, r.lambda as f32).unwrap();
         let g64 = gae(r.layout, &r.rewards, &r.values, &r.bootstrap, eps64, r.lambda).unwrap();
         let widened: Vec<f64> = g32.advantages.iter().map(|&x| f64::from(x)).collect();
@@ -375,11 +408,7 @@ fn termination_cuts_and_truncation_bootstraps() {
     let cut = discounted_returns(
         layout,
         &rewards,
-        Episodes::Flags {
-            gamma: 0.5,
-            terminated: &terminated[..],
-            truncation: None,
-        },
+        Episodes::terminations(0.5, &terminated),
         &[4.0],
     )
     .unwrap();
@@ -391,9 +420,9 @@ fn termination_cuts_and_truncation_bootstraps() {
         &rewards,
         Episodes::Flags {
             gamma: 0.5,
-            terminated: &zeros[..],
+            terminated: FlagSlice::from(&zeros),
             truncation: Some(Truncation {
-                truncated: &truncated[..],
+                truncated: FlagSlice::from(&truncated),
                 final_values: &final_values[..],
             }),
         },
@@ -446,14 +475,7 @@ fn bad_arguments_are_errors_naming_them() {
     );
     assert!(msg(discounted_cumsum(&x, -0.1).unwrap_err()).contains("`gamma`"));
     let truncated = [0.0f32; 5];
-    let flags = Episodes::Flags {
-        gamma: 0.9,
-        terminated: &x[..],
-        truncation: Some(Truncation {
-            truncated: &truncated[..],
-            final_values: &x[..],
-        }),
-    };
+    let flags = Episodes::gymnasium(0.9, &x, &truncated, &x);
     assert!(msg(lambda_returns(l, &x, &x, flags, 0.5).unwrap_err()).contains("`truncated`"));
 }
 
@@ -495,4 +517,136 @@ fn empty_batches_give_empty_results() {
         );
     }
     assert!(discounted_cumsum::<f32>(&[], 0.9).unwrap().is_empty());
+}
+
+#[test]
+fn layouts_that_disagree_with_the_data_allocate_nothing() {
+    // Each used to allocate `T * B` elements before checking the data: a capacity-overflow
+    // panic or an abort.
+    let x = [1.0f32; 2];
+    let c = Episodes::Constant { gamma: 0.9 };
+    let p = VtraceParams {
+        lambda: 1.0,
+        clip_rho: 1.0,
+        clip_pg_rho: 1.0,
+    };
+    for layout in [
+        TimeMajor::new(usize::MAX / 4, 1),
+        TimeMajor::new(1 << 50, 1),
+    ] {
+        let err = gae(layout, &x, &x, &[0.0], c, 0.9).unwrap_err();
+        assert!(err.to_string().contains("`rewards`"), "{err}");
+        assert!(discounted_returns(layout, &x, c, &[0.0]).is_err());
+        assert!(lambda_returns(layout, &x, &x, c, 0.9).is_err());
+        assert!(n_step_returns(layout, &x, &x, c, 1).is_err());
+        assert!(vtrace(layout, &x, &x, &[0.0], &x, c, p).is_err());
+    }
+}
+
+#[test]
+fn non_finite_values_after_a_termination_do_not_leak() {
+    let layout = TimeMajor::new(3, 1);
+    let rewards = [1.0f32, 1.0, 1.0];
+    let flags = |terminated: &'static [f32]| Episodes::terminations(0.9, terminated);
+    // The value of the observation after the terminal step is NaN (a reset observation).
+    let out = gae(
+        layout,
+        &rewards,
+        &[0.0, f32::NAN, 0.0],
+        &[0.0],
+        flags(&[1.0, 0.0, 0.0]),
+        0.95,
+    )
+    .unwrap();
+    assert_eq!(out.advantages[0], 1.0);
+    // An infinite bootstrap after a terminated last step.
+    let values = [0.5f32; 3];
+    let out = gae(
+        layout,
+        &rewards,
+        &values,
+        &[f32::INFINITY],
+        flags(&[0.0, 0.0, 1.0]),
+        0.95,
+    )
+    .unwrap();
+    assert!(out.advantages.iter().all(|a| a.is_finite()), "{out:?}");
+    let g = discounted_returns(layout, &rewards, flags(&[0.0, 0.0, 1.0]), &[f32::NAN]).unwrap();
+    assert_eq!(g, [1.0 + 0.9 * 1.9, 1.9, 1.0]);
+    // A zero discount of rlax's form cuts as well.
+    let g = discounted_returns(
+        layout,
+        &rewards,
+        Episodes::Discounts(&[0.5, 0.0, 0.5][..]),
+        &[0.0],
+    )
+    .unwrap();
+    let nan_after = [1.0f32, 1.0, f32::NAN];
+    let cut = discounted_returns(
+        layout,
+        &nan_after,
+        Episodes::Discounts(&[0.5, 0.0, 0.5][..]),
+        &[0.0],
+    )
+    .unwrap();
+    assert_eq!(cut[..2], g[..2]);
+    // Within an episode, NaN propagates the IEEE way.
+    let within = discounted_returns(
+        layout,
+        &nan_after,
+        Episodes::Constant { gamma: 0.5 },
+        &[0.0],
+    )
+    .unwrap();
+    assert!(within.iter().all(|v| v.is_nan()));
+}
+
+#[test]
+fn gymnasium_bools_and_bytes_equal_float_flags() {
+    let r = Rollout::new(37, 19, 3, 0.1);
+    let bools = |v: &[f64]| v.iter().map(|&f| f != 0.0).collect::<Vec<bool>>();
+    let bytes = |v: &[f64]| v.iter().map(|&f| u8::from(f != 0.0)).collect::<Vec<u8>>();
+    let (term_b, trunc_b) = (bools(&r.terminated), bools(&r.truncated));
+    let (term_u, trunc_u) = (bytes(&r.terminated), bytes(&r.truncated));
+    let floats = r.flags();
+    let gae_of = |episodes: SliceEpisodes<'_, f64>| {
+        let out = gae(
+            r.layout,
+            &r.rewards,
+            &r.values,
+            &r.bootstrap,
+            episodes,
+            r.lambda,
+        )
+        .unwrap();
+        bits(&out.advantages)
+    };
+    let want = gae_of(floats);
+    let fv = &r.final_values;
+    assert_eq!(
+        gae_of(Episodes::gymnasium(r.gamma, &term_b, &trunc_b, fv)),
+        want
+    );
+    assert_eq!(
+        gae_of(Episodes::gymnasium(r.gamma, &term_u, &trunc_u, fv)),
+        want
+    );
+    // Mixed kinds, and terminations alone.
+    assert_eq!(
+        gae_of(Episodes::gymnasium(r.gamma, &term_b, &r.truncated, fv)),
+        want
+    );
+    assert_eq!(
+        gae_of(Episodes::terminations(r.gamma, &term_u)),
+        gae_of(Episodes::terminations(r.gamma, &r.terminated))
+    );
+    // A wrong length of bool flags is refused like any other.
+    let err = discounted_returns(
+        r.layout,
+        &r.rewards,
+        Episodes::terminations(r.gamma, &term_b[1..]),
+        &r.bootstrap,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`terminated`"), "{err}");
 }

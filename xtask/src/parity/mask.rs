@@ -32,7 +32,10 @@ fn sequence_mask(case: &Case) -> Result<Outputs, String> {
     .map_err(|e| e.to_string())?;
     Ok(Outputs::from([(
         "mask".to_owned(),
-        Array::new(&[mask.batch(), mask.max_len()], &mask.to_float::<f64>()),
+        Array::new(
+            &[mask.batch(), mask.max_len()],
+            &mask.to_float::<f64>().map_err(|e| e.to_string())?,
+        ),
     )]))
 }
 
@@ -74,8 +77,8 @@ fn masked_mean<T: Float>(case: &Case) -> Result<Outputs, String> {
     let seqs =
         Sequences::new(&case.input_usize("lengths")?, Some(max_len)).map_err(|e| e.to_string())?;
     let mean =
-        rlgrad_mask::masked_mean(&seqs, &case.input::<T>("x")?).map_err(|e| e.to_string())?;
-    let grad = rlgrad_mask::masked_mean_backward(&seqs, T::one()).map_err(|e| e.to_string())?;
+        rlgrad_mask::masked_mean(&seqs, &case.input::<T>("x")?, 1).map_err(|e| e.to_string())?;
+    let grad = rlgrad_mask::masked_mean_backward(&seqs, 1, T::one()).map_err(|e| e.to_string())?;
     Ok(Outputs::from([
         ("mean".to_owned(), Array::scalar(mean.as_f64())),
         ("grad_x".to_owned(), Array::new(&x.shape, &grad)),
@@ -106,7 +109,10 @@ fn chop_into_sequences<T: Float>(case: &Case) -> Result<Outputs, String> {
         ),
         (
             "padded".to_owned(),
-            Array::new(&[batch.seqs().padded_steps(), width], batch.column(0)),
+            Array::new(
+                &[batch.seqs().padded_steps(), width],
+                batch.column(0).ok_or("no padded column")?,
+            ),
         ),
     ]))
 }

@@ -116,9 +116,7 @@ fn trajectory<T: Float>(case: &Case) -> Result<Outputs, String> {
         ),
     ]);
     for slot in slot_names {
-        let values = opt
-            .slot("param", slot)
-            .ok_or_else(|| format!("no slot `{slot}`"))?;
+        let values = opt.slot("param", slot).map_err(|e| e.to_string())?;
         out.insert(slot.to_owned(), Array::new(&param.shape, values));
     }
     Ok(out)

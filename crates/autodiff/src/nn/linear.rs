@@ -109,18 +109,19 @@ impl<T: Float, D: Device> Linear<T, D> {
             ));
         }
         if let Some(b) = &bias
-            && b.shape().dims() != [weight.shape().dims()[1]] {
-                return Err(Error::shape(
-                    "Linear::from_params",
-                    "bias",
-                    format_args!(
-                        "[{}] to match weight {}",
-                        weight.shape().dims()[1],
-                        weight.shape()
-                    ),
-                    b.shape(),
-                ));
-            }
+            && b.shape().dims() != [weight.shape().dims()[1]]
+        {
+            return Err(Error::shape(
+                "Linear::from_params",
+                "bias",
+                format_args!(
+                    "[{}] to match weight {}",
+                    weight.shape().dims()[1],
+                    weight.shape()
+                ),
+                b.shape(),
+            ));
+        }
         Ok(Self { weight, bias })
     }
 

@@ -209,14 +209,15 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
             return Err(Error::empty(function, "x", "at least one time step"));
         }
         if let Some(s) = seqs
-            && (s.batch(), s.max_len()) != (batch, steps) {
-                return Err(Error::shape(
-                    function,
-                    "seqs",
-                    format_args!("{batch} sequences padded to {steps} steps, like x"),
-                    format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
-                ));
-            }
+            && (s.batch(), s.max_len()) != (batch, steps)
+        {
+            return Err(Error::shape(
+                function,
+                "seqs",
+                format_args!("{batch} sequences padded to {steps} steps, like x"),
+                format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
+            ));
+        }
         let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
         let gates = self.weights().input_gates(tape, &time_major)?;
         let valid = match seqs {

@@ -10,6 +10,7 @@ pub mod cache;
 mod copy;
 mod elementwise;
 mod gemm;
+pub mod layout;
 mod matmul;
 pub mod optim;
 pub mod recurrence;
@@ -59,7 +60,7 @@ impl Device for Cpu {
     }
 
     fn alloc_zeros<E: Element>(&self, len: usize) -> Result<Vec<E>> {
-        Ok(alloc::zeroed(len))
+        alloc::try_zeroed(len, "Device::alloc_zeros", "len")
     }
 
     /// A buffer from this thread's [`cache`] when one of `len` elements is there, else a
@@ -78,7 +79,7 @@ impl Device for Cpu {
     }
 
     fn upload<E: Element>(&self, host: &[E]) -> Result<Vec<E>> {
-        Ok(host.to_vec())
+        alloc::try_copy(host, "Device::upload", "host")
     }
 
     fn upload_vec<E: Element>(&self, host: Vec<E>) -> Result<Vec<E>> {
@@ -86,7 +87,7 @@ impl Device for Cpu {
     }
 
     fn download<E: Element>(&self, buffer: &Vec<E>) -> Result<Vec<E>> {
-        Ok(buffer.clone())
+        alloc::try_copy(buffer, "Device::download", "buffer")
     }
 
     fn buffer_len<E: Element>(&self, buffer: &Vec<E>) -> usize {

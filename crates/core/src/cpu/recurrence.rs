@@ -10,7 +10,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::kernels::recurrence::{Episodes, TimeMajor, VtraceParams};
+use crate::kernels::recurrence::{
+    Episodes, FlagSlice, SliceEpisodes, TimeMajor, VtraceParams, cut,
+};
 use crate::{Error, Float, Par, Result, reduce};
 
 /// The effective rewards and discounts `(r'_t, d_t)` of the steps, one implementation per
@@ -42,30 +44,52 @@ impl<T: Float> Steps<T> for Discounts<'_, T> {
     }
 }
 
-struct Terminations<'a, T> {
+/// A flag element: set when nonzero (floats: NaN included).
+trait Flag: Copy + Sync {
+    fn is_set(self) -> bool;
+}
+impl<T: Float> Flag for T {
+    #[inline(always)]
+    fn is_set(self) -> bool {
+        self != T::zero()
+    }
+}
+impl Flag for u8 {
+    #[inline(always)]
+    fn is_set(self) -> bool {
+        self != 0
+    }
+}
+
+/// Whether each of the `W` flags from `start` is set.
+#[inline(always)]
+fn flags_set<T: Float, const W: usize>(flags: FlagSlice<'_, T>, start: usize) -> [bool; W] {
+    match flags {
+        FlagSlice::Values(v) => block::<T, W>(v, start).map(Flag::is_set),
+        FlagSlice::Bytes(b) => block::<u8, W>(b, start).map(Flag::is_set),
+    }
+}
+
+/// Terminations only, one implementation per flag element so that the common case (no
+/// truncation) carries no per-block dispatch.
+struct Terminations<'a, T, F> {
     rewards: &'a [T],
-    terminated: &'a [T],
+    terminated: &'a [F],
     gamma: T,
 }
-impl<T: Float> Steps<T> for Terminations<'_, T> {
+impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
     #[inline(always)]
     fn block<const W: usize>(&self, start: usize) -> ([T; W], [T; W]) {
-        let terminated: [T; W] = block(self.terminated, start);
-        let discounts = terminated.map(|flag| {
-            if flag != T::zero() {
-                T::zero()
-            } else {
-                self.gamma
-            }
-        });
+        let terminated: [F; W] = block(self.terminated, start);
+        let discounts = terminated.map(|flag| if flag.is_set() { T::zero() } else { self.gamma });
         (block(self.rewards, start), discounts)
     }
 }
 
 struct Truncations<'a, T> {
     rewards: &'a [T],
-    terminated: &'a [T],
-    truncated: &'a [T],
+    terminated: FlagSlice<'a, T>,
+    truncated: FlagSlice<'a, T>,
     final_values: &'a [T],
     gamma: T,
 }
@@ -73,8 +97,8 @@ impl<T: Float> Steps<T> for Truncations<'_, T> {
     #[inline(always)]
     fn block<const W: usize>(&self, start: usize) -> ([T; W], [T; W]) {
         let rewards: [T; W] = block(self.rewards, start);
-        let terminated: [T; W] = block(self.terminated, start);
-        let truncated: [T; W] = block(self.truncated, start);
+        let terminated: [bool; W] = flags_set(self.terminated, start);
+        let truncated: [bool; W] = flags_set(self.truncated, start);
         let final_values: [T; W] = block(self.final_values, start);
         let mut out = ([T::zero(); W], [T::zero(); W]);
         for k in 0..W {
@@ -109,7 +133,19 @@ macro_rules! with_steps {
             }
             Episodes::Flags {
                 gamma,
-                terminated,
+                terminated: FlagSlice::Values(terminated),
+                truncation: None,
+            } => {
+                let $steps = Terminations {
+                    rewards: $rewards,
+                    terminated,
+                    gamma,
+                };
+                $body
+            }
+            Episodes::Flags {
+                gamma,
+                terminated: FlagSlice::Bytes(terminated),
                 truncation: None,
             } => {
                 let $steps = Terminations {
@@ -308,13 +344,15 @@ fn block_mut<T, const W: usize>(x: &mut [T], offset: usize) -> &mut [T; W] {
         .expect("a slice of W elements converts to [T; W]")
 }
 
-/// Checks that every `[T, B]` buffer has `t * b` elements and every `[B]` one has `b`.
-fn check_lengths(
+/// Checks that `t * b` fits in usize, every `[T, B]` buffer of `steps` has `t * b`
+/// elements and every `[B]` one of `columns` has `b` (`(argument, length)` pairs); returns
+/// `t * b`.
+pub fn check_lengths(
     function: &'static str,
     layout: TimeMajor,
     steps: &[(&'static str, usize)],
     columns: &[(&'static str, usize)],
-) -> Result<()> {
+) -> Result<usize> {
     let len = layout.len().ok_or_else(|| {
         Error::shape(
             function,
@@ -343,19 +381,15 @@ fn check_lengths(
             ));
         }
     }
-    Ok(())
+    Ok(len)
 }
 
-fn episode_lengths<'a, T>(
-    episodes: &Episodes<'a, [T], T>,
-) -> impl Iterator<Item = (&'static str, usize)> + 'a
-where
-    T: Copy,
-{
-    episodes.buffers().into_iter().map(|(n, b)| (n, b.len()))
+fn episode_lengths<T: Float>(episodes: &SliceEpisodes<'_, T>) -> Vec<(&'static str, usize)> {
+    episodes.lengths(<[T]>::len, |flags| flags.len())
 }
 
-/// `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`: returns, and the primitive itself.
+/// `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`: returns, and the primitive
+/// itself.
 struct ReturnsScan<'a, T, S> {
     layout: TimeMajor,
     steps: &'a S,
@@ -371,14 +405,14 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for ReturnsScan<'_, T, S> {
             let (r, d) = self.steps.block::<W>(t * self.layout.b + first);
             let out = rows.block::<W>(t, offset);
             for k in 0..W {
-                acc[k] = r[k] + d[k] * acc[k];
+                acc[k] = r[k] + cut(d[k], d[k] * acc[k]);
                 out[k] = acc[k];
             }
         }
     }
 }
 
-/// The primitive `out[t] = x[t] + c[t] * out[t+1]`, `out[T] = init`.
+/// The primitive `out[t] = x[t] + cut(c[t], c[t] * out[t+1])`, `out[T] = init`.
 pub fn linear_recurrence<T: Float>(
     par: Par,
     layout: TimeMajor,
@@ -407,12 +441,12 @@ pub fn linear_recurrence<T: Float>(
     Ok(())
 }
 
-/// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
+/// Discounted returns `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`.
 pub fn discounted_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
     rewards: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
     returns: &mut [T],
 ) -> Result<()> {
@@ -461,8 +495,8 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
             let v: [T; W] = block(self.values, base);
             let adv = advantages.block::<W>(t, offset);
             for k in 0..W {
-                let delta = (r[k] + d[k] * v_next[k]) - v[k];
-                acc[k] = delta + (self.lambda * d[k]) * acc[k];
+                let delta = (r[k] + cut(d[k], d[k] * v_next[k])) - v[k];
+                acc[k] = delta + cut(d[k], (self.lambda * d[k]) * acc[k]);
                 adv[k] = acc[k];
             }
             if let Some(returns) = returns.as_mut() {
@@ -492,8 +526,9 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for GaeScan<'_, T, S> {
     }
 }
 
-/// GAE: `delta_t = (r'_t + d_t * v_{t+1}) - v_t`, `A_t = delta_t + (lambda * d_t) * A_{t+1}`,
-/// and, when `returns` is given, `returns = A + v` (rlax and TorchRL compute advantages
+/// GAE: `delta_t = (r'_t + cut(d_t, d_t * v_{t+1})) - v_t`,
+/// `A_t = delta_t + cut(d_t, (lambda * d_t) * A_{t+1})`, and, when `returns` is given,
+/// `returns = A + v` (rlax and TorchRL compute advantages
 /// only; leaving the returns out saves a quarter of the memory traffic).
 #[allow(clippy::too_many_arguments)]
 pub fn gae<T: Float>(
@@ -502,7 +537,7 @@ pub fn gae<T: Float>(
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     advantages: &mut [T],
     returns: Option<&mut [T]>,
@@ -553,21 +588,22 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for LambdaScan<'_, T, S> {
             let nv: [T; W] = block(self.next_values, base);
             let out = rows.block::<W>(t, offset);
             for k in 0..W {
-                acc[k] = (r[k] + d[k] * (one_minus_lambda * nv[k])) + (d[k] * self.lambda) * acc[k];
+                acc[k] = (r[k] + cut(d[k], d[k] * (one_minus_lambda * nv[k])))
+                    + cut(d[k], (d[k] * self.lambda) * acc[k]);
                 out[k] = acc[k];
             }
         }
     }
 }
 
-/// TD(lambda): `G_t = (r'_t + d_t * ((1 - lambda) * nv_t)) + (d_t * lambda) * G_{t+1}`,
-/// `G_T = nv_{T-1}`.
+/// TD(lambda): `G_t = (r'_t + cut(d_t, d_t * ((1 - lambda) * nv_t)))
+/// + cut(d_t, (d_t * lambda) * G_{t+1})`, `G_T = nv_{T-1}`.
 pub fn lambda_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     lambda: T,
     returns: &mut [T],
 ) -> Result<()> {
@@ -608,7 +644,7 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
             for j in (t..=last).rev() {
                 let (r, d) = self.steps.block::<W>(j * b + first);
                 for k in 0..W {
-                    acc[k] = r[k] + d[k] * acc[k];
+                    acc[k] = r[k] + cut(d[k], d[k] * acc[k]);
                 }
             }
             *rows.block::<W>(t, offset) = acc;
@@ -617,13 +653,13 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
 }
 
 /// n-step returns: `acc = nv_k` with `k = min(t + n - 1, T - 1)`, then
-/// `acc = r'_j + d_j * acc` for `j = k, ..., t`.
+/// `acc = r'_j + cut(d_j, d_j * acc)` for `j = k, ..., t`.
 pub fn n_step_returns<T: Float>(
     par: Par,
     layout: TimeMajor,
     rewards: &[T],
     next_values: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     n: usize,
     returns: &mut [T],
 ) -> Result<()> {
@@ -689,12 +725,13 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for VtraceScan<'_, T, S> {
                 let (r, d) = (r[k], d[k]);
                 let q = if has_next {
                     let vs_next = v_next[k] + acc[k];
-                    r + d * (lambda * vs_next + one_minus_lambda * v_next[k])
+                    r + cut(d, d * (lambda * vs_next + one_minus_lambda * v_next[k]))
                 } else {
-                    r + d * v_next[k]
+                    r + cut(d, d * v_next[k])
                 };
-                let td = reduce::min2(clip_rho, rho[k]) * ((r + d * v_next[k]) - v[k]);
-                acc[k] = td + (d * (reduce::min2(T::one(), rho[k]) * lambda)) * acc[k];
+                let td = reduce::min2(clip_rho, rho[k]) * ((r + cut(d, d * v_next[k])) - v[k]);
+                let trace = cut(d, (d * (reduce::min2(T::one(), rho[k]) * lambda)) * acc[k]);
+                acc[k] = td + trace;
                 vs[k] = v[k] + acc[k];
                 pg[k] = reduce::min2(clip_pg_rho, rho[k]) * (q - v[k]);
             }
@@ -713,7 +750,7 @@ pub fn vtrace<T: Float>(
     values: &[T],
     bootstrap: &[T],
     rhos: &[T],
-    episodes: Episodes<'_, [T], T>,
+    episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
     vs: &mut [T],
     pg_advantages: &mut [T],
@@ -748,11 +785,13 @@ pub fn vtrace<T: Float>(
 
 mod device {
     use super::super::Cpu;
-    use crate::kernels::recurrence::{Episodes, RecurrenceKernel, TimeMajor, VtraceParams};
+    use crate::kernels::recurrence::{
+        Episodes, FlagSlice, RecurrenceKernel, SliceEpisodes, TimeMajor, VtraceParams,
+    };
     use crate::{Float, Result};
 
-    fn slices<'a, T: Copy>(episodes: Episodes<'a, Vec<T>, T>) -> Episodes<'a, [T], T> {
-        episodes.map(Vec::as_slice)
+    fn slices<'a, T: Float>(episodes: Episodes<'a, Vec<T>, T>) -> SliceEpisodes<'a, T> {
+        episodes.map(Vec::as_slice, |flags| FlagSlice::Values(flags))
     }
 
     impl<T: Float> RecurrenceKernel<T> for Cpu {

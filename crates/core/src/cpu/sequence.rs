@@ -2,6 +2,7 @@
 //! following the canonical orders of [`crate::kernels::sequence`]. Work is split by whole
 //! sequences (or whole steps, for time-major data); copies are `memcpy`s of valid rows.
 
+use super::alloc;
 use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use crate::{Error, Float, Par, Result, check, reduce};
 
@@ -53,8 +54,9 @@ pub fn pad<T: Float>(
     Ok(())
 }
 
-/// [`pad`] into a new buffer. The buffer comes zeroed from [`super::alloc::zeroed`], so
-/// only the valid rows are written: the padding is not zeroed twice.
+/// [`pad`] into a new buffer. The buffer comes zeroed from [`super::alloc::try_zeroed`],
+/// so only the valid rows are written: the padding is not zeroed twice. An error when the
+/// host cannot allocate `B * T * F` elements.
 pub fn pad_new<T: Float>(
     par: Par,
     seqs: &Sequences,
@@ -64,7 +66,7 @@ pub fn pad_new<T: Float>(
 ) -> Result<Vec<T>> {
     let (packed_len, padded_len) = sizes("pad", seqs, features)?;
     check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
-    let mut padded = super::alloc::zeroed(padded_len);
+    let mut padded = super::alloc::try_zeroed(padded_len, "pad", "seqs")?;
     copy_into_padded(par, seqs, features, order, flat, &mut padded, false);
     Ok(padded)
 }
@@ -80,14 +82,16 @@ fn copy_into_padded<T: Float>(
     zero_padding: bool,
 ) {
     let padded_len = padded.len();
+    if padded_len == 0 {
+        // Nothing to write, and `T * F` or `B * F` below may not fit in usize; from here
+        // on both are at most `B * T * F` and nonzero.
+        return;
+    }
     let (lengths, offsets, f) = (seqs.lengths(), seqs.offsets(), features);
     let par = par.for_work(padded_len, MIN_TASK);
     match order {
         PadOrder::BatchMajor => {
             let per_sequence = seqs.max_len() * f;
-            if per_sequence == 0 {
-                return;
-            }
             let sequences_per_chunk = CHUNK.div_ceil(per_sequence);
             par.for_each_chunk_mut(padded, sequences_per_chunk * per_sequence, |ci, chunk| {
                 for (k, dst) in chunk.chunks_mut(per_sequence).enumerate() {
@@ -102,9 +106,6 @@ fn copy_into_padded<T: Float>(
         }
         PadOrder::TimeMajor => {
             let per_step = seqs.batch() * f;
-            if per_step == 0 {
-                return;
-            }
             let steps_per_chunk = CHUNK.div_ceil(per_step);
             par.for_each_chunk_mut(padded, steps_per_chunk * per_step, |ci, chunk| {
                 for (k, row) in chunk.chunks_mut(per_step).enumerate() {
@@ -121,6 +122,22 @@ fn copy_into_padded<T: Float>(
             });
         }
     }
+}
+
+/// [`unpad`] into a new buffer, allocated once `padded` has the right length; an error
+/// when the host cannot allocate `N * F` elements.
+pub fn unpad_new<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    padded: &[T],
+) -> Result<Vec<T>> {
+    let (packed_len, padded_len) = sizes("unpad", seqs, features)?;
+    check_len("unpad", "padded", "[B, T, F]", padded_len, padded.len())?;
+    let mut flat = super::alloc::try_zeroed(packed_len, "unpad", "seqs")?;
+    unpad(par, seqs, features, order, padded, &mut flat)?;
+    Ok(flat)
 }
 
 /// Padded `[B, T, F]` or `[T, B, F]` to packed `[N, F]`; padding is never read.
@@ -173,35 +190,44 @@ pub fn unpad<T: Float>(
     Ok(())
 }
 
-/// The canonical sum of `term(x)` over the valid elements of the `[B, T]` array `x`, in
+/// The canonical sum of `term(x)` over the valid values of the `[B, T, F]` array `x`, in
 /// packed order.
 pub fn masked_sum<T: Float>(
     par: Par,
     seqs: &Sequences,
+    features: usize,
     x: &[T],
     term: MaskedTerm<'_, [T], T>,
 ) -> Result<T> {
-    check_len("masked_sum", "x", "[B, T]", seqs.padded_steps(), x.len())?;
+    let (values, len) = sizes("masked_sum", seqs, features)?;
+    check_len("masked_sum", "x", "[B, T, F]", len, x.len())?;
     if let MaskedTerm::Product { other, .. } = term {
-        check_len(
-            "masked_sum",
-            "other",
-            "[B, T]",
-            seqs.padded_steps(),
-            other.len(),
-        )?;
+        check_len("masked_sum", "other", "[B, T, F]", len, other.len())?;
     }
-    if seqs.total() == 0 {
+    if values == 0 {
         return Ok(T::zero());
     }
+    // Sequence `s` holds the packed values `offsets[s] * F .. offsets[s + 1] * F`, which
+    // sit at `s * T * F ..` of `x`; every product is at most `N * F` or `B * T * F`.
+    let scaled: Vec<usize>;
+    let offsets = if features == 1 {
+        seqs.offsets()
+    } else {
+        let mut buffer = alloc::try_with_capacity(seqs.offsets().len(), "masked_sum", "seqs")?;
+        buffer.extend(seqs.offsets().iter().map(|&o| o * features));
+        scaled = buffer;
+        &scaled
+    };
+    let row = seqs.max_len() * features;
     Ok(reduce::sum_leaves_with(
-        seqs.total(),
+        values,
         par,
-        |first| seqs.sequence_of(first),
+        // Leaf runs start below `N * F`, where a sequence always holds the value; 0, a
+        // cursor at or before any sequence, would also do.
+        |first| reduce::segment_of(offsets, first).unwrap_or(0),
         |b, packed, leaf| {
-            // The valid steps of sequence `s` sit at `s * T ..` of the `[B, T]` array.
-            reduce::for_each_segment(seqs.offsets(), b, packed, |s, steps| {
-                let run = s * seqs.max_len() + steps.start..s * seqs.max_len() + steps.end;
+            reduce::for_each_segment(offsets, b, packed, |s, local| {
+                let run = s * row + local.start..s * row + local.end;
                 match term {
                     MaskedTerm::Value => leaf.push_slice(&x[run]),
                     MaskedTerm::SquaredDeviation { mean } => {
@@ -216,35 +242,48 @@ pub fn masked_sum<T: Float>(
     ))
 }
 
-/// The canonical sum of each sequence's valid elements of the `[B, T]` array `x`.
-pub fn sequence_sums<T: Float>(par: Par, seqs: &Sequences, x: &[T], sums: &mut [T]) -> Result<()> {
-    check_len("sequence_sums", "x", "[B, T]", seqs.padded_steps(), x.len())?;
+/// The canonical sum of each sequence's valid values of the `[B, T, F]` array `x`.
+pub fn sequence_sums<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    x: &[T],
+    sums: &mut [T],
+) -> Result<()> {
+    let (values, len) = sizes("sequence_sums", seqs, features)?;
+    check_len("sequence_sums", "x", "[B, T, F]", len, x.len())?;
     check_len("sequence_sums", "sums", "[B]", seqs.batch(), sums.len())?;
-    let (lengths, t_max) = (seqs.lengths(), seqs.max_len());
-    let per_chunk = CHUNK.div_ceil(t_max.max(1));
-    let par = par.for_work(seqs.total(), MIN_TASK);
+    if len == 0 {
+        // No values: every sum is empty, and `T * F` may not fit in usize.
+        sums.fill(T::zero());
+        return Ok(());
+    }
+    let (lengths, row) = (seqs.lengths(), seqs.max_len() * features);
+    let per_chunk = CHUNK.div_ceil(row);
+    let par = par.for_work(values, MIN_TASK);
     par.for_each_chunk_mut(sums, per_chunk, |ci, chunk| {
         for (k, sum) in chunk.iter_mut().enumerate() {
             let b = ci * per_chunk + k;
-            *sum = reduce::sum(&x[b * t_max..b * t_max + lengths[b]], Par::Seq);
+            *sum = reduce::sum(&x[b * row..b * row + lengths[b] * features], Par::Seq);
         }
     });
     Ok(())
 }
 
-/// `out = map(x)` at the valid elements of the `[B, T]` arrays, `+0` at padding; `x` may
-/// be `None` for maps that do not read it.
+/// `out = map(x)` at the valid values of the `[B, T, F]` arrays, `+0` at padding; `x`
+/// may be `None` for maps that do not read it.
 pub fn masked_map<T: Float>(
     par: Par,
     seqs: &Sequences,
+    features: usize,
     x: Option<&[T]>,
     map: MaskedMap<'_, [T], T>,
     out: &mut [T],
 ) -> Result<()> {
-    let steps = seqs.padded_steps();
+    let (_, len) = sizes("masked_map", seqs, features)?;
     let x = match x {
         Some(x) => {
-            check_len("masked_map", "x", "[B, T]", steps, x.len())?;
+            check_len("masked_map", "x", "[B, T, F]", len, x.len())?;
             x
         }
         None if map.reads_x() => {
@@ -256,27 +295,29 @@ pub fn masked_map<T: Float>(
         }
         None => &[],
     };
-    check_len("masked_map", "out", "[B, T]", steps, out.len())?;
+    check_len("masked_map", "out", "[B, T, F]", len, out.len())?;
     match map {
         MaskedMap::PerSequence(values) => {
             check_len("masked_map", "values", "[B]", seqs.batch(), values.len())?;
         }
         MaskedMap::StandardizeBackward { grad, .. } => {
-            check_len("masked_map", "grad", "[B, T]", steps, grad.len())?;
+            check_len("masked_map", "grad", "[B, T, F]", len, grad.len())?;
         }
         _ => {}
     }
-    let (lengths, t_max) = (seqs.lengths(), seqs.max_len());
-    if t_max == 0 {
+    if len == 0 {
         return Ok(());
     }
-    let per_chunk = CHUNK.div_ceil(t_max);
-    let par = par.for_work(steps, MIN_TASK);
-    par.for_each_chunk_mut(out, per_chunk * t_max, |ci, chunk| {
-        for (k, row) in chunk.chunks_mut(t_max).enumerate() {
+    // A sequence's row of `T * F` values (at most `B * T * F`): `len_b * F` valid ones,
+    // then padding.
+    let (lengths, row) = (seqs.lengths(), seqs.max_len() * features);
+    let per_chunk = CHUNK.div_ceil(row);
+    let par = par.for_work(len, MIN_TASK);
+    par.for_each_chunk_mut(out, per_chunk * row, |ci, chunk| {
+        for (k, row_out) in chunk.chunks_mut(row).enumerate() {
             let b = ci * per_chunk + k;
-            let (valid, padding) = row.split_at_mut(lengths[b]);
-            let range = b * t_max..b * t_max + lengths[b];
+            let (valid, padding) = row_out.split_at_mut(lengths[b] * features);
+            let range = b * row..b * row + valid.len();
             // The match is hoisted out of the loops so that each one vectorizes.
             match map {
                 MaskedMap::Fill(value) => valid.fill(value),
@@ -334,19 +375,27 @@ mod device {
         fn masked_sum(
             &self,
             seqs: &Sequences,
+            features: usize,
             x: &Vec<T>,
             term: MaskedTerm<'_, Vec<T>, T>,
         ) -> Result<T> {
-            super::masked_sum(self.par(), seqs, x, term.map(Vec::as_slice))
+            super::masked_sum(self.par(), seqs, features, x, term.map(Vec::as_slice))
         }
 
-        fn sequence_sums(&self, seqs: &Sequences, x: &Vec<T>, sums: &mut Vec<T>) -> Result<()> {
-            super::sequence_sums(self.par(), seqs, x, sums)
+        fn sequence_sums(
+            &self,
+            seqs: &Sequences,
+            features: usize,
+            x: &Vec<T>,
+            sums: &mut Vec<T>,
+        ) -> Result<()> {
+            super::sequence_sums(self.par(), seqs, features, x, sums)
         }
 
         fn masked_map(
             &self,
             seqs: &Sequences,
+            features: usize,
             x: Option<&Vec<T>>,
             map: MaskedMap<'_, Vec<T>, T>,
             out: &mut Vec<T>,
@@ -354,6 +403,7 @@ mod device {
             super::masked_map(
                 self.par(),
                 seqs,
+                features,
                 x.map(Vec::as_slice),
                 map.map(Vec::as_slice),
                 out,

@@ -3,11 +3,23 @@
 //!
 //! # The primitive
 //!
-//! `y[t] = x[t] + c[t] * y[t+1]` for `t = T-1, ..., 0`, with `y[T] = init`, independently
-//! for each of the `B` columns. Canonical order: sequential in `t` for each column, one
-//! multiply then one add per step (no FMA), columns independent (devices run them in
-//! parallel and vectorize across adjacent columns). Because columns never interact, any
-//! split of the columns between threads gives the same bits.
+//! `y[t] = x[t] + cut(c[t], c[t] * y[t+1])` for `t = T-1, ..., 0`, with `y[T] = init`,
+//! independently for each of the `B` columns. Canonical order: sequential in `t` for each
+//! column, one multiply, the [`cut`] selection, then one add per step (no FMA), columns
+//! independent (devices run them in parallel and vectorize across adjacent columns).
+//! Because columns never interact, any split of the columns between threads gives the
+//! same bits.
+//!
+//! # The cut
+//!
+//! `cut(d, term) = +0 if d == 0, else term` ([`cut`]): a selection, not a product. Every
+//! term that carries a value from after step `t` into step `t` (a later value, return,
+//! advantage, trace or bootstrap) is multiplied by `d_t` and wrapped in `cut(d_t, ..)`, so
+//! a zero discount (termination, truncation, a zero of `Discounts`) cuts the recurrence:
+//! nothing after it, finite or not, reaches the steps before it. `0 * NaN` and
+//! `0 * inf` would have leaked NaN; a finite term gives the same bits as the plain
+//! product, except that `-0` products become `+0` (signed zeros aside, the cut changes no
+//! result of finite inputs).
 //!
 //! # Episode boundaries
 //!
@@ -22,22 +34,26 @@
 //! | `Flags { .., truncation: Some(tr) }` (Gymnasium) | `0` if terminated or truncated, else `gamma` | `r_t + gamma * final_values[t]` if truncated and not terminated, else `r_t` |
 //!
 //! Termination cuts the return at zero; time-limit truncation bootstraps from the value of
-//! the final observation, which the caller provides (Gymnasium's autoreset hides it in
-//! `info["final_observation"]`). Flags count as set when nonzero (NaN included).
+//! the final observation, which the caller provides (see `rlgrad-returns` for both of
+//! Gymnasium's autoreset modes). Flags count as set when nonzero (NaN included), or
+//! `true` ([`FlagSlice`]).
 //!
 //! # Estimators (the canonical formulas; `v_T` = `bootstrap`)
 //!
-//! - returns: `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
-//! - GAE: `delta_t = (r'_t + d_t * v_{t+1}) - v_t`; `A_t = delta_t + (lambda * d_t) * A_{t+1}`,
-//!   `A_T = 0`; `returns_t = A_t + v_t`.
-//! - lambda returns: `G_t = (r'_t + d_t * ((1 - lambda) * nv_t)) + (d_t * lambda) * G_{t+1}`,
-//!   `G_T = nv_{T-1}` (`1 - lambda` rounded once).
-//! - n-step returns, `k = min(t + n - 1, T - 1)`: `acc = nv_k`, then `acc = r'_j + d_j * acc`
-//!   for `j = k, k-1, ..., t`; `G_t = acc`.
-//! - V-trace: `td_t = min(clip_rho, rho_t) * ((r'_t + d_t * v_{t+1}) - v_t)`;
-//!   `e_t = td_t + (d_t * (min(1, rho_t) * lambda)) * e_{t+1}`, `e_T = 0`; `vs_t = v_t + e_t`;
-//!   `q_t = r'_t + d_t * (lambda * vs_{t+1} + (1 - lambda) * v_{t+1})` for `t < T-1` and
-//!   `q_{T-1} = r'_{T-1} + d_{T-1} * v_T`; `pg_t = min(clip_pg_rho, rho_t) * (q_t - v_t)`.
+//! - returns: `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`.
+//! - GAE: `delta_t = (r'_t + cut(d_t, d_t * v_{t+1})) - v_t`;
+//!   `A_t = delta_t + cut(d_t, (lambda * d_t) * A_{t+1})`, `A_T = 0`;
+//!   `returns_t = A_t + v_t`.
+//! - lambda returns: `G_t = (r'_t + cut(d_t, d_t * ((1 - lambda) * nv_t)))
+//!   + cut(d_t, (d_t * lambda) * G_{t+1})`, `G_T = nv_{T-1}` (`1 - lambda` rounded once).
+//! - n-step returns, `k = min(t + n - 1, T - 1)`: `acc = nv_k`, then
+//!   `acc = r'_j + cut(d_j, d_j * acc)` for `j = k, k-1, ..., t`; `G_t = acc`.
+//! - V-trace: `td_t = min(clip_rho, rho_t) * ((r'_t + cut(d_t, d_t * v_{t+1})) - v_t)`;
+//!   `e_t = td_t + cut(d_t, (d_t * (min(1, rho_t) * lambda)) * e_{t+1})`, `e_T = 0`;
+//!   `vs_t = v_t + e_t`;
+//!   `q_t = r'_t + cut(d_t, d_t * (lambda * vs_{t+1} + (1 - lambda) * v_{t+1}))` for
+//!   `t < T-1` and `q_{T-1} = r'_{T-1} + cut(d_{T-1}, d_{T-1} * v_T)`;
+//!   `pg_t = min(clip_pg_rho, rho_t) * (q_t - v_t)`.
 
 use crate::{Device, Float, Result};
 
@@ -68,25 +84,31 @@ impl TimeMajor {
 }
 
 /// Time-limit truncation: per-step flags and the value of the observation each truncated
-/// episode ended on (read only where `truncated` is set).
+/// episode ended on (read only where `truncated` is set). `F` is how the flags are given:
+/// a device buffer (`&B`, the default), or a [`FlagSlice`] at the slice level.
 #[derive(Debug)]
-pub struct Truncation<'a, B: ?Sized> {
-    /// Nonzero where the episode was cut by a time limit at this step.
-    pub truncated: &'a B,
+pub struct Truncation<'a, B: ?Sized, F = &'a B> {
+    /// Set where the episode was cut by a time limit at this step.
+    pub truncated: F,
     /// `V(final observation)` at truncated steps; any value elsewhere.
     pub final_values: &'a B,
 }
 
-impl<B: ?Sized> Clone for Truncation<'_, B> {
+impl<B: ?Sized, F: Copy> Clone for Truncation<'_, B, F> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<B: ?Sized> Copy for Truncation<'_, B> {}
+impl<B: ?Sized, F: Copy> Copy for Truncation<'_, B, F> {}
 
 /// Where episodes end and how steps are discounted; see the [module docs](self).
+///
+/// `B` is the buffer of per-step values (`[T]` on the host, a device buffer), `F` the type
+/// of the episode-end flags: `&B` by default (what the [`RecurrenceKernel`] takes), and a
+/// [`FlagSlice`] at the slice level ([`SliceEpisodes`]), which takes Gymnasium's `bool`
+/// arrays and `u8` masks as they are.
 #[derive(Debug)]
-pub enum Episodes<'a, B: ?Sized, T> {
+pub enum Episodes<'a, B: ?Sized, T, F = &'a B> {
     /// One trajectory per column, no episode ends: `d_t = gamma`.
     Constant {
         /// The discount factor.
@@ -98,55 +120,64 @@ pub enum Episodes<'a, B: ?Sized, T> {
     Flags {
         /// The discount factor.
         gamma: T,
-        /// Nonzero where the episode terminated at this step.
-        terminated: &'a B,
+        /// Set where the episode terminated at this step.
+        terminated: F,
         /// Time-limit truncation, if the data has any.
-        truncation: Option<Truncation<'a, B>>,
+        truncation: Option<Truncation<'a, B, F>>,
     },
 }
 
-impl<B: ?Sized, T: Copy> Clone for Episodes<'_, B, T> {
+impl<B: ?Sized, T: Copy, F: Copy> Clone for Episodes<'_, B, T, F> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<B: ?Sized, T: Copy> Copy for Episodes<'_, B, T> {}
+impl<B: ?Sized, T: Copy, F: Copy> Copy for Episodes<'_, B, T, F> {}
 
-impl<'a, B: ?Sized, T: Copy> Episodes<'a, B, T> {
-    /// The same description over other buffers (for example `Vec<T>` to `[T]`).
-    pub fn map<C: ?Sized>(self, f: impl Fn(&'a B) -> &'a C) -> Episodes<'a, C, T> {
+impl<'a, B: ?Sized, T: Copy, F: Copy> Episodes<'a, B, T, F> {
+    /// The same description over other buffers and flags (for example `Vec<T>` to `[T]`).
+    pub fn map<C: ?Sized, G>(
+        self,
+        values: impl Fn(&'a B) -> &'a C,
+        flags: impl Fn(F) -> G,
+    ) -> Episodes<'a, C, T, G> {
         match self {
             Self::Constant { gamma } => Episodes::Constant { gamma },
-            Self::Discounts(d) => Episodes::Discounts(f(d)),
+            Self::Discounts(d) => Episodes::Discounts(values(d)),
             Self::Flags {
                 gamma,
                 terminated,
                 truncation,
             } => Episodes::Flags {
                 gamma,
-                terminated: f(terminated),
+                terminated: flags(terminated),
                 truncation: truncation.map(|tr| Truncation {
-                    truncated: f(tr.truncated),
-                    final_values: f(tr.final_values),
+                    truncated: flags(tr.truncated),
+                    final_values: values(tr.final_values),
                 }),
             },
         }
     }
 
-    /// The per-step buffers this description reads, with their names (for length checks).
-    pub fn buffers(&self) -> Vec<(&'static str, &'a B)> {
+    /// The name and length of every per-step input this description reads (for length
+    /// checks), given how to measure a buffer and a set of flags.
+    pub fn lengths(
+        &self,
+        values: impl Fn(&'a B) -> usize,
+        flags: impl Fn(F) -> usize,
+    ) -> Vec<(&'static str, usize)> {
         match *self {
             Self::Constant { .. } => Vec::new(),
-            Self::Discounts(d) => vec![("discounts", d)],
+            Self::Discounts(d) => vec![("discounts", values(d))],
             Self::Flags {
                 terminated,
                 truncation,
                 ..
             } => {
-                let mut out = vec![("terminated", terminated)];
+                let mut out = vec![("terminated", flags(terminated))];
                 if let Some(tr) = truncation {
-                    out.push(("truncated", tr.truncated));
-                    out.push(("final_values", tr.final_values));
+                    out.push(("truncated", flags(tr.truncated)));
+                    out.push(("final_values", values(tr.final_values)));
                 }
                 out
             }
@@ -162,27 +193,186 @@ impl<'a, B: ?Sized, T: Copy> Episodes<'a, B, T> {
     }
 }
 
+/// Episode-end flags on the host, as the data comes: values of the element type (set when
+/// nonzero, NaN included: SB3's and rlax's float `dones`), or bytes (set when nonzero:
+/// `u8` masks, and Gymnasium's and NumPy's `bool` arrays, which convert without a copy).
+///
+/// ```
+/// use rlgrad_core::kernels::recurrence::FlagSlice;
+/// let from_gymnasium = vec![false, true, false];
+/// let flags = FlagSlice::<f32>::from(&from_gymnasium);
+/// assert_eq!(flags, FlagSlice::Bytes(&[0, 1, 0]));
+/// assert_eq!((flags.len(), flags.is_set(1)), (3, Some(true)));
+/// assert!(FlagSlice::from(&[0.0f32, f32::NAN][..]).is_set(1).unwrap());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlagSlice<'a, T> {
+    /// Floats of the element type; nonzero (NaN included) is set.
+    Values(&'a [T]),
+    /// Bytes; nonzero is set.
+    Bytes(&'a [u8]),
+}
+
+impl<T: Float> FlagSlice<'_, T> {
+    /// The number of flags.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Values(v) => v.len(),
+            Self::Bytes(b) => b.len(),
+        }
+    }
+
+    /// Whether there is no flag.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether flag `i` is set (`None` past the end).
+    pub fn is_set(&self, i: usize) -> Option<bool> {
+        match self {
+            Self::Values(v) => v.get(i).map(|&f| f != T::zero()),
+            Self::Bytes(b) => b.get(i).map(|&f| f != 0),
+        }
+    }
+}
+
+impl<'a, T: Float> From<&'a [T]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [T]) -> Self {
+        Self::Values(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a Vec<T>> for FlagSlice<'a, T> {
+    fn from(flags: &'a Vec<T>) -> Self {
+        Self::Values(flags)
+    }
+}
+
+impl<'a, T: Float, const N: usize> From<&'a [T; N]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [T; N]) -> Self {
+        Self::Values(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a [u8]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [u8]) -> Self {
+        Self::Bytes(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a Vec<u8>> for FlagSlice<'a, T> {
+    fn from(flags: &'a Vec<u8>) -> Self {
+        Self::Bytes(flags)
+    }
+}
+
+impl<'a, T: Float, const N: usize> From<&'a [u8; N]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [u8; N]) -> Self {
+        Self::Bytes(flags)
+    }
+}
+
+impl<'a, T: Float> From<&'a [bool]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [bool]) -> Self {
+        // SAFETY: a `bool` is one byte holding 0 or 1, a valid `u8`, with the alignment
+        // of `u8`; the new slice covers the same bytes for the same lifetime, read only.
+        Self::Bytes(unsafe { std::slice::from_raw_parts(flags.as_ptr().cast(), flags.len()) })
+    }
+}
+
+impl<'a, T: Float> From<&'a Vec<bool>> for FlagSlice<'a, T> {
+    fn from(flags: &'a Vec<bool>) -> Self {
+        Self::from(flags.as_slice())
+    }
+}
+
+impl<'a, T: Float, const N: usize> From<&'a [bool; N]> for FlagSlice<'a, T> {
+    fn from(flags: &'a [bool; N]) -> Self {
+        Self::from(flags.as_slice())
+    }
+}
+
+/// [`Episodes`] at the slice level: values in `[T]` slices, flags as [`FlagSlice`]s.
+pub type SliceEpisodes<'a, T> = Episodes<'a, [T], T, FlagSlice<'a, T>>;
+
+impl<'a, T: Float> Episodes<'a, [T], T, FlagSlice<'a, T>> {
+    /// Gymnasium's `terminated` flags without truncation, given as `bool`s, bytes or
+    /// floats: `Flags { gamma, terminated, truncation: None }`.
+    pub fn terminations(gamma: T, terminated: impl Into<FlagSlice<'a, T>>) -> Self {
+        Self::Flags {
+            gamma,
+            terminated: terminated.into(),
+            truncation: None,
+        }
+    }
+
+    /// Gymnasium's `terminated` and `truncated` flags, given as `bool`s, bytes or floats,
+    /// with `final_values[t] = V(final observation)` where `truncated[t]` is set.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::recurrence::{Episodes, FlagSlice};
+    /// let (terminated, truncated) = (vec![false, true], vec![true, false]);
+    /// let episodes = Episodes::gymnasium(0.99f32, &terminated, &truncated, &[5.0, 0.0]);
+    /// assert!(matches!(episodes, Episodes::Flags { terminated: FlagSlice::Bytes(_), .. }));
+    /// ```
+    pub fn gymnasium(
+        gamma: T,
+        terminated: impl Into<FlagSlice<'a, T>>,
+        truncated: impl Into<FlagSlice<'a, T>>,
+        final_values: &'a [T],
+    ) -> Self {
+        Self::Flags {
+            gamma,
+            terminated: terminated.into(),
+            truncation: Some(Truncation {
+                truncated: truncated.into(),
+                final_values,
+            }),
+        }
+    }
+}
+
 /// The canonical effective reward and discount `(r'_t, d_t)` of one step from its reward
-/// and flags (see the [module docs](self)). `truncated` and `final_value` are ignored
-/// when `truncation` is false.
+/// and whether its flags are set (see the [module docs](self)): `truncation` is
+/// `Some((truncated, final_value))` when the data has truncation flags, and `final_value`
+/// is read only when `truncated` is set.
 #[inline(always)]
 pub fn episode_step<T: Float>(
     reward: T,
     gamma: T,
-    terminated: T,
-    truncation: Option<(T, T)>,
+    terminated: bool,
+    truncation: Option<(bool, T)>,
 ) -> (T, T) {
     let zero = T::zero();
-    let ended = terminated != zero;
     match truncation {
-        Some((truncated, final_value)) if truncated != zero => {
-            if ended {
+        Some((true, final_value)) => {
+            if terminated {
                 (reward, zero)
             } else {
                 (reward + gamma * final_value, zero)
             }
         }
-        _ => (reward, if ended { zero } else { gamma }),
+        _ => (reward, if terminated { zero } else { gamma }),
+    }
+}
+
+/// The canonical cut of the [module docs](self): `+0` when the discount `d` is zero,
+/// else `term` (the product that carries later values into this step). A selection, so
+/// that a NaN or an infinity after an episode end cannot leak into the steps before it
+/// through `0 * NaN`; every device implements it as a select, not a multiply.
+///
+/// ```
+/// use rlgrad_core::kernels::recurrence::cut;
+/// assert_eq!(cut(0.0f32, 0.0 * f32::NAN), 0.0);
+/// assert_eq!(cut(0.5f32, 0.5 * 4.0), 2.0);
+/// assert!(cut(0.5f32, 0.5 * f32::NAN).is_nan()); // no episode end: IEEE propagation
+/// ```
+#[inline(always)]
+pub fn cut<T: Float>(discount: T, term: T) -> T {
+    if discount == T::zero() {
+        T::zero()
+    } else {
+        term
     }
 }
 
@@ -201,7 +391,7 @@ pub struct VtraceParams<T> {
 /// `layout.t * layout.b` elements (`[B]` ones hold `layout.b`) and follows the canonical
 /// formulas of the [module docs](self).
 pub trait RecurrenceKernel<T: Float>: Device {
-    /// The primitive: `out[t] = x[t] + c[t] * out[t+1]`, `out[T] = init`.
+    /// The primitive: `out[t] = x[t] + cut(c[t], c[t] * out[t+1])`, `out[T] = init`.
     fn linear_recurrence(
         &self,
         layout: TimeMajor,
@@ -211,7 +401,7 @@ pub trait RecurrenceKernel<T: Float>: Device {
         out: &mut Self::Buffer<T>,
     ) -> Result<()>;
 
-    /// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`.
+    /// Discounted returns `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`.
     fn discounted_returns(
         &self,
         layout: TimeMajor,
@@ -280,13 +470,16 @@ mod tests {
     #[test]
     fn episode_steps_follow_gymnasium() {
         let g = 0.9f32;
-        assert_eq!(episode_step(1.0, g, 0.0, None), (1.0, 0.9));
-        assert_eq!(episode_step(1.0, g, 1.0, None), (1.0, 0.0));
+        assert_eq!(episode_step(1.0, g, false, None), (1.0, 0.9));
+        assert_eq!(episode_step(1.0, g, true, None), (1.0, 0.0));
         assert_eq!(
-            episode_step(1.0, g, 0.0, Some((1.0, 10.0))),
+            episode_step(1.0, g, false, Some((true, 10.0))),
             (1.0 + 0.9 * 10.0, 0.0)
         );
-        assert_eq!(episode_step(1.0, g, 1.0, Some((1.0, 10.0))), (1.0, 0.0));
-        assert_eq!(episode_step(1.0, g, 0.0, Some((0.0, f32::NAN))), (1.0, 0.9));
+        assert_eq!(episode_step(1.0, g, true, Some((true, 10.0))), (1.0, 0.0));
+        assert_eq!(
+            episode_step(1.0, g, false, Some((false, f32::NAN))),
+            (1.0, 0.9)
+        );
     }
 }

@@ -6,16 +6,22 @@
 //! and their prefix sums (`offsets[b]` is the packed row where sequence `b` starts), so
 //! pad and unpad are gather/scatter copies.
 //!
+//! Masked reductions and maps read batch-major `[B, T, F]` arrays (`[B, T]` is `F = 1`):
+//! the `F` values of step `t` of sequence `b` sit at `(b * T + t) * F ..`, and every value
+//! of a valid step is valid.
+//!
 //! # Canonical orders
 //!
-//! - Masked sums run over the valid elements of a `[B, T]` array in *packed order*
-//!   (sequence by sequence, step by step), with the canonical reduction of
-//!   [`crate::reduce`] over that sequence of values: a masked sum equals, bit for bit, the
-//!   plain sum of the unpadded values. Padding is never read, so NaN in padding is harmless.
+//! - Masked sums run over the valid values of a `[B, T, F]` array in *packed order*
+//!   (sequence by sequence, step by step, feature by feature: the order of the unpadded
+//!   `[N, F]` rows), with the canonical reduction of [`crate::reduce`] over that sequence
+//!   of values: a masked sum equals, bit for bit, the plain sum of the unpadded values.
+//!   Padding is never read, so NaN in padding is harmless.
 //! - Per-sequence sums are the canonical sum of each sequence's valid values.
-//! - Masked maps write `map(x)` at valid steps and `+0` at padding.
+//! - Masked maps write `map(x)` at valid values and `+0` at padding.
 
-use crate::{Device, Error, Float, Result};
+use crate::cpu::alloc;
+use crate::{Device, Error, Float, Result, check};
 
 /// Lengths of `B` sequences padded to `max_len` steps, with their prefix sums.
 ///
@@ -48,7 +54,7 @@ impl Sequences {
                 format_args!("length {len} at index {b}"),
             ));
         }
-        let mut offsets = Vec::with_capacity(lengths.len() + 1);
+        let mut offsets = alloc::try_with_capacity(lengths.len() + 1, "Sequences::new", "lengths")?;
         offsets.push(0usize);
         for &len in lengths {
             let next = offsets[offsets.len() - 1].checked_add(len).ok_or_else(|| {
@@ -70,7 +76,7 @@ impl Sequences {
             )
         })?;
         Ok(Self {
-            lengths: lengths.to_vec(),
+            lengths: alloc::try_copy(lengths, "Sequences::new", "lengths")?,
             offsets,
             max_len,
         })
@@ -106,9 +112,102 @@ impl Sequences {
         self.lengths.len() * self.max_len
     }
 
-    /// The sequence holding packed row `row` (`row < total()`).
-    pub fn sequence_of(&self, row: usize) -> usize {
+    /// The `[B, T]` validity mask of these sequences; an error when the host cannot
+    /// allocate it.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::sequence::Sequences;
+    /// let seqs = Sequences::new(&[1, 2], Some(3))?;
+    /// assert_eq!(seqs.mask()?.as_bools(), [true, false, false, true, true, false]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn mask(&self) -> Result<SequenceMask> {
+        sequence_mask(&self.lengths, Some(self.max_len))
+    }
+
+    /// The sequence holding packed row `row`, or `None` when `row >= total()`.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::sequence::Sequences;
+    /// let seqs = Sequences::new(&[2, 0, 1], None)?;
+    /// assert_eq!(seqs.sequence_of(1), Some(0));
+    /// assert_eq!(seqs.sequence_of(2), Some(2)); // the empty sequence 1 holds no row
+    /// assert_eq!(seqs.sequence_of(3), None);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn sequence_of(&self, row: usize) -> Option<usize> {
         crate::reduce::segment_of(&self.offsets, row)
+    }
+}
+
+/// A `[B, T]` mask: `mask[b, t] = t < lengths[b]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceMask {
+    batch: usize,
+    max_len: usize,
+    valid: Vec<bool>,
+}
+
+/// The mask of `lengths` over `max_len` steps (`None`: the longest length), as
+/// `tf.sequence_mask` computes it: a `max_len` below some lengths truncates those rows.
+/// An error when `B * max_len` does not fit in `usize` or the host cannot allocate it.
+///
+/// ```
+/// use rlgrad_core::kernels::sequence::sequence_mask;
+/// let mask = sequence_mask(&[1, 3, 0], None)?;
+/// assert_eq!(mask.to_u8()?, [1, 0, 0, 1, 1, 1, 0, 0, 0]);
+/// assert_eq!(mask.to_float::<f32>()?[..3], [1.0, 0.0, 0.0]);
+/// assert_eq!((mask.batch(), mask.max_len()), (3, 3));
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+pub fn sequence_mask(lengths: &[usize], max_len: Option<usize>) -> Result<SequenceMask> {
+    let max_len = max_len.unwrap_or_else(|| lengths.iter().copied().max().unwrap_or(0));
+    let len = check::product("sequence_mask", "max_len", lengths.len(), max_len)?;
+    let mut valid = alloc::try_with_capacity(len, "sequence_mask", "max_len")?;
+    for &l in lengths {
+        valid.extend((0..max_len).map(|t| t < l));
+    }
+    Ok(SequenceMask {
+        batch: lengths.len(),
+        max_len,
+        valid,
+    })
+}
+
+impl SequenceMask {
+    /// `B`.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// `T`.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// The mask as booleans, `[B, T]` row-major.
+    pub fn as_bools(&self) -> &[bool] {
+        &self.valid
+    }
+
+    /// The mask as 0/1 bytes; an error when the host cannot allocate them.
+    pub fn to_u8(&self) -> Result<Vec<u8>> {
+        self.to_numbers("SequenceMask::to_u8", 1)
+    }
+
+    /// The mask as 0/1 floats; an error when the host cannot allocate them.
+    pub fn to_float<T: Float>(&self) -> Result<Vec<T>> {
+        self.to_numbers("SequenceMask::to_float", T::one())
+    }
+
+    fn to_numbers<E: crate::Element>(&self, function: &'static str, one: E) -> Result<Vec<E>> {
+        let mut out = alloc::try_zeroed(self.valid.len(), function, "self")?;
+        for (o, &v) in out.iter_mut().zip(&self.valid) {
+            if v {
+                *o = one;
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -121,7 +220,7 @@ pub enum PadOrder {
     TimeMajor,
 }
 
-/// The value a masked sum adds for each valid element `x` of a `[B, T]` array.
+/// The value a masked sum adds for each valid value `x` of a `[B, T, F]` array.
 #[derive(Debug)]
 pub enum MaskedTerm<'a, B: ?Sized, T> {
     /// `x`
@@ -131,7 +230,7 @@ pub enum MaskedTerm<'a, B: ?Sized, T> {
         /// The value subtracted.
         mean: T,
     },
-    /// `(x - shift) * other`, with `other` a `[B, T]` array of the same layout.
+    /// `(x - shift) * other`, with `other` a `[B, T, F]` array of the same layout.
     Product {
         /// The other factor.
         other: &'a B,
@@ -161,7 +260,7 @@ impl<B: ?Sized, T: Copy> Clone for MaskedTerm<'_, B, T> {
 }
 impl<B: ?Sized, T: Copy> Copy for MaskedTerm<'_, B, T> {}
 
-/// What a masked map writes at each valid element `x` (padding gets `+0`).
+/// What a masked map writes at each valid value `x` (padding gets `+0`).
 #[derive(Debug)]
 pub enum MaskedMap<'a, B: ?Sized, T> {
     /// `value`
@@ -182,8 +281,8 @@ pub enum MaskedMap<'a, B: ?Sized, T> {
         /// The divisor.
         denominator: T,
     },
-    /// `(grad - grad_mean) / denominator - (x - mean) * coefficient`, with `grad` a `[B, T]`
-    /// array: the backward pass of a standardization.
+    /// `(grad - grad_mean) / denominator - (x - mean) * coefficient`, with `grad` a
+    /// `[B, T, F]` array: the backward pass of a standardization.
     StandardizeBackward {
         /// The upstream gradient.
         grad: &'a B,
@@ -193,7 +292,7 @@ pub enum MaskedMap<'a, B: ?Sized, T> {
         mean: T,
         /// `std + eps`.
         denominator: T,
-        /// `sum(grad * (x - mean)) / ((N - ddof) * std * denominator^2)`.
+        /// `sum(grad * (x - mean)) / ((N F - ddof) * std * denominator^2)`.
         coefficient: T,
     },
 }
@@ -238,7 +337,7 @@ impl<B: ?Sized, T> MaskedMap<'_, B, T> {
 }
 
 impl<T: Float> MaskedMap<'_, [T], T> {
-    /// The canonical value at a valid element `x` of sequence `b` at flat index `i`.
+    /// The canonical value at a valid value `x` of sequence `b` at flat index `i`.
     #[inline(always)]
     pub(crate) fn apply(&self, x: T, b: usize, i: usize) -> T {
         match *self {
@@ -257,8 +356,8 @@ impl<T: Float> MaskedMap<'_, [T], T> {
     }
 }
 
-/// The ragged-sequence kernels. `[B, T]` arrays have `B * T` elements in batch-major
-/// order; feature arrays have `features` values per step.
+/// The ragged-sequence kernels. Padded arrays have `features` values per step (`F`):
+/// `[B, T, F]` batch-major (`B * T * F` elements) unless the method takes a [`PadOrder`].
 pub trait SequenceKernel<T: Float>: Device {
     /// Packed `[N, F]` to padded (zeros outside the valid steps).
     fn pad(
@@ -280,27 +379,31 @@ pub trait SequenceKernel<T: Float>: Device {
         flat: &mut Self::Buffer<T>,
     ) -> Result<()>;
 
-    /// The canonical sum of `term(x)` over the valid elements of the `[B, T]` array `x`.
+    /// The canonical sum of `term(x)` over the valid values of the `[B, T, F]` array `x`.
     fn masked_sum(
         &self,
         seqs: &Sequences,
+        features: usize,
         x: &Self::Buffer<T>,
         term: MaskedTerm<'_, Self::Buffer<T>, T>,
     ) -> Result<T>;
 
-    /// The canonical sum of each sequence's valid elements, into `sums` (`[B]`).
+    /// The canonical sum of each sequence's valid values of the `[B, T, F]` array `x`,
+    /// into `sums` (`[B]`).
     fn sequence_sums(
         &self,
         seqs: &Sequences,
+        features: usize,
         x: &Self::Buffer<T>,
         sums: &mut Self::Buffer<T>,
     ) -> Result<()>;
 
-    /// `out = map(x)` at the valid elements of the `[B, T]` arrays, `+0` at padding. `x`
+    /// `out = map(x)` at the valid values of the `[B, T, F]` arrays, `+0` at padding. `x`
     /// may be `None` for the maps that do not read it ([`MaskedMap::reads_x`]).
     fn masked_map(
         &self,
         seqs: &Sequences,
+        features: usize,
         x: Option<&Self::Buffer<T>>,
         map: MaskedMap<'_, Self::Buffer<T>, T>,
         out: &mut Self::Buffer<T>,

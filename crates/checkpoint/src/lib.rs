@@ -1,0 +1,81 @@
+//! rlgrad-checkpoint: crash-safe training checkpoints in the safetensors format.
+//!
+//! - [`Checkpoint`]: named tensors (`f32`, `f64` and integer types, [`Scalar`]) under
+//!   hierarchical names (`actor/l1/weight`), exact `u64` step counters, RNG stream
+//!   positions ([`Checkpoint::put_rng`]) and string metadata (environment step, wall
+//!   time, a JSON config), saved atomically as a [safetensors] file that
+//!   `safetensors.numpy.load_file` and `safetensors.torch.load_file` open as they are.
+//! - [`Restore`]: a plan of where every stored tensor goes. [`Checkpoint::restore`]
+//!   matches by name, never by position, checks every name, dtype and shape first and
+//!   reports all mismatches in one error; missing and extra entries are errors unless the
+//!   plan allows them.
+//! - [`CheckpointManager`]: numbered checkpoints in a directory, the newest `max_to_keep`
+//!   kept, [`latest`](CheckpointManager::latest), and
+//!   [`restore_latest`](CheckpointManager::restore_latest) that resumes after a crash
+//!   (even one in the middle of a save).
+//! - Feature `optim`: optimizer slots and step counters through rlgrad-optim's state
+//!   export (`Checkpoint::put_optimizer`, `Restore::optimizer`), slots stored as tensors
+//!   `PREFIX/PARAM/SLOT`.
+//! - Feature `tensor`: `rlgrad_tensor::Tensor`s directly (`Checkpoint::put_tensor`,
+//!   `Restore::tensor`).
+//!
+//! # Example
+//!
+//! ```
+//! use rlgrad_checkpoint::{Checkpoint, Restore};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("run.safetensors");
+//! let weight = vec![0.25f32, -1.5, 3.0, 0.0];
+//! let mut checkpoint = Checkpoint::new();
+//! checkpoint.put("actor/l1/weight", &[2, 2], &weight)?;
+//! checkpoint.put_scalar("progress/env_step", 40_000u64)?;
+//! checkpoint.set_metadata("wall_time", "1718000000.25")?;
+//! checkpoint.save(&path)?;
+//!
+//! let (mut restored, mut env_step) = (vec![0.0f32; 4], 0u64);
+//! let mut plan = Restore::new();
+//! plan.slice("actor/l1/weight", &[2, 2], &mut restored)
+//!     .scalar("progress/env_step", &mut env_step);
+//! let loaded = Checkpoint::load(&path)?;
+//! loaded.restore(plan)?;
+//! assert_eq!((restored, env_step), (weight, 40_000));
+//! assert_eq!(loaded.metadata("wall_time"), Some("1718000000.25"));
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+//!
+//! # Guarantees
+//!
+//! - Round trips are bit-identical: values are stored as their little-endian bytes (NaN
+//!   payloads and signed zeros included), counters as integers, RNG positions as exact
+//!   integers, so a run resumed from a checkpoint continues with the same bits as one
+//!   that never stopped.
+//! - Saves are atomic: a temporary file in the same directory is written, fsynced and
+//!   renamed over the target, and the directory is fsynced. A crash or a kill at any
+//!   instant leaves the previous checkpoint or the new one, complete.
+//! - Bad input is an [`Error`](rlgrad_core::Error), never a panic: truncated, corrupted or
+//!   foreign files, unsupported dtypes, wrong shapes and dtypes, unwritable directories
+//!   ([`Error::Io`](rlgrad_core::Error::Io) names the file and the operating system's
+//!   reason). A failed restore writes nothing.
+//!
+//! [safetensors]: https://huggingface.co/docs/safetensors
+
+mod atomic;
+mod checkpoint;
+mod dtype;
+mod manager;
+#[cfg(feature = "optim")]
+mod optim;
+mod restore;
+#[cfg(feature = "tensor")]
+mod tensor;
+
+pub use checkpoint::{Checkpoint, TensorInfo};
+pub use dtype::{Dtype, Scalar};
+pub use manager::{CheckpointManager, Saved};
+pub use restore::Restore;
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,382 @@
+//! `cargo xtask compare`: rlgrad's benches beside the peer drivers of `../shared/peers`
+//! (PyTorch, JAX, NumPy, TensorFlow) in one sitting, as ratios.
+//!
+//! For each selected workload and thread count, the peers' `run.sh` and the matching
+//! rlgrad bench run in turn, a few rounds (peer, rlgrad, peer, rlgrad, ...), so both see
+//! the same machine. The bench runs in a rayon pool of exactly that many threads
+//! (`RLGRAD_BENCH_THREADS`) and checks each compared case against float64 before timing
+//! it; the peer drivers check theirs the same way. A case whose check failed on either
+//! side gets no ratio, and the table says which side and why. Output: one table per
+//! workload and thread count, `target/compare/latest.json` (and `--out FILE`) with the
+//! machine and versions, and last one line per case that a script can read:
+//! `W3 [2048,64] 1t: 4.80x best peer (jax lax.scan (jit))`.
+//!
+//! The case table is [`workloads::WORKLOADS`]; its module doc says how to give W6/W7
+//! their rlgrad side.
+
+mod bench;
+mod load;
+mod machine;
+mod peers;
+mod report;
+mod workloads;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use report::{PeerRound, RlgradRound, Sitting, ThreadsResult, WorkloadResult};
+use workloads::Workload;
+
+/// Rounds of each side per workload and thread count, unless `--rounds` says otherwise.
+const DEFAULT_ROUNDS: usize = 3;
+
+const USAGE: &str = "\
+usage: cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N]
+                           [--out FILE] [--peers DIR] [-v]
+
+  --only      workloads W0-W7 (default: all; W6 and W7 have no rlgrad side yet)
+  --threads   thread count of both sides (default: both, 1 then 2)
+  --quick     the peers' --quick and short criterion runs (~1.5 s a case)
+  --rounds    peer/rlgrad rounds per workload and thread count (default 3)
+  --out       also write the JSON here (always: target/compare/latest.json)
+  --peers     the peer drivers (default: $RLGRAD_PEERS, else ../shared/peers);
+              their venv: $PEERS_VENV, else ~/.cache/rlgrad-peers/venv (setup.sh makes it)
+  -v          stream the peers' and the benches' own output
+";
+
+#[derive(Debug)]
+struct Options {
+    workloads: Vec<&'static Workload>,
+    threads: Vec<usize>,
+    quick: bool,
+    rounds: usize,
+    out: Option<PathBuf>,
+    peers: Option<PathBuf>,
+    verbose: bool,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut options = Self {
+            workloads: workloads::WORKLOADS.iter().collect(),
+            threads: vec![1, 2],
+            quick: false,
+            rounds: DEFAULT_ROUNDS,
+            out: None,
+            peers: None,
+            verbose: false,
+        };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            let mut value = || {
+                rest.next()
+                    .ok_or_else(|| format!("{arg} needs a value\n\n{USAGE}"))
+            };
+            match arg.as_str() {
+                "--only" => {
+                    options.workloads = value()?
+                        .split(',')
+                        .filter(|w| !w.trim().is_empty())
+                        .map(workloads::find)
+                        .collect::<Result<_, _>>()?;
+                }
+                "--threads" => {
+                    options.threads = match value()?.as_str() {
+                        "1" => vec![1],
+                        "2" => vec![2],
+                        "both" => vec![1, 2],
+                        other => {
+                            return Err(format!("--threads takes 1, 2 or both, got `{other}`"));
+                        }
+                    }
+                }
+                "--rounds" => {
+                    let rounds = value()?;
+                    options.rounds = rounds.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("--rounds takes a positive integer, got `{rounds}`")
+                    })?;
+                }
+                "--quick" => options.quick = true,
+                "--out" => options.out = Some(PathBuf::from(value()?)),
+                "--peers" => options.peers = Some(PathBuf::from(value()?)),
+                "-v" | "--verbose" => options.verbose = true,
+                other => return Err(format!("compare: unknown argument `{other}`\n\n{USAGE}")),
+            }
+        }
+        if options.workloads.is_empty() {
+            return Err("--only names no workload".to_owned());
+        }
+        Ok(options)
+    }
+}
+
+/// `CARGO_TARGET_DIR`, else `target/` of the workspace.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    let options = Options::parse(args)?;
+    let root = crate::root();
+    let target = target_dir(&root);
+    let mut bench_targets: Vec<&str> = options
+        .workloads
+        .iter()
+        .filter_map(|w| w.rlgrad.as_ref().map(|side| side.bench))
+        .collect();
+    bench_targets.sort_unstable();
+    bench_targets.dedup();
+    // Neither the peers nor a build are needed when no workload has an rlgrad side.
+    let runner = if bench_targets.is_empty() {
+        None
+    } else {
+        let runner = Runner {
+            peers: peers::Peers::locate(options.peers.clone(), &root)?,
+            executables: bench::build(&bench_targets)?,
+            criterion_home: target.join("criterion"),
+            rounds_dir: target.join("compare/rounds"),
+        };
+        std::fs::create_dir_all(&runner.rounds_dir)
+            .map_err(|e| format!("cannot create {}: {e}", runner.rounds_dir.display()))?;
+        Some(runner)
+    };
+
+    let mut results = Vec::new();
+    let mut peer_versions = BTreeMap::new();
+    for &workload in &options.workloads {
+        let (Some(side), Some(runner)) = (&workload.rlgrad, &runner) else {
+            println!(
+                "{}: {}: no rlgrad side yet (see xtask/src/compare/workloads.rs)",
+                workload.id, workload.title
+            );
+            results.push(WorkloadResult {
+                id: workload.id,
+                title: workload.title,
+                rlgrad_bench: None,
+                by_threads: Vec::new(),
+            });
+            continue;
+        };
+        let by_threads = options
+            .threads
+            .iter()
+            .map(|&threads| runner.rounds(workload, side, threads, &options, &mut peer_versions))
+            .collect();
+        let result = WorkloadResult {
+            id: workload.id,
+            title: workload.title,
+            rlgrad_bench: Some(side.bench),
+            by_threads,
+        };
+        println!();
+        for by_threads in &result.by_threads {
+            println!("{}", report::table(&result, by_threads, options.rounds));
+        }
+        results.push(result);
+    }
+
+    let machine = machine::Machine::this_one();
+    let versions = machine::Versions::of(&root, peer_versions);
+    let seconds = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let sitting = Sitting {
+        generated_utc: report::utc_timestamp(seconds),
+        command: std::iter::once("cargo xtask compare".to_owned())
+            .chain(args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" "),
+        machine_line: machine::line(&machine, &versions),
+        machine,
+        versions,
+        quick: options.quick,
+        rounds: options.rounds,
+        peers_dir: runner.map_or_else(String::new, |r| r.peers.dir.display().to_string()),
+        summary: results.iter().flat_map(report::summary_lines).collect(),
+        workloads: results,
+    };
+    let latest = target.join("compare/latest.json");
+    write_json(
+        &sitting,
+        std::iter::once(&latest).chain(options.out.as_ref()),
+    )?;
+    println!("{} ({})", sitting.machine_line, sitting.generated_utc);
+    println!("results: {}", latest.display());
+    for line in &sitting.summary {
+        println!("{line}");
+    }
+    let refused = sitting
+        .workloads
+        .iter()
+        .flat_map(|w| &w.by_threads)
+        .flat_map(|t| &t.cases)
+        .filter(|c| c.refused.is_some())
+        .count();
+    if refused > 0 {
+        return Err(format!(
+            "{refused} case(s) have no ratio: a side failed (the tables say which and why)"
+        ));
+    }
+    Ok(())
+}
+
+fn write_json<'a>(
+    sitting: &Sitting,
+    paths: impl Iterator<Item = &'a PathBuf>,
+) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(sitting).expect("the sitting serializes");
+    for path in paths {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        std::fs::write(path, &json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// What both sides need to run: the peers, the built benches, and where results go.
+struct Runner {
+    peers: peers::Peers,
+    executables: BTreeMap<String, PathBuf>,
+    criterion_home: PathBuf,
+    rounds_dir: PathBuf,
+}
+
+impl Runner {
+    /// The rounds of `workload` at `threads`, peer then rlgrad in each, and their cases'
+    /// results; the peers' versions go into `peer_versions`.
+    fn rounds(
+        &self,
+        workload: &Workload,
+        side: &workloads::RlgradSide,
+        threads: usize,
+        options: &Options,
+        peer_versions: &mut BTreeMap<String, String>,
+    ) -> ThreadsResult {
+        let ids: Vec<String> = side.cases.iter().map(|c| c.bench_id(threads)).collect();
+        let executable = &self.executables[side.bench];
+        let (mut peer_rounds, mut rlgrad_rounds, mut peer_files) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for round in 1..=options.rounds {
+            print!(
+                "{} {threads}t, round {round} of {}: peers",
+                workload.id, options.rounds
+            );
+            let _ = std::io::stdout().flush();
+            let file = self.rounds_dir.join(format!(
+                "{}-{threads}t-round{round}-peers.json",
+                workload.id
+            ));
+            let clock = Instant::now();
+            // The W0 probe (for the bounds) runs once, in the first round.
+            let bounds = round == 1;
+            let peer_round = self
+                .peers
+                .run(
+                    workload.id,
+                    threads,
+                    options.quick,
+                    bounds,
+                    &file,
+                    options.verbose,
+                )
+                .map(|(run, failure_reasons)| PeerRound {
+                    run,
+                    failure_reasons,
+                });
+            print!(" {:.0} s, rlgrad", clock.elapsed().as_secs_f64());
+            let _ = std::io::stdout().flush();
+            let clock = Instant::now();
+            let rlgrad_round = bench::run(
+                executable,
+                threads,
+                options.quick,
+                &ids,
+                &self.criterion_home,
+                options.verbose,
+            )
+            .map(|run| rlgrad_estimates(run, side.cases, threads, &self.criterion_home));
+            println!(" {:.0} s", clock.elapsed().as_secs_f64());
+            if let Ok(peer_round) = &peer_round {
+                peer_versions.extend(peer_round.run.versions.clone());
+            }
+            peer_files.push(file.display().to_string());
+            peer_rounds.push(peer_round);
+            rlgrad_rounds.push(rlgrad_round);
+        }
+        let cases = side
+            .cases
+            .iter()
+            .map(|case| report::compare_case(workload, case, threads, &peer_rounds, &rlgrad_rounds))
+            .collect();
+        ThreadsResult {
+            threads,
+            peer_files,
+            cases,
+        }
+    }
+}
+
+/// Reads criterion's estimate of every case after a bench run.
+fn rlgrad_estimates(
+    run: bench::BenchRun,
+    cases: &[workloads::Case],
+    threads: usize,
+    criterion_home: &Path,
+) -> RlgradRound {
+    let estimates = cases
+        .iter()
+        .map(|case| {
+            let id = case.bench_id(threads);
+            let dir = bench::results_dir(criterion_home, case.group, &case.function_id(threads));
+            let estimate = bench::read_estimate(&dir, &id, run.started);
+            (id, estimate)
+        })
+        .collect();
+    RlgradRound { run, estimates }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn options_parse_workloads_threads_and_flags() {
+        let options = Options::parse(&args("--only W1,w3 --threads 1 --quick --rounds 2")).unwrap();
+        let ids: Vec<&str> = options.workloads.iter().map(|w| w.id).collect();
+        assert_eq!(ids, ["W1", "W3"]);
+        assert_eq!(options.threads, [1]);
+        assert!(options.quick);
+        assert_eq!(options.rounds, 2);
+
+        let defaults = Options::parse(&[]).unwrap();
+        assert_eq!(defaults.workloads.len(), 8);
+        assert_eq!(defaults.threads, [1, 2]);
+        assert_eq!(defaults.rounds, DEFAULT_ROUNDS);
+    }
+
+    #[test]
+    fn bad_options_are_errors_that_name_them() {
+        for (line, expected) in [
+            ("--only W9", "unknown workload `W9`"),
+            ("--threads 3", "--threads takes 1, 2 or both"),
+            ("--rounds 0", "--rounds takes a positive integer"),
+            ("--out", "--out needs a value"),
+            ("--fast", "unknown argument `--fast`"),
+        ] {
+            let error = Options::parse(&args(line)).unwrap_err();
+            assert!(error.contains(expected), "{line}: {error}");
+        }
+    }
+}

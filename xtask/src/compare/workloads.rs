@@ -1,0 +1,376 @@
+//! The peers' workloads W0-W7 and, for each, the rlgrad bench cases that do the same
+//! thing: same shapes, f32, same formulation, same thread count.
+//!
+//! Giving a workload its rlgrad side (W6 and W7 once the autodiff crate exists) is one
+//! entry here plus its bench:
+//!
+//! 1. a bench target in `benches/benches/<name>.rs` (and a `[[bench]]` entry in
+//!    `benches/Cargo.toml`) that runs at the thread counts of
+//!    `rlgrad_benches::thread_counts()`, times inside `Threads::bench`, and calls
+//!    `rlgrad_benches::check` on each compared case before timing it (`returns.rs` is
+//!    the model);
+//! 2. `rlgrad: Some(RlgradSide { bench: "<name>", cases: &[...] })` on the workload below,
+//!    one [`Case`] per peer case: for W6 the criterion group and function of the MLP step
+//!    and `peer_case: "batch 100"`; for W7 those of the TD3 iteration and
+//!    `peer_case: "batch 256"` (their case names go on with the block size, which
+//!    `--quick` changes).
+
+/// One workload of the peer drivers (`w<N>_*.py`).
+#[derive(Debug)]
+pub struct Workload {
+    /// `W0` ... `W7`, as `run.sh --only` takes it.
+    pub id: &'static str,
+    pub title: &'static str,
+    /// rlgrad's side, `None` while rlgrad cannot run the workload yet.
+    pub rlgrad: Option<RlgradSide>,
+}
+
+/// The bench target that runs a workload's cases on rlgrad's side.
+#[derive(Debug)]
+pub struct RlgradSide {
+    /// The bench target of the `rlgrad-benches` package (`benches/benches/<bench>.rs`).
+    pub bench: &'static str,
+    pub cases: &'static [Case],
+}
+
+/// One compared case: a criterion bench and the peer rows that compute the same thing.
+#[derive(Debug)]
+pub struct Case {
+    /// How tables and summary lines name the case (no `:`; summary lines split on it).
+    pub label: &'static str,
+    /// The criterion group of the bench (`returns_f32/2048x64`).
+    pub group: &'static str,
+    /// The criterion function; the bench appends the thread count: `gae` -> `gae/1t`.
+    pub function: &'static str,
+    /// The peers' case name, as in their JSON rows; a name that goes on with `, ...`
+    /// (W6/W7 add the block size) matches too.
+    pub peer_case: &'static str,
+    /// Which of the case's peer rows are the same operation.
+    pub peer_impls: PeerImpls,
+    /// The W0 size whose bandwidth bounds the case (`bytes / GB/s`, as the peers' `bound`
+    /// column), or `None` where the peers report no bound.
+    pub bound: Option<&'static str>,
+}
+
+/// A filter on the peers' implementation names.
+#[derive(Debug)]
+pub struct PeerImpls {
+    /// Names starting with one of these (every name when empty).
+    pub starting_with: &'static [&'static str],
+    /// Names containing none of these.
+    pub excluding: &'static [&'static str],
+}
+
+impl PeerImpls {
+    const ALL: Self = Self {
+        starting_with: &[],
+        excluding: &[],
+    };
+
+    pub fn matches(&self, name: &str) -> bool {
+        (self.starting_with.is_empty() || self.starting_with.iter().any(|p| name.starts_with(p)))
+            && !self.excluding.iter().any(|x| name.contains(x))
+    }
+}
+
+impl Case {
+    /// The criterion id of the case at `threads`: `returns_f32/2048x64/gae/1t`.
+    pub fn bench_id(&self, threads: usize) -> String {
+        format!("{}/{}", self.group, self.function_id(threads))
+    }
+
+    /// The criterion function id at `threads`: `gae/1t`.
+    pub fn function_id(&self, threads: usize) -> String {
+        format!("{}/{threads}t", self.function)
+    }
+
+    pub fn matches_peer_case(&self, name: &str) -> bool {
+        name.strip_prefix(self.peer_case)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(','))
+    }
+}
+
+/// W4's pad cases: every pad that allocates its output (the preallocated one is its own
+/// case).
+const FRESH_PADS: PeerImpls = PeerImpls {
+    starting_with: &["pad "],
+    excluding: &["preallocated"],
+};
+const PREALLOCATED_PAD: PeerImpls = PeerImpls {
+    starting_with: &["pad numpy bool mask assign, preallocated out"],
+    excluding: &[],
+};
+const UNPADS: PeerImpls = PeerImpls {
+    starting_with: &["unpad "],
+    excluding: &[],
+};
+
+const fn padding(
+    label: &'static str,
+    group: &'static str,
+    function: &'static str,
+    peer_case: &'static str,
+    peer_impls: PeerImpls,
+    bound: &'static str,
+) -> Case {
+    Case {
+        label,
+        group,
+        function,
+        peer_case,
+        peer_impls,
+        bound: Some(bound),
+    }
+}
+
+pub const WORKLOADS: &[Workload] = &[
+    Workload {
+        id: "W0",
+        title: "memory bandwidth: a copy of 64M f32 (Rust's loop, not an rlgrad kernel)",
+        rlgrad: Some(RlgradSide {
+            bench: "reduce",
+            cases: &[Case {
+                label: "copy 64M",
+                group: "sum_64m_f32",
+                function: "copy",
+                peer_case: "64M",
+                peer_impls: PeerImpls {
+                    starting_with: &["numpy copyto", "torch copy_"],
+                    excluding: &[],
+                },
+                bound: None,
+            }],
+        }),
+    },
+    Workload {
+        id: "W1",
+        title: "one Adam step on one flat f32 parameter (PyTorch's formula)",
+        rlgrad: Some(RlgradSide {
+            bench: "optim",
+            cases: &[
+                Case {
+                    label: "P=1M",
+                    group: "optim_f32/1M",
+                    function: "adam",
+                    peer_case: "P=1M",
+                    peer_impls: PeerImpls::ALL,
+                    bound: Some("1M"),
+                },
+                Case {
+                    label: "P=16M",
+                    group: "optim_f32/16M",
+                    function: "adam",
+                    peer_case: "P=16M",
+                    peer_impls: PeerImpls::ALL,
+                    bound: Some("16M"),
+                },
+            ],
+        }),
+    },
+    Workload {
+        id: "W2",
+        title: "discounted returns with episode ends, [T, B] f32, gamma 0.99",
+        rlgrad: Some(RlgradSide {
+            bench: "returns",
+            cases: &[
+                Case {
+                    label: "[2048,64]",
+                    group: "returns_f32/2048x64",
+                    function: "discounted_returns",
+                    peer_case: "T=2048,B=64",
+                    // lfilter ignores the episode ends: the peers keep it for reference only.
+                    peer_impls: PeerImpls {
+                        starting_with: &[],
+                        excluding: &["(no dones)"],
+                    },
+                    bound: Some("128K"),
+                },
+                Case {
+                    label: "[128,1024]",
+                    group: "returns_f32/128x1024",
+                    function: "discounted_returns",
+                    peer_case: "T=128,B=1024",
+                    peer_impls: PeerImpls {
+                        starting_with: &[],
+                        excluding: &["(no dones)"],
+                    },
+                    bound: Some("128K"),
+                },
+            ],
+        }),
+    },
+    Workload {
+        id: "W3",
+        title: "GAE advantages (gamma 0.99, lambda 0.95), [T, B] f32",
+        rlgrad: Some(RlgradSide {
+            bench: "returns",
+            cases: &[
+                Case {
+                    label: "[2048,64]",
+                    group: "returns_f32/2048x64",
+                    function: "gae",
+                    peer_case: "T=2048,B=64",
+                    peer_impls: PeerImpls::ALL,
+                    bound: Some("128K"),
+                },
+                Case {
+                    label: "[128,1024]",
+                    group: "returns_f32/128x1024",
+                    function: "gae",
+                    peer_case: "T=128,B=1024",
+                    peer_impls: PeerImpls::ALL,
+                    bound: Some("128K"),
+                },
+            ],
+        }),
+    },
+    Workload {
+        id: "W4",
+        title: "pad / unpad of ragged f32 sequences (pad: fresh or preallocated output)",
+        rlgrad: Some(RlgradSide {
+            bench: "mask",
+            cases: &[
+                padding(
+                    "seed pad",
+                    "mask_f32/seed",
+                    "pad",
+                    "seed B=100 L~U[10,50) F=10",
+                    FRESH_PADS,
+                    "128K",
+                ),
+                padding(
+                    "seed pad_into",
+                    "mask_f32/seed",
+                    "pad_into",
+                    "seed B=100 L~U[10,50) F=10",
+                    PREALLOCATED_PAD,
+                    "128K",
+                ),
+                padding(
+                    "seed unpad",
+                    "mask_f32/seed",
+                    "unpad",
+                    "seed B=100 L~U[10,50) F=10",
+                    UNPADS,
+                    "128K",
+                ),
+                padding(
+                    "large pad",
+                    "mask_f32/large",
+                    "pad",
+                    "large B=1024 L~U[1,200) F=64",
+                    FRESH_PADS,
+                    "16M",
+                ),
+                padding(
+                    "large pad_into",
+                    "mask_f32/large",
+                    "pad_into",
+                    "large B=1024 L~U[1,200) F=64",
+                    PREALLOCATED_PAD,
+                    "16M",
+                ),
+                padding(
+                    "large unpad",
+                    "mask_f32/large",
+                    "unpad",
+                    "large B=1024 L~U[1,200) F=64",
+                    UNPADS,
+                    "16M",
+                ),
+            ],
+        }),
+    },
+    Workload {
+        id: "W5",
+        title: "masked mean, forward + backward, x [256, 200] f32",
+        rlgrad: Some(RlgradSide {
+            bench: "mask",
+            cases: &[Case {
+                label: "[256,200]",
+                group: "mask_f32/masked_mean",
+                function: "fwd_bwd_256x200",
+                peer_case: "x[256,200]",
+                peer_impls: PeerImpls {
+                    starting_with: &[],
+                    excluding: &["forward only"],
+                },
+                bound: None,
+            }],
+        }),
+    },
+    Workload {
+        id: "W6",
+        title: "training step of the seed MLP 8-64-64-1, batch 100, Adam 5e-4",
+        rlgrad: None,
+    },
+    Workload {
+        id: "W7",
+        title: "TD3 iteration (400-300 actor, twin 400-300 critics, batch 256)",
+        rlgrad: None,
+    },
+];
+
+/// The workload `id` (case-insensitive), or an error listing the known ones.
+pub fn find(id: &str) -> Result<&'static Workload, String> {
+    WORKLOADS
+        .iter()
+        .find(|w| w.id.eq_ignore_ascii_case(id.trim()))
+        .ok_or_else(|| {
+            let known: Vec<&str> = WORKLOADS.iter().map(|w| w.id).collect();
+            format!(
+                "--only: unknown workload `{id}`; known: {}",
+                known.join(", ")
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_workload_has_a_distinct_id_and_labels_without_colons() {
+        let ids: std::collections::BTreeSet<&str> = WORKLOADS.iter().map(|w| w.id).collect();
+        assert_eq!(ids.len(), WORKLOADS.len());
+        for side in WORKLOADS.iter().filter_map(|w| w.rlgrad.as_ref()) {
+            assert!(side.cases.iter().all(|c| !c.label.contains(':')));
+        }
+    }
+
+    #[test]
+    fn peer_impl_filters_select_the_same_operation() {
+        assert!(FRESH_PADS.matches("pad torch pad_sequence(list)"));
+        assert!(!FRESH_PADS.matches("pad numpy bool mask assign, preallocated out"));
+        assert!(!FRESH_PADS.matches("unpad numpy bool index"));
+        assert!(PREALLOCATED_PAD.matches("pad numpy bool mask assign, preallocated out"));
+        assert!(UNPADS.matches("unpad tf.function(boolean_mask)"));
+        let w2 = find("w2").unwrap().rlgrad.as_ref().unwrap();
+        assert!(
+            !w2.cases[0]
+                .peer_impls
+                .matches("scipy lfilter axis=0 (no dones)")
+        );
+        assert!(w2.cases[0].peer_impls.matches("jax lax.scan (jit)"));
+    }
+
+    #[test]
+    fn peer_cases_match_whole_names_or_names_that_go_on_with_a_comma() {
+        let w1 = find("W1").unwrap().rlgrad.as_ref().unwrap();
+        assert!(w1.cases[0].matches_peer_case("P=1M"));
+        assert!(!w1.cases[0].matches_peer_case("P=16M"));
+        let mlp_step = Case {
+            peer_case: "batch 100",
+            ..padding("x", "g", "f", "", PeerImpls::ALL, "1M")
+        };
+        assert!(mlp_step.matches_peer_case("batch 100, 400 steps/block"));
+        assert!(!mlp_step.matches_peer_case("batch 1000"));
+    }
+
+    #[test]
+    fn bench_ids_carry_the_thread_count() {
+        let gae = &find("W3").unwrap().rlgrad.as_ref().unwrap().cases[0];
+        assert_eq!(gae.bench_id(2), "returns_f32/2048x64/gae/2t");
+        assert!(find("W9").is_err());
+    }
+}
