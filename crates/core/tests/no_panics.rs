@@ -219,7 +219,7 @@ proptest! {
             amsgrad,
         }));
         let (mut p, mut s) = (param.clone(), slots.clone());
-        let result = optim::update(Par::rayon(threads), &update, &mut p, &grad, s.iter_mut().map(Vec::as_mut_slice).collect());
+        let result = optim::update(Par::rayon(threads), &update, &mut p, &grad, &mut s.iter_mut().map(Vec::as_mut_slice).collect::<Vec<_>>());
         if result.is_err() {
             prop_assert_eq!(bits(&p), bits(&param));
             prop_assert!(s.iter().zip(&slots).all(|(a, b)| bits(a) == bits(b)));

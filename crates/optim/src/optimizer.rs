@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rlgrad_core::cpu::alloc;
 use rlgrad_core::cpu::optim::{self as cpu_kernel, Job};
 use rlgrad_core::kernels::OptimKernel;
+use rlgrad_core::kernels::optim::MAX_SLOTS;
 use rlgrad_core::{Cpu, Device, Error, Float, Par, Result, check};
+use smallvec::SmallVec;
 
 use crate::rule::{ChunkUpdate, Rule, RuleSpec, StepRule};
 use crate::schedule::Schedule;
@@ -153,7 +155,8 @@ impl<T: Float> Optimizer<T, Cpu> {
                 first_non_finite(p.name, p.grad)?;
             }
         }
-        let shapes: Vec<(&str, usize)> = params.iter().map(|p| (p.name, p.value.len())).collect();
+        let shapes: SmallVec<[(&str, usize); 16]> =
+            params.iter().map(|p| (p.name, p.value.len())).collect();
         let plan = self.plan(&shapes)?;
         let par = self.device.par();
         let Self {
@@ -179,7 +182,7 @@ impl<T: Float> Optimizer<T, Cpu> {
                 .iter_mut()
                 .map(Vec::as_mut_slice)
                 .collect();
-            match &rules[&(p.group, p.step)] {
+            match rules.of(p) {
                 StepRule::Fused(update) => jobs.push(Job {
                     update: *update,
                     param: &mut *param.value,
@@ -240,19 +243,40 @@ fn first_non_finite<T: Float>(name: &str, grad: &[T]) -> Result<()> {
 }
 
 /// A validated step: what each parameter does, and each group's learning rate.
-struct Plan {
-    params: Vec<Planned>,
+struct Plan<'a> {
+    params: SmallVec<[Planned<'a>; 16]>,
     /// `schedule.lr(completed steps)` per group, computed once per step.
-    lrs: Vec<f64>,
+    lrs: SmallVec<[f64; 4]>,
 }
 
 /// What one parameter does at this step.
-struct Planned {
-    name: String,
+struct Planned<'a> {
+    name: &'a str,
     group: usize,
     /// The parameter's step number (1-based).
     step: u64,
     new_slots: Option<usize>,
+}
+
+/// A (group, per-parameter step) and its rule.
+type KeyedRule<'g, T> = ((usize, u64), StepRule<'g, T>);
+
+/// The rules of one step by (group, per-parameter step): usually one or two entries.
+struct StepRules<'g, T>(SmallVec<[KeyedRule<'g, T>; 4]>);
+
+impl<'g, T> StepRules<'g, T> {
+    fn find(&self, p: &Planned<'_>) -> Option<&StepRule<'g, T>> {
+        self.0
+            .iter()
+            .find(|(key, _)| *key == (p.group, p.step))
+            .map(|(_, rule)| rule)
+    }
+
+    /// The rule of `p`, which `Optimizer::step_rules` made.
+    fn of(&self, p: &Planned<'_>) -> &StepRule<'g, T> {
+        self.find(p)
+            .expect("step_rules made a rule for every planned parameter")
+    }
 }
 
 impl<T: Float, D: Device> Optimizer<T, D> {
@@ -441,21 +465,22 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         }
     }
 
-    /// Validates a step and decides what each parameter does, changing nothing.
-    fn plan(&self, params: &[(&str, usize)]) -> Result<Plan> {
-        let mut seen = BTreeSet::new();
-        for &(name, _) in params {
-            if !seen.insert(name) {
-                return Err(Error::value(
-                    "Optimizer::step",
-                    "params",
-                    "each parameter once",
-                    format_args!("`{name}` twice"),
-                ));
-            }
+    /// Validates a step and decides what each parameter does, changing nothing. (It
+    /// allocates nothing for a step of up to 16 parameters that all have state, so that a
+    /// warmed-up training loop does not allocate.)
+    fn plan<'a>(&self, params: &[(&'a str, usize)]) -> Result<Plan<'a>> {
+        let mut names: SmallVec<[&str; 16]> = params.iter().map(|&(name, _)| name).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(Error::value(
+                "Optimizer::step",
+                "params",
+                "each parameter once",
+                format_args!("`{}` twice", pair[0]),
+            ));
         }
         if let Some(expected) = &self.expected_params {
-            let given: BTreeSet<String> = seen.iter().map(|s| (*s).to_owned()).collect();
+            let given: BTreeSet<String> = names.iter().map(|s| (*s).to_owned()).collect();
             if &given != expected {
                 return Err(Error::state(
                     "Optimizer::step",
@@ -465,7 +490,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 ));
             }
         }
-        let mut lrs = Vec::with_capacity(self.groups.len());
+        let mut lrs = SmallVec::with_capacity(self.groups.len());
         for (index, group) in self.groups.iter().enumerate() {
             let lr = group.schedule.lr(self.step);
             if !(lr.is_finite() && lr >= 0.0) {
@@ -490,20 +515,20 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                         len,
                     )),
                     Some(slots) => Ok(Planned {
-                        name: name.to_owned(),
+                        name,
                         group,
                         step: slots.steps + 1,
                         new_slots: None,
                     }),
                     None => Ok(Planned {
-                        name: name.to_owned(),
+                        name,
                         group,
                         step: 1,
                         new_slots: Some(len),
                     }),
                 }
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<SmallVec<_>>>()?;
         Ok(Plan { params, lrs })
     }
 
@@ -513,7 +538,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     fn create_slots(
         groups: &[Group<T>],
         device: &D,
-        plan: &Plan,
+        plan: &Plan<'_>,
     ) -> Result<BTreeMap<String, Slots<D::Buffer<T>>>> {
         let mut created = BTreeMap::new();
         for p in &plan.params {
@@ -532,7 +557,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 created.insert(
-                    p.name.clone(),
+                    p.name.to_owned(),
                     Slots {
                         group: p.group,
                         steps: 0,
@@ -548,26 +573,24 @@ impl<T: Float, D: Device> Optimizer<T, D> {
 
     /// The fused or custom update of every (group, per-parameter step) of this step: the
     /// step-only scalars are computed once here, on the host.
-    fn step_rules<'g>(
-        groups: &'g [Group<T>],
-        plan: &Plan,
-    ) -> HashMap<(usize, u64), StepRule<'g, T>> {
-        let mut rules = HashMap::new();
+    fn step_rules<'g>(groups: &'g [Group<T>], plan: &Plan<'_>) -> StepRules<'g, T> {
+        let mut rules = StepRules(SmallVec::new());
         for p in &plan.params {
-            rules
-                .entry((p.group, p.step))
-                .or_insert_with(|| groups[p.group].rule.step(p.step, plan.lrs[p.group]));
+            if rules.find(p).is_none() {
+                let rule = groups[p.group].rule.step(p.step, plan.lrs[p.group]);
+                rules.0.push(((p.group, p.step), rule));
+            }
         }
         rules
     }
 
     /// Records a finished step.
-    fn commit(&mut self, plan: &Plan) {
+    fn commit(&mut self, plan: &Plan<'_>) {
         for (group, &lr) in self.groups.iter_mut().zip(&plan.lrs) {
             group.last_lr = Some(lr);
         }
         for p in &plan.params {
-            if let Some(slots) = self.slots.get_mut(&p.name) {
+            if let Some(slots) = self.slots.get_mut(p.name) {
                 slots.steps = p.step;
                 slots.last_lr = plan.lrs[p.group];
             }
@@ -597,7 +620,7 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
                 first_non_finite(p.name, &self.device.download(p.grad)?)?;
             }
         }
-        let shapes: Vec<(&str, usize)> = params
+        let shapes: SmallVec<[(&str, usize); 16]> = params
             .iter()
             .map(|p| (p.name, self.device.buffer_len(p.value)))
             .collect();
@@ -612,7 +635,7 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
         if let Some(p) = plan
             .params
             .iter()
-            .find(|p| matches!(rules[&(p.group, p.step)], StepRule::Custom(_)))
+            .find(|p| matches!(rules.of(p), StepRule::Custom(_)))
         {
             return Err(Error::value(
                 "Optimizer::step_on",
@@ -633,8 +656,9 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
                     .get_mut(param.name)
                     .expect("the plan covers every parameter, with existing or created slots"),
             };
-            let mut buffers: Vec<&mut D::Buffer<T>> = state.buffers.iter_mut().collect();
-            if let StepRule::Fused(update) = &rules[&(p.group, p.step)] {
+            let mut buffers: SmallVec<[&mut D::Buffer<T>; MAX_SLOTS]> =
+                state.buffers.iter_mut().collect();
+            if let StepRule::Fused(update) = rules.of(p) {
                 device.update(update, param.value, param.grad, &mut buffers)?;
             }
         }

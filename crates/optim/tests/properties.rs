@@ -235,7 +235,7 @@ proptest! {
         let g = normal(len, seed ^ 1, 0.1);
         let slots0: Vec<Vec<f32>> = names.iter().enumerate().map(|(k, _)| normal(len, seed ^ (k as u64 + 2), 0.01).iter().map(|v| v.abs()).collect()).collect();
         let (mut p_fused, mut s_fused) = (p0.clone(), slots0.clone());
-        kernel::update(Par::rayon(2), &update, &mut p_fused, &g, s_fused.iter_mut().map(Vec::as_mut_slice).collect()).unwrap();
+        kernel::update(Par::rayon(2), &update, &mut p_fused, &g, &mut s_fused.iter_mut().map(Vec::as_mut_slice).collect::<Vec<_>>()).unwrap();
         let (mut p_ref, mut s_ref) = (p0, slots0);
         unfused(&update, &mut p_ref, &g, &mut s_ref);
         prop_assert_eq!(bits(&p_fused), bits(&p_ref));

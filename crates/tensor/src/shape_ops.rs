@@ -77,7 +77,7 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
     pub fn transpose(&self, a: usize, b: usize) -> Result<Self> {
         self.shape().check_axis("Tensor::transpose", "a", a)?;
         self.shape().check_axis("Tensor::transpose", "b", b)?;
-        let mut order: Vec<usize> = (0..self.ndim()).collect();
+        let mut order: Dims = (0..self.ndim()).collect();
         order.swap(a, b);
         self.permute_unchecked(&order)
     }
@@ -97,7 +97,7 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
 
     /// The axes reordered: axis `i` of the result is axis `order[i]` of `self` (a view).
     pub fn permute(&self, order: &[usize]) -> Result<Self> {
-        let mut seen = vec![false; self.ndim()];
+        let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; self.ndim()];
         let is_permutation = order.len() == self.ndim()
             && order
                 .iter()

@@ -58,7 +58,7 @@ impl<T: Float> CopyKernel<T> for Cpu {
         if inner == 0 || out.is_empty() {
             return Ok(());
         }
-        let data = dense_or_copy(self.par, x);
+        let data = dense_or_copy("Cpu::index_select", self.par, x)?;
         let rows_per_chunk = CHUNK.div_ceil(inner);
         let par = self.par.for_work(out.len(), MIN_TASK);
         par.for_each_chunk_mut(out, rows_per_chunk * inner, |ci, chunk| {
@@ -99,7 +99,7 @@ impl<T: Float> CopyKernel<T> for Cpu {
         if inner == 0 || indices.is_empty() {
             return Ok(());
         }
-        let data = dense_or_copy(self.par, x);
+        let data = dense_or_copy("Cpu::index_add", self.par, x)?;
         // Each task owns whole outer blocks of `out`, and inside a block adds the source
         // slices in index order, so the order of additions never depends on the threads.
         let block = size * inner;

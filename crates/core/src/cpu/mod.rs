@@ -172,15 +172,18 @@ fn for_each_run<const N: usize>(
     }
 }
 
-/// A dense copy of `view` (borrowed when it already is dense).
-fn dense_or_copy<'a, E: Copy + Default + Send + Sync>(
+/// A dense copy of `view` (borrowed when it already is dense); an error when a copy that
+/// large cannot be allocated.
+fn dense_or_copy<'a, E: Element>(
+    function: &'static str,
     par: Par,
     view: View<'a, Vec<E>>,
-) -> std::borrow::Cow<'a, [E]> {
+) -> Result<std::borrow::Cow<'a, [E]>> {
     match dense(view) {
-        Some(slice) => std::borrow::Cow::Borrowed(slice),
+        Some(slice) => Ok(std::borrow::Cow::Borrowed(slice)),
         None => {
-            let mut out = vec![E::default(); view.layout.numel()];
+            // A broadcast view can address far more elements than its buffer holds.
+            let mut out = alloc::try_zeroed(view.layout.numel(), function, "x")?;
             let par = par.for_work(out.len(), MIN_TASK);
             par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 for_each_run(
@@ -194,7 +197,7 @@ fn dense_or_copy<'a, E: Copy + Default + Send + Sync>(
                     },
                 );
             });
-            std::borrow::Cow::Owned(out)
+            Ok(std::borrow::Cow::Owned(out))
         }
     }
 }

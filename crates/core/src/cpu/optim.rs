@@ -4,7 +4,10 @@
 //! a step run in one parallel region, each chunk in one vectorized pass over its param,
 //! grad and slot elements. Updates are elementwise, so the chunking never changes bits.
 
-use crate::kernels::optim::Update;
+use rayon::prelude::*;
+use smallvec::SmallVec;
+
+use crate::kernels::optim::{MAX_SLOTS, Update};
 use crate::simd::{Vectorized, widest};
 use crate::{Error, Float, Par, Result};
 
@@ -31,7 +34,7 @@ struct Chunk<'a, T> {
     update: Update<T>,
     param: &'a mut [T],
     grad: &'a [T],
-    slots: Vec<&'a mut [T]>,
+    slots: SmallVec<[&'a mut [T]; MAX_SLOTS]>,
 }
 
 impl<T: Float> Vectorized for Chunk<'_, T> {
@@ -43,26 +46,26 @@ impl<T: Float> Vectorized for Chunk<'_, T> {
     }
 }
 
-fn check<T: Float>(job: &Job<'_, T>) -> Result<()> {
-    let len = job.param.len();
-    if job.grad.len() != len {
+fn check<T: Float>(update: &Update<T>, param: &[T], grad: &[T], slots: &[&mut [T]]) -> Result<()> {
+    let len = param.len();
+    if grad.len() != len {
         return Err(Error::shape(
             "optim::update",
             "grad",
             format_args!("{len} elements, as the parameter"),
-            format_args!("{} elements", job.grad.len()),
+            format_args!("{} elements", grad.len()),
         ));
     }
-    let names = job.update.slot_names();
-    if job.slots.len() != names.len() {
+    let names = update.slot_names();
+    if slots.len() != names.len() {
         return Err(Error::shape(
             "optim::update",
             "slots",
             format_args!("{} slots ({})", names.len(), names.join(", ")),
-            format_args!("{} slots", job.slots.len()),
+            format_args!("{} slots", slots.len()),
         ));
     }
-    if let Some((name, slot)) = names.iter().zip(&job.slots).find(|(_, s)| s.len() != len) {
+    if let Some((name, slot)) = names.iter().zip(slots).find(|(_, s)| s.len() != len) {
         return Err(Error::shape(
             "optim::update",
             "slots",
@@ -76,7 +79,7 @@ fn check<T: Float>(job: &Job<'_, T>) -> Result<()> {
 /// Applies every job: all chunks of all parameters run in one parallel region.
 pub fn update_all<T: Float>(par: Par, jobs: Vec<Job<'_, T>>) -> Result<()> {
     for job in &jobs {
-        check(job)?;
+        check(&job.update, job.param, job.grad, &job.slots)?;
     }
     let total: usize = jobs.iter().map(|j| j.param.len()).sum();
     let mut chunks = Vec::with_capacity(total.div_ceil(CHUNK) + jobs.len());
@@ -87,7 +90,8 @@ pub fn update_all<T: Float>(par: Par, jobs: Vec<Job<'_, T>>) -> Result<()> {
             grad,
             slots,
         } = job;
-        let mut slot_chunks: Vec<_> = slots.into_iter().map(|s| s.chunks_mut(CHUNK)).collect();
+        let mut slot_chunks: SmallVec<[_; MAX_SLOTS]> =
+            slots.into_iter().map(|s| s.chunks_mut(CHUNK)).collect();
         for (param, grad) in param.chunks_mut(CHUNK).zip(grad.chunks(CHUNK)) {
             let slots = slot_chunks
                 .iter_mut()
@@ -105,27 +109,72 @@ pub fn update_all<T: Float>(par: Par, jobs: Vec<Job<'_, T>>) -> Result<()> {
     Ok(())
 }
 
-/// Applies one update to one parameter.
+/// Applies one update to one parameter, allocating nothing (the device-level step).
 pub fn update<T: Float>(
     par: Par,
     update: &Update<T>,
     param: &mut [T],
     grad: &[T],
-    slots: Vec<&mut [T]>,
+    slots: &mut [&mut [T]],
 ) -> Result<()> {
-    update_all(
-        par,
-        vec![Job {
-            update: *update,
+    check(update, param, grad, slots)?;
+    let par = par.for_work(param.len(), MIN_TASK);
+    let update = *update;
+    fn chunk<'a, T: Float>(
+        update: Update<T>,
+        param: &'a mut [T],
+        grad: &'a [T],
+        slots: SmallVec<[&'a mut [T]; MAX_SLOTS]>,
+    ) {
+        widest(Chunk {
+            update,
             param,
             grad,
             slots,
-        }],
-    )
+        });
+    }
+    let run = |p, g, s| chunk(update, p, g, s);
+    if par.threads() == 1 {
+        for (i, (p, g)) in param.chunks_mut(CHUNK).zip(grad.chunks(CHUNK)).enumerate() {
+            let range = i * CHUNK..i * CHUNK + p.len();
+            chunk(
+                update,
+                p,
+                g,
+                slots.iter_mut().map(|s| &mut s[range.clone()]).collect(),
+            );
+        }
+        return Ok(());
+    }
+    let chunks = param.len().div_ceil(CHUNK);
+    let per_task = chunks.div_ceil(par.threads());
+    let pieces = param
+        .par_chunks_mut(CHUNK)
+        .zip(grad.par_chunks(CHUNK))
+        .with_min_len(per_task);
+    match slots {
+        [] => pieces.for_each(|(p, g)| run(p, g, SmallVec::new())),
+        [a] => pieces
+            .zip(a.par_chunks_mut(CHUNK))
+            .for_each(|((p, g), a)| run(p, g, SmallVec::from_iter([a]))),
+        [a, b] => pieces
+            .zip(a.par_chunks_mut(CHUNK).zip(b.par_chunks_mut(CHUNK)))
+            .for_each(|((p, g), (a, b))| run(p, g, SmallVec::from_iter([a, b]))),
+        [a, b, c] => pieces
+            .zip(
+                a.par_chunks_mut(CHUNK)
+                    .zip(b.par_chunks_mut(CHUNK))
+                    .zip(c.par_chunks_mut(CHUNK)),
+            )
+            .for_each(|((p, g), ((a, b), c))| run(p, g, SmallVec::from_iter([a, b, c]))),
+        _ => unreachable!("check accepted at most MAX_SLOTS slots"),
+    }
+    Ok(())
 }
 
 mod device {
     use super::super::Cpu;
+    use super::MAX_SLOTS;
     use crate::kernels::optim::{OptimKernel, Update};
     use crate::{Float, Result};
 
@@ -137,8 +186,9 @@ mod device {
             grad: &Vec<T>,
             slots: &mut [&mut Vec<T>],
         ) -> Result<()> {
-            let slots = slots.iter_mut().map(|s| s.as_mut_slice()).collect();
-            super::update(self.par(), update, param, grad, slots)
+            let mut slots: smallvec::SmallVec<[&mut [T]; MAX_SLOTS]> =
+                slots.iter_mut().map(|s| s.as_mut_slice()).collect();
+            super::update(self.par(), update, param, grad, &mut slots)
         }
     }
 }

@@ -44,7 +44,7 @@ impl<T: Float> ReduceKernel<T> for Cpu {
         let Some(axis) = axis else {
             check_count(op, shape.numel())?;
             check_output("Cpu::reduce", out, 1)?;
-            let data = dense_or_copy(self.par, x);
+            let data = dense_or_copy("Cpu::reduce", self.par, x)?;
             out[0] = reduce_slice(op, &data, self.par);
             return Ok(());
         };
@@ -58,7 +58,7 @@ impl<T: Float> ReduceKernel<T> for Cpu {
             return Ok(());
         }
         check_count(op, len)?;
-        let data = dense_or_copy(self.par, x);
+        let data = dense_or_copy("Cpu::reduce", self.par, x)?;
         if inner > 1 && len > 0 && !matches!(op, ReduceOp::Min | ReduceOp::Max) {
             // Reducing a non-last axis: every outer block is a [len, inner] matrix whose
             // columns are reduced side by side.

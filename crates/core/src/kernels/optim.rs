@@ -187,6 +187,10 @@ pub enum Adagrad<T> {
     },
 }
 
+/// The most slots any fused update keeps (Adam with amsgrad, centered RMSprop with
+/// momentum).
+pub const MAX_SLOTS: usize = 3;
+
 /// One fused update with its step scalars.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Update<T> {
@@ -204,32 +208,28 @@ pub enum Update<T> {
 
 impl<T: Float> Update<T> {
     /// The slots the update reads and writes, in the order the kernels take them.
-    pub fn slot_names(&self) -> Vec<&'static str> {
+    pub fn slot_names(&self) -> &'static [&'static str] {
         match *self {
-            Self::Sgd(_) => vec![],
-            Self::Momentum(Momentum::Torch { .. }) => vec!["momentum_buffer"],
-            Self::Momentum(Momentum::Keras { .. }) => vec!["velocity"],
-            Self::Momentum(Momentum::Core { .. }) => vec!["change"],
+            Self::Sgd(_) => &[],
+            Self::Momentum(Momentum::Torch { .. }) => &["momentum_buffer"],
+            Self::Momentum(Momentum::Keras { .. }) => &["velocity"],
+            Self::Momentum(Momentum::Core { .. }) => &["change"],
             Self::Adam(Adam::Torch(AdamTorch { amsgrad, .. }) | Adam::Keras { amsgrad, .. }) => {
                 if amsgrad {
-                    vec!["m", "v", "v_max"]
+                    &["m", "v", "v_max"]
                 } else {
-                    vec!["m", "v"]
+                    &["m", "v"]
                 }
             }
             Self::Rmsprop(Rmsprop {
                 momentum, centered, ..
-            }) => {
-                let mut names = vec!["square_avg"];
-                if centered {
-                    names.push("grad_avg");
-                }
-                if momentum != T::zero() {
-                    names.push("momentum_buffer");
-                }
-                names
-            }
-            Self::Adagrad(_) => vec!["sum"],
+            }) => match (centered, momentum != T::zero()) {
+                (false, false) => &["square_avg"],
+                (true, false) => &["square_avg", "grad_avg"],
+                (false, true) => &["square_avg", "momentum_buffer"],
+                (true, true) => &["square_avg", "grad_avg", "momentum_buffer"],
+            },
+            Self::Adagrad(_) => &["sum"],
         }
     }
 
