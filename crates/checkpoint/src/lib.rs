@@ -18,6 +18,8 @@
 //!   `PREFIX/PARAM/SLOT`.
 //! - Feature `tensor`: `rlgrad_tensor::Tensor`s directly (`Checkpoint::put_tensor`,
 //!   `Restore::tensor`).
+//! - Feature `autodiff`: every parameter of an `rlgrad_autodiff` module under its name
+//!   (`Checkpoint::put_module`, `Restore::module`).
 //!
 //! # Example
 //!
@@ -64,6 +66,8 @@ mod atomic;
 mod checkpoint;
 mod dtype;
 mod manager;
+#[cfg(feature = "autodiff")]
+mod module;
 #[cfg(feature = "optim")]
 mod optim;
 mod restore;

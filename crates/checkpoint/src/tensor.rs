@@ -36,6 +36,25 @@ impl Checkpoint {
     }
 }
 
+/// The tensor stored under `name` (checked to have `like`'s dtype and shape), on `like`'s
+/// device; `None` when nothing is stored under `name`.
+pub(crate) fn stored_like<T, D>(
+    checkpoint: &Checkpoint,
+    name: &str,
+    like: &Tensor<T, D>,
+) -> Result<Option<Tensor<T, D>>>
+where
+    T: Float + Scalar,
+    D: TensorDevice<T>,
+{
+    let Some(stored) = checkpoint.stored(name) else {
+        return Ok(None);
+    };
+    let mut values = vec![T::default(); like.numel()];
+    T::decode_le_bytes(&stored.bytes, &mut values);
+    Tensor::from_vec_on(like.device(), values, like.shape().clone()).map(Some)
+}
+
 struct TensorTarget<'a, T: Float, D: TensorDevice<T>> {
     name: String,
     tensor: &'a mut Tensor<T, D>,
@@ -61,11 +80,8 @@ where
     }
 
     fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
-        if let Some(stored) = checkpoint.stored(&self.name) {
-            let mut values = vec![T::default(); self.tensor.numel()];
-            T::decode_le_bytes(&stored.bytes, &mut values);
-            let device = self.tensor.device().clone();
-            *self.tensor = Tensor::from_vec_on(&device, values, self.tensor.shape().clone())?;
+        if let Some(restored) = stored_like(checkpoint, &self.name, self.tensor)? {
+            *self.tensor = restored;
         }
         Ok(())
     }

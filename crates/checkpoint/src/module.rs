@@ -1,0 +1,125 @@
+//! `rlgrad_autodiff` modules in checkpoints (feature `autodiff`): every parameter under
+//! its own name, matched by name on restore.
+
+use rlgrad_autodiff::Param;
+use rlgrad_autodiff::nn::Module;
+use rlgrad_core::{Float, Result};
+use rlgrad_tensor::TensorDevice;
+
+use crate::checkpoint::Checkpoint;
+use crate::dtype::Scalar;
+use crate::restore::{Need, Report, Restore, Target};
+use crate::tensor::stored_like;
+
+/// `prefix/name`, or `name` for an empty prefix.
+fn entry_name(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
+impl Checkpoint {
+    /// Stores every parameter of `module` under `prefix/` and its name (`actor/l1/weight`
+    /// for the parameter `l1/weight` and the prefix `actor`; the name alone for an empty
+    /// prefix). Errors as [`Checkpoint::put`] (a name stored twice among them).
+    ///
+    /// ```
+    /// use rlgrad_autodiff::nn::{Activation, Init, Mlp, Module};
+    /// use rlgrad_checkpoint::{Checkpoint, Restore};
+    /// use rlgrad_core::Rng;
+    ///
+    /// let mut rng = Rng::new(0, "init");
+    /// let actor = Mlp::<f32>::new("actor", &[3, 8, 2], Activation::Relu, Activation::Tanh,
+    ///                             Init::TorchDefault, &mut rng)?;
+    /// let mut checkpoint = Checkpoint::new();
+    /// checkpoint.put_module("", &actor)?;
+    /// assert!(checkpoint.contains("actor/l2/bias"));
+    ///
+    /// let mut fresh = Mlp::<f32>::new("actor", &[3, 8, 2], Activation::Relu, Activation::Tanh,
+    ///                                 Init::TorchDefault, &mut Rng::new(1, "init"))?;
+    /// let mut plan = Restore::new();
+    /// plan.module("", &mut fresh);
+    /// checkpoint.restore(plan)?;
+    /// assert_eq!(fresh.parameters()[0].value().to_vec()?, actor.parameters()[0].value().to_vec()?);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn put_module<T, D>(
+        &mut self,
+        prefix: &str,
+        module: &(impl Module<T, D> + ?Sized),
+    ) -> Result<()>
+    where
+        T: Float + Scalar,
+        D: TensorDevice<T>,
+    {
+        let mut result = Ok(());
+        module.visit(&mut |p| {
+            if result.is_ok() {
+                result = self.put_tensor(&entry_name(prefix, p.name()), p.value());
+            }
+        });
+        result
+    }
+}
+
+struct ParamTarget<'a, T: Float, D: TensorDevice<T>> {
+    name: String,
+    param: &'a mut Param<T, D>,
+}
+
+impl<T, D> Target for ParamTarget<'_, T, D>
+where
+    T: Float + Scalar,
+    D: TensorDevice<T>,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&mut self, checkpoint: &Checkpoint, report: &mut Report) {
+        report.expect(
+            checkpoint,
+            &self.name,
+            Need::Target,
+            <T as Scalar>::DTYPE,
+            self.param.value().dims(),
+        );
+    }
+
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+        if let Some(value) = stored_like(checkpoint, &self.name, self.param.value())? {
+            self.param.set_value(value)?;
+        }
+        Ok(())
+    }
+
+    fn may_fail(&self) -> bool {
+        // Uploading to a device can fail.
+        true
+    }
+}
+
+impl<'a> Restore<'a> {
+    /// Every parameter of `module` from the entry named as [`Checkpoint::put_module`]
+    /// stores it (same prefix), checked like every target: dtype and shape must match, and
+    /// a parameter without an entry is missing.
+    pub fn module<T, D>(
+        &mut self,
+        prefix: &str,
+        module: &'a mut (impl Module<T, D> + ?Sized),
+    ) -> &mut Self
+    where
+        T: Float + Scalar,
+        D: TensorDevice<T>,
+    {
+        let mut params: Vec<&'a mut Param<T, D>> = Vec::new();
+        module.visit_mut(&mut |p| params.push(p));
+        for param in params {
+            let name = entry_name(prefix, param.name());
+            self.push(ParamTarget { name, param });
+        }
+        self
+    }
+}
