@@ -51,7 +51,7 @@ use crate::tape::{Tape, Var};
 /// assert!((dx[1] - 1.0 / (1.0 + (-2.0f64).exp())).abs() < 1e-15);
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
-pub trait CustomOp<T: Float = f32, D: TensorDevice<T> = rlgrad_core::Cpu>: 'static {
+pub trait CustomOp<T: Float = f32, D: TensorDevice<T> = rlgrad_core::Cpu>: Send + 'static {
     /// A name for messages.
     fn name(&self) -> &str;
 

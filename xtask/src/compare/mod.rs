@@ -11,8 +11,8 @@
 //! machine and versions, and last one line per case that a script can read:
 //! `W3 [2048,64] 1t: 4.80x best peer (jax lax.scan (jit))`.
 //!
-//! The case table is [`workloads::WORKLOADS`]; its module doc says how to give W6/W7
-//! their rlgrad side.
+//! The case table is [`workloads::WORKLOADS`]; its module doc says how to give a workload
+//! its rlgrad side.
 
 mod bench;
 mod load;
@@ -36,7 +36,7 @@ const USAGE: &str = "\
 usage: cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N]
                            [--out FILE] [--peers DIR] [-v]
 
-  --only      workloads W0-W7 (default: all; W6 and W7 have no rlgrad side yet)
+  --only      workloads W0-W7 (default: all)
   --threads   thread count of both sides (default: both, 1 then 2)
   --quick     the peers' --quick and short criterion runs (~1.5 s a case)
   --rounds    peer/rlgrad rounds per workload and thread count (default 3)

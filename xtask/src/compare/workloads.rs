@@ -1,8 +1,7 @@
 //! The peers' workloads W0-W7 and, for each, the rlgrad bench cases that do the same
 //! thing: same shapes, f32, same formulation, same thread count.
 //!
-//! Giving a workload its rlgrad side (W6 and W7 once the autodiff crate exists) is one
-//! entry here plus its bench:
+//! Giving a workload its rlgrad side is one entry here plus its bench:
 //!
 //! 1. a bench target in `benches/benches/<name>.rs` (and a `[[bench]]` entry in
 //!    `benches/Cargo.toml`) that runs at the thread counts of
@@ -10,10 +9,8 @@
 //!    `rlgrad_benches::check` on each compared case before timing it (`returns.rs` is
 //!    the model);
 //! 2. `rlgrad: Some(RlgradSide { bench: "<name>", cases: &[...] })` on the workload below,
-//!    one [`Case`] per peer case: for W6 the criterion group and function of the MLP step
-//!    and `peer_case: "batch 100"`; for W7 those of the TD3 iteration and
-//!    `peer_case: "batch 256"` (their case names go on with the block size, which
-//!    `--quick` changes).
+//!    one [`Case`] per peer case (W6's and W7's peer case names go on with the block size,
+//!    which `--quick` changes, so their cases match on the prefix `batch 100` / `batch 256`).
 
 /// One workload of the peer drivers (`w<N>_*.py`).
 #[derive(Debug)]
@@ -302,12 +299,32 @@ pub const WORKLOADS: &[Workload] = &[
     Workload {
         id: "W6",
         title: "training step of the seed MLP 8-64-64-1, batch 100, Adam 5e-4",
-        rlgrad: None,
+        rlgrad: Some(RlgradSide {
+            bench: "autodiff",
+            cases: &[Case {
+                label: "seed MLP step",
+                group: "autodiff_f32/w6_seed_mlp",
+                function: "step",
+                peer_case: "batch 100",
+                peer_impls: PeerImpls::ALL,
+                bound: None,
+            }],
+        }),
     },
     Workload {
         id: "W7",
         title: "TD3 iteration (400-300 actor, twin 400-300 critics, batch 256)",
-        rlgrad: None,
+        rlgrad: Some(RlgradSide {
+            bench: "autodiff",
+            cases: &[Case {
+                label: "TD3 iteration",
+                group: "autodiff_f32/w7_td3",
+                function: "iteration",
+                peer_case: "batch 256",
+                peer_impls: PeerImpls::ALL,
+                bound: None,
+            }],
+        }),
     },
 ];
 

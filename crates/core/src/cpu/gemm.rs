@@ -93,26 +93,22 @@ fn dispatch<T: Float>(
     b: Strided<'_, T>,
     c: &mut [T],
 ) {
-    // Every output is the same chain in either orientation; pick the one without waste.
-    let transpose = n < NARROW && m > n;
+    // Every output is the same chain in either orientation; pick the one without waste
+    // (a matrix-vector product and an outer product have kernels of their own).
+    let transpose = n < NARROW && m > n && n > 1 && k > 1;
     let (m, n, a, b, c_strides) = if transpose {
         (n, m, b.transposed(), a.transposed(), (1, n))
     } else {
         (m, n, a, b, (n, 1))
     };
-    let (kc, mc, nc) = (
-        KC.min(k),
-        MC.min(m.next_multiple_of(12)),
-        NC.min(n.next_multiple_of(32)),
-    );
-    with_packs::<T, _>(mc * kc, kc * nc, |a_pack, b_pack| {
+    let (kc, nc) = (KC.min(k), NC.min(n.next_multiple_of(32)));
+    with_pack::<T, _>(kc * nc, |b_pack| {
         let operands = Operands {
             m,
             n,
             k,
             a,
             b,
-            a_pack,
             b_pack,
             c_strides,
         };
@@ -132,7 +128,7 @@ fn dispatch<T: Float>(
     });
 }
 
-/// The inputs of one blocked product, the packing buffers it uses, and the strides of
+/// The inputs of one blocked product, the packing buffer of `B` it uses, and the strides of
 /// its output (`(n, 1)` for row-major `c`, `(1, m)` for `c` written transposed).
 struct Operands<'a, T> {
     m: usize,
@@ -140,7 +136,6 @@ struct Operands<'a, T> {
     k: usize,
     a: Strided<'a, T>,
     b: Strided<'a, T>,
-    a_pack: &'a mut [T],
     b_pack: &'a mut [T],
     c_strides: (usize, usize),
 }
@@ -150,7 +145,7 @@ mod x86 {
     use std::any::TypeId;
     use std::arch::x86_64::*;
 
-    use super::{Microkernel, Operands, blocked};
+    use super::{ARows, Microkernel, Operands, blocked};
     use crate::Float;
 
     /// Whether `T` is `U`.
@@ -186,35 +181,51 @@ mod x86 {
 
             impl Microkernel<$t, $rows, { $lanes * $vecs }> for $name {
                 #[inline(always)]
-                fn run(kc: usize, a: &[$t], b: &[$t], acc: &mut [[$t; $lanes * $vecs]; $rows]) {
+                fn run(
+                    kc: usize,
+                    a: ARows<'_, $t, $rows>,
+                    b: &[$t],
+                    c: &mut [$t],
+                    stride: usize,
+                    first: bool,
+                ) {
                     const NR: usize = $lanes * $vecs;
-                    assert!(a.len() >= kc * $rows && b.len() >= kc * NR);
+                    assert!(b.len() >= kc * NR && c.len() >= ($rows - 1) * stride + NR);
                     // SAFETY: the caller runs this only where the CPU has the kernel's
                     // instruction set (inside a `#[target_feature]` function checked at
-                    // run time); every pointer below stays inside `acc`, or inside `a` and
-                    // `b`, whose lengths were asserted just above.
+                    // run time); every pointer below stays inside `c` or `b`, whose lengths
+                    // were asserted just above, or inside `a`'s rows, which `ARows::new`
+                    // checked for `kc` steps.
                     unsafe {
-                        let mut c = [[$zero(); $vecs]; $rows];
-                        for (row, out) in c.iter_mut().zip(acc.iter()) {
+                        let out: [*mut $t; $rows] =
+                            std::array::from_fn(|i| c.as_mut_ptr().add(i * stride));
+                        let mut acc = [[$zero(); $vecs]; $rows];
+                        for (row, &o) in acc.iter_mut().zip(&out) {
                             for (v, x) in row.iter_mut().enumerate() {
-                                *x = $load(out.as_ptr().add(v * $lanes));
+                                *x = if first {
+                                    $broadcast(-0.0)
+                                } else {
+                                    $load(o.add(v * $lanes))
+                                };
                             }
                         }
+                        let mut rows: [*const $t; $rows] =
+                            a.starts.map(|start| a.data.as_ptr().add(start));
                         for p in 0..kc {
                             let bp = b.as_ptr().add(p * NR);
                             let bv: [$vec; $vecs] =
                                 std::array::from_fn(|v| $load(bp.add(v * $lanes)));
-                            let ap = a.as_ptr().add(p * $rows);
-                            for (i, row) in c.iter_mut().enumerate() {
-                                let ai = $broadcast(*ap.add(i));
+                            for (row, ap) in acc.iter_mut().zip(&mut rows) {
+                                let ai = $broadcast(**ap);
+                                *ap = ap.wrapping_add(a.step);
                                 for (x, &bj) in row.iter_mut().zip(&bv) {
                                     *x = $fma(ai, bj, *x);
                                 }
                             }
                         }
-                        for (row, out) in c.iter().zip(acc.iter_mut()) {
+                        for (row, &o) in acc.iter().zip(&out) {
                             for (v, x) in row.iter().enumerate() {
-                                $store(out.as_mut_ptr().add(v * $lanes), *x);
+                                $store(o.add(v * $lanes), *x);
                             }
                         }
                     }
@@ -295,40 +306,32 @@ mod x86 {
     }
 }
 
-/// The per-thread packing buffers, reused from call to call.
+/// The per-thread packing buffers of `B`, reused from call to call.
 #[derive(Default)]
 struct Packs {
-    f32: (Vec<f32>, Vec<f32>),
-    f64: (Vec<f64>, Vec<f64>),
+    f32: Vec<f32>,
+    f64: Vec<f64>,
 }
 
 thread_local! {
     static PACKS: RefCell<Packs> = RefCell::default();
 }
 
-/// Calls `f` with this thread's packing buffers for `T`, grown to the lengths given.
+/// Calls `f` with this thread's packing buffer for `T`, grown to `len`.
 #[inline(always)]
-fn with_packs<T: Float, R>(
-    a_len: usize,
-    b_len: usize,
-    f: impl FnOnce(&mut [T], &mut [T]) -> R,
-) -> R {
+fn with_pack<T: Float, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     PACKS.with(|packs| {
         let mut packs = packs.borrow_mut();
         let packs = &mut *packs;
-        let (a, b): (&mut dyn std::any::Any, &mut dyn std::any::Any) = match T::DTYPE {
-            DType::F32 => (&mut packs.f32.0, &mut packs.f32.1),
-            _ => (&mut packs.f64.0, &mut packs.f64.1),
+        let pack: &mut dyn std::any::Any = match T::DTYPE {
+            DType::F32 => &mut packs.f32,
+            _ => &mut packs.f64,
         };
-        let a: &mut Vec<T> = a.downcast_mut().expect("the buffers of T's type");
-        let b: &mut Vec<T> = b.downcast_mut().expect("the buffers of T's type");
-        if a.len() < a_len {
-            a.resize(a_len, T::zero());
+        let pack: &mut Vec<T> = pack.downcast_mut().expect("the buffer of T's type");
+        if pack.len() < len {
+            pack.resize(len, T::zero());
         }
-        if b.len() < b_len {
-            b.resize(b_len, T::zero());
-        }
-        f(&mut a[..a_len], &mut b[..b_len])
+        f(&mut pack[..len])
     })
 }
 
@@ -345,10 +348,15 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         k,
         a,
         b,
-        a_pack,
         b_pack,
         c_strides: (row_stride, col_stride),
     } = operands;
+    if k == 1 {
+        return outer_product(m, n, a, b, c, row_stride, col_stride);
+    }
+    if n == 1 {
+        return matrix_vector(m, k, a, b, c, row_stride);
+    }
     for jc in (0..n).step_by(NC) {
         let nc = NC.min(n - jc);
         for pc in (0..k).step_by(KC) {
@@ -356,24 +364,109 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
             pack_b::<T, NR>(b, pc, kc, jc, nc, b_pack);
             for ic in (0..m).step_by(MC) {
                 let mc = MC.min(m - ic);
-                pack_a::<T, MR>(a, ic, mc, pc, kc, a_pack);
                 for jr in (0..nc).step_by(NR) {
                     let b_panel = &b_pack[jr * kc..(jr + NR) * kc];
                     for ir in (0..mc).step_by(MR) {
-                        let a_panel = &a_pack[ir * kc..(ir + MR) * kc];
+                        let rows = MR.min(mc - ir);
+                        let a_rows = ARows::new(a, ic + ir, rows, pc, kc);
                         let tile = Tile {
                             row: ic + ir,
                             col: jc + jr,
-                            rows: MR.min(mc - ir),
+                            rows,
                             cols: NR.min(nc - jr),
                             row_stride,
                             col_stride,
                         };
-                        tile_product::<T, K, MR, NR>(kc, a_panel, b_panel, c, tile, pc == 0);
+                        tile_product::<T, K, MR, NR>(kc, a_rows, b_panel, c, tile, pc == 0);
                     }
                 }
             }
         }
+    }
+}
+
+/// `c = a @ b` for `k = 1`: every output is `fma(a[i, 0], b[0, j], -0)`, the exact product
+/// rounded once.
+#[inline(always)]
+fn outer_product<T: Float>(
+    m: usize,
+    n: usize,
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    c: &mut [T],
+    row_stride: usize,
+    col_stride: usize,
+) {
+    for i in 0..m {
+        let ai = a.data[a.offset + i * a.row_stride];
+        if col_stride == 1 && b.col_stride == 1 {
+            let row = &mut c[i * row_stride..i * row_stride + n];
+            let b_row = &b.data[b.offset..b.offset + n];
+            for (out, &bj) in row.iter_mut().zip(b_row) {
+                *out = ai.mul_add(bj, T::neg_zero());
+            }
+        } else {
+            for j in 0..n {
+                let bj = b.data[b.offset + j * b.col_stride];
+                c[i * row_stride + j * col_stride] = ai.mul_add(bj, T::neg_zero());
+            }
+        }
+    }
+}
+
+/// Rows of a matrix-vector product computed side by side (independent chains, so the
+/// fused multiply-adds overlap).
+const GEMV_ROWS: usize = 8;
+
+/// `c = a @ b` for `n = 1`: the chain of each row over `k`, [`GEMV_ROWS`] rows at a time.
+#[inline(always)]
+fn matrix_vector<T: Float>(
+    m: usize,
+    k: usize,
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    c: &mut [T],
+    row_stride: usize,
+) {
+    let x_at = |p: usize| b.data[b.offset + p * b.row_stride];
+    let mut first = 0;
+    while first + GEMV_ROWS <= m {
+        let mut acc = [T::neg_zero(); GEMV_ROWS];
+        if a.row_stride == 1 {
+            // The rows of a block sit side by side in memory at every step.
+            for p in 0..k {
+                let start = a.offset + first + p * a.col_stride;
+                let column: &[T; GEMV_ROWS] = a.data[start..start + GEMV_ROWS]
+                    .try_into()
+                    .expect("a block of GEMV_ROWS elements");
+                let x = x_at(p);
+                for (acc, &v) in acc.iter_mut().zip(column) {
+                    *acc = v.mul_add(x, *acc);
+                }
+            }
+        } else {
+            let rows: [&[T]; GEMV_ROWS] = std::array::from_fn(|r| {
+                let start = a.offset + (first + r) * a.row_stride;
+                &a.data[start..start + (k - 1) * a.col_stride + 1]
+            });
+            for p in 0..k {
+                let x = x_at(p);
+                for (acc, row) in acc.iter_mut().zip(&rows) {
+                    *acc = row[p * a.col_stride].mul_add(x, *acc);
+                }
+            }
+        }
+        for (r, &value) in acc.iter().enumerate() {
+            c[(first + r) * row_stride] = value;
+        }
+        first += GEMV_ROWS;
+    }
+    for i in first..m {
+        let mut acc = T::neg_zero();
+        for p in 0..k {
+            acc = a.data[a.offset + i * a.row_stride + p * a.col_stride].mul_add(x_at(p), acc);
+        }
+        c[i * row_stride] = acc;
     }
 }
 
@@ -400,35 +493,6 @@ fn scatter_line<T: Copy>(
             .step_by(stride);
         for (step, &v) in steps.chunks_exact_mut(width).zip(line) {
             step[lane] = v;
-        }
-    }
-}
-
-/// `A[ic.., pc..]` (`mc x kc`) into panels of `MR` rows, each `kc` steps of `MR` values;
-/// rows past `mc` are zero.
-#[inline(always)]
-fn pack_a<T: Float, const MR: usize>(
-    a: Strided<'_, T>,
-    ic: usize,
-    mc: usize,
-    pc: usize,
-    kc: usize,
-    pack: &mut [T],
-) {
-    for (panel, chunk) in pack[..mc.next_multiple_of(MR) * kc]
-        .chunks_exact_mut(MR * kc)
-        .enumerate()
-    {
-        for lane in 0..MR {
-            let row = panel * MR + lane;
-            if row < mc {
-                let start = a.offset + (ic + row) * a.row_stride + pc * a.col_stride;
-                scatter_line(a.data, start, a.col_stride, chunk, MR, lane);
-            } else {
-                chunk
-                    .chunks_exact_mut(MR)
-                    .for_each(|step| step[lane] = T::zero());
-            }
         }
     }
 }
@@ -489,10 +553,40 @@ impl Tile {
     }
 }
 
-/// The inner loop of a microkernel: `kc` steps of `acc[i][j] = fma(a[i], b[j], acc[i][j])`
-/// over packed panels (`a`: `kc` steps of `MR`, `b`: `kc` steps of `NR`).
+/// `MR` rows of `A` read in place: element `(i, p)` is `data[starts[i] + p * step]`, for
+/// `p < steps` (checked when made). The microkernel broadcasts them one by one, so `A` is
+/// never packed.
+#[derive(Clone, Copy)]
+struct ARows<'a, T, const MR: usize> {
+    data: &'a [T],
+    starts: [usize; MR],
+    step: usize,
+}
+
+impl<'a, T, const MR: usize> ARows<'a, T, MR> {
+    /// Rows `first..first + rows` of `a` (the last repeated for the `MR - rows` missing
+    /// ones, whose outputs are dropped) from column `col`, for `steps` columns.
+    #[inline(always)]
+    fn new(a: Strided<'a, T>, first: usize, rows: usize, col: usize, steps: usize) -> Self {
+        let starts = std::array::from_fn(|i| {
+            a.offset + (first + i.min(rows - 1)) * a.row_stride + col * a.col_stride
+        });
+        let last = starts.iter().max().copied().unwrap_or(0) + (steps - 1) * a.col_stride;
+        assert!(last < a.data.len(), "the rows of A lie inside its buffer");
+        Self {
+            data: a.data,
+            starts,
+            step: a.col_stride,
+        }
+    }
+}
+
+/// A microkernel: `kc` steps of `c[i][j] = fma(a[i, p], b[j], c[i][j])` over `A`'s rows in
+/// place and a packed panel of `B` (`kc` steps of `NR`), on the tile whose row `i` is
+/// `c[i * stride..][..NR]`. The chains start at `-0` when `first` (the first `k` block),
+/// else from the tile's values.
 trait Microkernel<T, const MR: usize, const NR: usize> {
-    fn run(kc: usize, a: &[T], b: &[T], acc: &mut [[T; NR]; MR]);
+    fn run(kc: usize, a: ARows<'_, T, MR>, b: &[T], c: &mut [T], stride: usize, first: bool);
 }
 
 /// Portable Rust: `mul_add` on every element (what other instruction sets and CPUs without
@@ -501,52 +595,58 @@ struct Portable;
 
 impl<T: Float, const MR: usize, const NR: usize> Microkernel<T, MR, NR> for Portable {
     #[inline(always)]
-    fn run(kc: usize, a: &[T], b: &[T], acc: &mut [[T; NR]; MR]) {
-        let (a, _) = a.as_chunks::<MR>();
+    fn run(kc: usize, a: ARows<'_, T, MR>, b: &[T], c: &mut [T], stride: usize, first: bool) {
+        let mut acc = [[T::neg_zero(); NR]; MR];
+        if !first {
+            for (i, row) in acc.iter_mut().enumerate() {
+                row.copy_from_slice(&c[i * stride..i * stride + NR]);
+            }
+        }
         let (b, _) = b.as_chunks::<NR>();
-        for (a, b) in a.iter().zip(b).take(kc) {
-            for (row, &ai) in acc.iter_mut().zip(a) {
+        for (p, b) in b.iter().enumerate().take(kc) {
+            for (row, &start) in acc.iter_mut().zip(&a.starts) {
+                let ai = a.data[start + p * a.step];
                 for (x, &bj) in row.iter_mut().zip(b) {
                     *x = ai.mul_add(bj, *x);
                 }
             }
         }
+        for (i, row) in acc.iter().enumerate() {
+            c[i * stride..i * stride + NR].copy_from_slice(row);
+        }
     }
 }
 
 /// One `MR x NR` tile: continues each output's chain (or starts it at `-0` for the first
-/// `k` block) over `kc` steps of the packed panels.
+/// `k` block) over `kc` steps of `A`'s rows and `B`'s packed panel. A whole tile of a
+/// row-major `c` is computed in place; an edge tile (or a transposed `c`) through a
+/// buffer.
 #[inline(always)]
 fn tile_product<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize>(
     kc: usize,
-    a: &[T],
+    a: ARows<'_, T, MR>,
     b: &[T],
     c: &mut [T],
     tile: Tile,
     first_block: bool,
 ) {
+    if tile.col_stride == 1 && tile.rows == MR && tile.cols == NR {
+        let start = tile.index(0, 0);
+        let end = tile.index(MR - 1, 0) + NR;
+        return K::run(kc, a, b, &mut c[start..end], tile.row_stride, first_block);
+    }
     let mut acc = [[T::neg_zero(); NR]; MR];
     if !first_block {
         for (i, row) in acc.iter_mut().enumerate().take(tile.rows) {
-            if tile.col_stride == 1 {
-                let start = tile.index(i, 0);
-                row[..tile.cols].copy_from_slice(&c[start..start + tile.cols]);
-            } else {
-                for (j, x) in row.iter_mut().enumerate().take(tile.cols) {
-                    *x = c[tile.index(i, j)];
-                }
+            for (j, x) in row.iter_mut().enumerate().take(tile.cols) {
+                *x = c[tile.index(i, j)];
             }
         }
     }
-    K::run(kc, a, b, &mut acc);
+    K::run(kc, a, b, acc.as_flattened_mut(), NR, first_block);
     for (i, row) in acc.iter().enumerate().take(tile.rows) {
-        if tile.col_stride == 1 {
-            let start = tile.index(i, 0);
-            c[start..start + tile.cols].copy_from_slice(&row[..tile.cols]);
-        } else {
-            for (j, &x) in row.iter().enumerate().take(tile.cols) {
-                c[tile.index(i, j)] = x;
-            }
+        for (j, &x) in row.iter().enumerate().take(tile.cols) {
+            c[tile.index(i, j)] = x;
         }
     }
 }
@@ -620,7 +720,7 @@ mod tests {
             .transposed();
             run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c));
             run("baseline", &|c| {
-                with_packs::<f64, _>(96 * 256, 256 * 1024, |a_pack, b_pack| {
+                with_pack::<f64, _>(256 * 1024, |b_pack| {
                     blocked::<f64, Portable, 4, 8>(
                         Operands {
                             m,
@@ -628,7 +728,6 @@ mod tests {
                             k,
                             a: sa,
                             b: sb,
-                            a_pack,
                             b_pack,
                             c_strides: (n, 1),
                         },
@@ -642,14 +741,13 @@ mod tests {
                 if std::arch::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU supports AVX2 and FMA, checked just above.
                     run("avx2", &|c| {
-                        with_packs::<f64, _>(96 * 256, 256 * 1024, |a_pack, b_pack| {
+                        with_pack::<f64, _>(256 * 1024, |b_pack| {
                             let operands = Operands {
                                 m,
                                 n,
                                 k,
                                 a: sa,
                                 b: sb,
-                                a_pack,
                                 b_pack,
                                 c_strides: (n, 1),
                             };
@@ -661,14 +759,13 @@ mod tests {
                 if std::arch::is_x86_feature_detected!("avx512f") {
                     // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
                     run("avx512", &|c| {
-                        with_packs::<f64, _>(96 * 256, 256 * 1024, |a_pack, b_pack| {
+                        with_pack::<f64, _>(256 * 1024, |b_pack| {
                             let operands = Operands {
                                 m,
                                 n,
                                 k,
                                 a: sa,
                                 b: sb,
-                                a_pack,
                                 b_pack,
                                 c_strides: (n, 1),
                             };
