@@ -6,8 +6,9 @@
 //! gamma 0.98, GAE lambda 0.8, learning rate and clip range decaying linearly from 1e-3
 //! and 0.2 to 0 over the budget, no entropy bonus, value coefficient 0.5, gradients
 //! clipped to a global norm of 0.5, Adam with eps 1e-5; separate LSTMs (64 units) for the
-//! policy and the value, each followed by a 64-unit ReLU layer. (RL Zoo also normalizes
-//! observations with running statistics; this agent does not.)
+//! policy and the value, each followed by a 64-unit ReLU layer; observations normalized
+//! with running statistics (SB3's `VecNormalize` without reward normalization,
+//! [`Normalizer`]).
 //!
 //! One unit of training is a rollout of `8 x 32` steps and its update:
 //!
@@ -30,8 +31,10 @@
 //! With [`Memory::None`] the LSTMs are dense layers: the policy sees only the current
 //! `[x, theta]`, and cannot know which way the pole moves.
 
+mod normalize;
 mod policy;
 
+pub use normalize::Normalizer;
 pub use policy::{Branch, Memory, Policy};
 
 use rlgrad_autodiff::{ApplyGradients, Tape};
@@ -79,6 +82,9 @@ pub struct Config {
     pub max_grad_norm: f64,
     /// Adam's eps (SB3's). Default 1e-5.
     pub adam_eps: f64,
+    /// Normalize observations with running statistics (RL Zoo's `normalize`). Default
+    /// true.
+    pub normalize_observations: bool,
     /// Reached at a mean return of 475 over the last 50 episodes.
     pub target: Target,
 }
@@ -102,6 +108,7 @@ impl Config {
             vf_coef: 0.5,
             max_grad_norm: 0.5,
             adam_eps: 1e-5,
+            normalize_observations: true,
             target: Target {
                 window: 50,
                 threshold: 475.0,
@@ -208,6 +215,9 @@ pub struct Ppo {
     adam: Optimizer<f32>,
     schedule: LinearPerUpdate,
     env: VecEnv<CartPoleNoVelocity>,
+    normalizer: Option<Normalizer>,
+    /// What the policy sees of the environments' observations, `[B, obs]`.
+    observations: Vec<f32>,
     actor_state: Vec<f32>,
     critic_state: Vec<f32>,
     actions_rng: Rng,
@@ -229,10 +239,12 @@ impl Ppo {
         }
         let mut env = VecEnv::from_fn(config.num_envs, CartPoleNoVelocity::new)?;
         env.reset(Some(seed))?;
-        let observations = env.single_observation_space().dim();
+        let dim = env.single_observation_space().dim();
+        let mut normalizer = config.normalize_observations.then(|| Normalizer::new(dim));
+        let observations = observe(&mut normalizer, env.observations());
         let policy = Policy::new(
             config.memory,
-            observations,
+            dim,
             2,
             config.units,
             &mut Rng::new(seed, "init"),
@@ -258,6 +270,8 @@ impl Ppo {
             adam,
             schedule,
             env,
+            normalizer,
+            observations,
             actions_rng: Rng::new(seed, "actions"),
             minibatch_rng: Rng::new(seed, "minibatches"),
             episodes: EpisodeLog::default(),
@@ -286,11 +300,10 @@ impl Ppo {
         let rollout = &mut self.rollout;
         rollout.clear();
         for _ in 0..self.config.rollout_steps {
-            let observations = self.env.observations();
-            rollout.observations.extend_from_slice(observations);
+            rollout.observations.extend_from_slice(&self.observations);
             rollout.actor_states.extend_from_slice(&self.actor_state);
             rollout.critic_states.extend_from_slice(&self.critic_state);
-            let x = tape.constant(&Tensor::from_vec(observations.to_vec(), [b, dim])?);
+            let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
             let (logits, actor_next) = self.policy.actor.step(tape, &x, &self.actor_state)?;
             let (values, critic_next) = self.policy.critic.step(tape, &x, &self.critic_state)?;
             let log_probs = logits.log_softmax(1)?.to_vec()?;
@@ -308,16 +321,15 @@ impl Ppo {
             rollout.rewards.extend_from_slice(step.rewards);
             rollout.terminated.extend_from_slice(step.terminated);
             rollout.truncated.extend_from_slice(step.truncated);
+            self.observations = observe(&mut self.normalizer, step.observations);
             self.actor_state = actor_next;
             self.critic_state = critic_next;
             let bootstrapped: Vec<bool> = (0..b)
                 .map(|i| step.truncated[i] && !step.terminated[i])
                 .collect();
             if bootstrapped.contains(&true) {
-                let last = tape.constant(&Tensor::from_vec(
-                    step.final_observations.to_vec(),
-                    [b, dim],
-                )?);
+                let last = scaled(&self.normalizer, step.final_observations);
+                let last = tape.constant(&Tensor::from_vec(last, [b, dim])?);
                 let (final_values, _) = self.policy.critic.step(tape, &last, &self.critic_state)?;
                 let final_values = final_values.to_vec()?;
                 rollout.final_values.extend((0..b).map(|i| {
@@ -517,6 +529,27 @@ impl Ppo {
     }
 }
 
+/// The policy's view of environment observations `raw`: normalized after adding them
+/// to the statistics (what `VecNormalize` does with every reset and step), or as they are.
+fn observe(normalizer: &mut Option<Normalizer>, raw: &[f32]) -> Vec<f32> {
+    match normalizer {
+        Some(normalizer) => {
+            normalizer.update(raw);
+            normalizer.normalize(raw)
+        }
+        None => raw.to_vec(),
+    }
+}
+
+/// `raw` normalized with the current statistics, not added to them (`VecNormalize`'s
+/// final observations), or as it is.
+fn scaled(normalizer: &Option<Normalizer>, raw: &[f32]) -> Vec<f32> {
+    match normalizer {
+        Some(normalizer) => normalizer.normalize(raw),
+        None => raw.to_vec(),
+    }
+}
+
 impl Agent for Ppo {
     const UNIT: &'static str = "steps";
     /// RL Zoo's `n_timesteps`.
@@ -585,6 +618,9 @@ impl Agent for Ppo {
         )?;
         checkpoint.put_scalar("progress/env_steps", self.env_steps)?;
         checkpoint.put_scalar("progress/updates", self.updates)?;
+        if let Some(normalizer) = &self.normalizer {
+            normalizer.save("normalizer", checkpoint)?;
+        }
         self.episodes.save(checkpoint)
     }
 
@@ -601,9 +637,15 @@ impl Agent for Ppo {
             .slice("state/critic", &[critic_len], &mut self.critic_state)
             .scalar("progress/env_steps", &mut self.env_steps)
             .scalar("progress/updates", &mut self.updates);
+        if let Some(normalizer) = &mut self.normalizer {
+            normalizer.restore("normalizer", &mut plan);
+        }
         self.episodes.restore(checkpoint, &mut plan)?;
         checkpoint.restore(plan)?;
-        self.env.restore(&env)
+        self.env.restore(&env)?;
+        // The statistics already hold the current observations.
+        self.observations = scaled(&self.normalizer, self.env.observations());
+        Ok(())
     }
 
     fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
