@@ -2,15 +2,17 @@
 //! parameters need, consumption, bad input as errors, and the same bits at any thread
 //! count for a whole training run.
 
-use std::cell::Cell;
-use std::rc::Rc;
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rlgrad_autodiff::nn::{
     Activation, Forward, Init, Linear, Mlp, Module, hard_update, soft_update,
 };
 use rlgrad_autodiff::{ApplyGradients, CustomOp, Param, Tape};
-use rlgrad_core::{Cpu, Par, Result, Rng, strategies};
-use rlgrad_optim::{Adam, Optimizer, Sgd};
+use rlgrad_core::{Par, Result, Rng, strategies};
+use rlgrad_optim::{Optimizer, Sgd};
 use rlgrad_tensor::Tensor;
 
 fn tensor(data: &[f64], shape: &[usize]) -> Tensor<f64> {
@@ -118,7 +120,7 @@ fn broadcasting_backward_sums_over_exactly_the_broadcast_axes() {
 }
 
 /// Counts its backward calls: a probe for what the tape differentiates.
-struct Probe(Rc<Cell<usize>>);
+struct Probe(Arc<AtomicUsize>);
 
 impl CustomOp<f64> for Probe {
     fn name(&self) -> &str {
@@ -133,7 +135,7 @@ impl CustomOp<f64> for Probe {
         _: &Tensor<f64>,
         grad: &Tensor<f64>,
     ) -> Result<Vec<Option<Tensor<f64>>>> {
-        self.0.set(self.0.get() + 1);
+        self.0.fetch_add(1, Ordering::Relaxed);
         Ok(vec![Some(grad.clone())])
     }
 }
@@ -145,12 +147,12 @@ fn only_what_leads_to_the_requested_parameters_is_differentiated() {
     let mut rng = Rng::new(1, "prune");
     let actor = Linear::<f64>::new("actor", 3, 2, Init::TorchDefault, &mut rng).unwrap();
     let critic = Linear::<f64>::new("critic", 5, 1, Init::TorchDefault, &mut rng).unwrap();
-    let calls = Rc::new(Cell::new(0));
+    let calls = Arc::new(AtomicUsize::new(0));
     let tape = Tape::new();
     let state = tape.constant(&Tensor::ones([4, 3]).unwrap());
     let action = actor.forward(&tape, &state).unwrap();
     let critic_weight = tape
-        .custom(Probe(Rc::clone(&calls)), &[&tape.param(critic.weight())])
+        .custom(Probe(Arc::clone(&calls)), &[&tape.param(critic.weight())])
         .unwrap();
     let q = rlgrad_autodiff::Var::concat(&[&state, &action], 1)
         .unwrap()
@@ -158,7 +160,11 @@ fn only_what_leads_to_the_requested_parameters_is_differentiated() {
         .unwrap();
     let loss = q.mean_all().unwrap().neg().unwrap();
     let grads = tape.gradient(&loss, &[&actor]).unwrap();
-    assert_eq!(calls.get(), 0, "the critic's weight was differentiated");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        0,
+        "the critic's weight was differentiated"
+    );
     assert!(grads.get(actor.weight()).is_ok());
     assert!(grads.get(critic.weight()).is_err()); // not requested
 }
@@ -213,6 +219,12 @@ fn a_consumed_tape_says_so_and_a_persistent_one_does_not() {
             .unwrap(),
         first
     );
+}
+
+#[test]
+fn a_tape_can_move_to_another_thread() {
+    fn send<S: Send>(_: S) {}
+    send(Tape::<f32>::new());
 }
 
 #[test]
@@ -346,56 +358,13 @@ fn apply_gradients_refuses_a_parameter_without_gradient_and_changes_nothing() {
     assert_eq!(sgd.step_count(), 0);
 }
 
-/// `steps` Adam steps (lr 5e-4) of an MLP of `sizes` on batches of `batch` rows with loss
-/// `mean(model(x) * A)`, on a device with `par`: the final parameters' bits.
+/// `steps` steps of the shared training loop: the final parameters' bits.
 fn training_run(par: Par, sizes: &[usize], batch: usize, steps: usize) -> Vec<Vec<u32>> {
-    let cpu = Cpu::new(par);
-    let mut rng = Rng::new(2026, "seed-mlp");
-    let mut model = Mlp::<f32>::new_on(
-        &cpu,
-        "model",
-        sizes,
-        Activation::Relu,
-        Activation::Identity,
-        Init::TorchDefault,
-        &mut rng,
-    )
-    .unwrap();
-    let mut adam = Optimizer::new_on(cpu, Adam::torch(), 5e-4).unwrap();
-    let (inputs, outputs) = (sizes[0], sizes[sizes.len() - 1]);
-    let batches: Vec<(Tensor<f32>, Tensor<f32>)> = (0..16)
-        .map(|_| {
-            (
-                Tensor::rand_normal_on(&cpu, [batch, inputs], 0.0, 1.0, &mut rng).unwrap(),
-                Tensor::rand_normal_on(&cpu, [batch, outputs], 0.0, 1.0, &mut rng).unwrap(),
-            )
-        })
-        .collect();
-    let mut tape = Tape::new_on(&cpu);
-    for step in 0..steps {
-        tape.reset();
-        let (x, advantages) = &batches[step % batches.len()];
-        let out = model.forward(&tape, &tape.constant(x)).unwrap();
-        let loss = out
-            .mul(&tape.constant(advantages))
-            .unwrap()
-            .mean_all()
-            .unwrap();
-        let grads = tape.gradient(&loss, &[&model]).unwrap();
-        adam.apply_gradients(&mut model, &grads).unwrap();
+    let mut training = common::Training::new(par, sizes, batch);
+    for _ in 0..steps {
+        training.step();
     }
-    model
-        .parameters()
-        .iter()
-        .map(|p| {
-            p.value()
-                .to_vec()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        })
-        .collect()
+    training.parameter_bits()
 }
 
 #[test]
