@@ -212,7 +212,11 @@ fn nvrtc_version() -> (i32, i32) {
 }
 
 fn cache_dir() -> Option<PathBuf> {
-    let from = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let from = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     from("RLGRAD_CUDA_CACHE")
         .or_else(|| from("XDG_CACHE_HOME").map(|d| d.join("rlgrad-cuda")))
         .or_else(|| from("HOME").map(|d| d.join(".cache").join("rlgrad-cuda")))

@@ -154,7 +154,9 @@ impl Cuda {
     fn open_context(ordinal: usize) -> std::result::Result<Cuda, String> {
         let count = CudaContext::device_count().map_err(|e| format!("no CUDA device ({e})"))?;
         if ordinal >= count.max(0) as usize {
-            return Err(format!("no device with ordinal {ordinal}: {count} device(s) found"));
+            return Err(format!(
+                "no device with ordinal {ordinal}: {count} device(s) found"
+            ));
         }
         let context = CudaContext::new(ordinal).map_err(|e| e.to_string())?;
         // SAFETY: every buffer of this device is allocated, used and freed on its one
@@ -181,6 +183,26 @@ impl Cuda {
                 }),
             }),
         })
+    }
+
+    /// Copies `source` into `target` (equal lengths) with the driver's device-to-device
+    /// copy: the memory-bandwidth yardstick of `rlgrad-gpu-bench`.
+    pub fn copy_buffer<E: Element>(
+        &self,
+        source: &CudaBuffer<E>,
+        target: &mut CudaBuffer<E>,
+    ) -> Result<()> {
+        crate::strided::check_len("Cuda::copy_buffer", "target", target, source.len)?;
+        let bytes = source.len * E::DTYPE.size_in_bytes();
+        if bytes == 0 {
+            return Ok(());
+        }
+        let from = source.bytes.slice(..bytes);
+        let mut to = target.bytes.slice_mut(..bytes);
+        self.inner
+            .stream
+            .memcpy_dtod(&from, &mut to)
+            .map_err(|e| self.error("Cuda::copy_buffer", e))
     }
 
     /// The GPU's model name (`"NVIDIA H100 80GB HBM3"`).
@@ -276,7 +298,10 @@ impl Cuda {
         len: usize,
     ) -> Result<CudaBuffer<E>> {
         let bytes = len.checked_mul(std::mem::size_of::<E>()).ok_or_else(|| {
-            self.error(function, format_args!("{len} elements overflow the address space"))
+            self.error(
+                function,
+                format_args!("{len} elements overflow the address space"),
+            )
         })?;
         Ok(CudaBuffer {
             bytes: self.raw_alloc(function, bytes)?,
@@ -309,7 +334,12 @@ impl Cuda {
         Ok(buffer)
     }
 
-    fn copy_in<E>(&self, function: &'static str, host: &[u8], buffer: &mut CudaBuffer<E>) -> Result<()> {
+    fn copy_in<E>(
+        &self,
+        function: &'static str,
+        host: &[u8],
+        buffer: &mut CudaBuffer<E>,
+    ) -> Result<()> {
         if host.is_empty() {
             return Ok(());
         }
@@ -332,7 +362,11 @@ impl Cuda {
     /// family's module the first time.
     pub(crate) fn function<T: Float>(&self, family: Family, name: &str) -> Result<CudaFunction> {
         let full = format!("{name}_{}", T::DTYPE.name());
-        let mut functions = self.inner.functions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut functions = self
+            .inner
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(function) = functions.get(&full) {
             return Ok(function.clone());
         }
@@ -350,11 +384,10 @@ impl Cuda {
             return Ok(Arc::clone(module));
         }
         let ptx = family.ptx(self.inner.arch)?;
-        let module = self
-            .inner
-            .context
-            .load_module(ptx)
-            .map_err(|e| self.error("Cuda::launch", format_args!("{}.cu: {e}", family.name())))?;
+        let module =
+            self.inner.context.load_module(ptx).map_err(|e| {
+                self.error("Cuda::launch", format_args!("{}.cu: {e}", family.name()))
+            })?;
         Ok(Arc::clone(cell.get_or_init(|| module)))
     }
 
@@ -480,7 +513,8 @@ impl Device for Cuda {
     }
 
     fn download<E: Element>(&self, buffer: &CudaBuffer<E>) -> Result<Vec<E>> {
-        let mut host = rlgrad_core::cpu::alloc::try_zeroed::<E>(buffer.len, "Device::download", "buffer")?;
+        let mut host =
+            rlgrad_core::cpu::alloc::try_zeroed::<E>(buffer.len, "Device::download", "buffer")?;
         if buffer.len > 0 {
             // SAFETY: as in `bytes_of`; every bit pattern is a valid value of these types,
             // so the kernel's bytes written here are valid elements.

@@ -10,7 +10,12 @@ use crate::strided::{check_len, check_view, strided};
 
 /// An op added to rlgrad-core after this device was written.
 fn unknown(function: &'static str, op: impl std::fmt::Debug) -> Error {
-    Error::value(function, "op", "an op the Cuda device implements", format_args!("{op:?}"))
+    Error::value(
+        function,
+        "op",
+        "an op the Cuda device implements",
+        format_args!("{op:?}"),
+    )
 }
 
 /// The op's code in `unary_apply` and its two scalars.

@@ -67,7 +67,11 @@ impl<T: Float> OptimKernel<T> for Cuda {
         let (name, args): (&str, Vec<Box<dyn KernelArg>>) = match *update {
             Update::Sgd(rule) => (
                 "sgd",
-                vec![Box::new(len), Box::new(s(rule.lr)), Box::new(s(rule.weight_decay))],
+                vec![
+                    Box::new(len),
+                    Box::new(s(rule.lr)),
+                    Box::new(s(rule.weight_decay)),
+                ],
             ),
             Update::Momentum(Momentum::Torch {
                 lr,
@@ -107,7 +111,12 @@ impl<T: Float> OptimKernel<T> for Cuda {
             ),
             Update::Momentum(Momentum::Core { lr, momentum }) => (
                 "momentum_core",
-                vec![Box::new(s0), Box::new(len), Box::new(s(lr)), Box::new(s(momentum))],
+                vec![
+                    Box::new(s0),
+                    Box::new(len),
+                    Box::new(s(lr)),
+                    Box::new(s(momentum)),
+                ],
             ),
             Update::Adam(Adam::Torch(a)) => (
                 "adam_torch",

@@ -127,7 +127,13 @@ impl<T: Float> RecurrenceKernel<T> for Cuda {
         )?;
         // `x + c * y` is the returns step with r' = x and d = c.
         let steps = self.step_args(x, &Episodes::Discounts(c));
-        self.scan::<T>(F, "returns", layout, &steps, &[&self.ptr(init), &self.ptr(out)])
+        self.scan::<T>(
+            F,
+            "returns",
+            layout,
+            &steps,
+            &[&self.ptr(init), &self.ptr(out)],
+        )
     }
 
     fn discounted_returns(
@@ -143,7 +149,13 @@ impl<T: Float> RecurrenceKernel<T> for Cuda {
         lengths.extend(episode_lengths(&episodes));
         check_lengths(F, layout, &lengths, &[("bootstrap", bootstrap.len())])?;
         let steps = self.step_args(rewards, &episodes);
-        self.scan::<T>(F, "returns", layout, &steps, &[&self.ptr(bootstrap), &self.ptr(returns)])
+        self.scan::<T>(
+            F,
+            "returns",
+            layout,
+            &steps,
+            &[&self.ptr(bootstrap), &self.ptr(returns)],
+        )
     }
 
     fn gae(

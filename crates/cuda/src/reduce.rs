@@ -25,9 +25,19 @@ const EXTREMUM_BLOCK: usize = BLOCK as usize * 16;
 pub(crate) enum Source {
     /// `sum_columns`: column `o` of a dense `[outer, len, inner]` array at `x`; with
     /// `means` (an address, 0 for none), `(x - means[o])^2`.
-    Columns { x: u64, means: u64, len: usize, inner: usize },
+    Columns {
+        x: u64,
+        means: u64,
+        len: usize,
+        inner: usize,
+    },
     /// `sum_sequences`: the `lengths[o] * features` valid values of row `o` (`row` wide).
-    Sequences { x: u64, lengths: u64, row: usize, features: usize },
+    Sequences {
+        x: u64,
+        lengths: u64,
+        row: usize,
+        features: usize,
+    },
     /// `sum_masked`: the packed valid values of a `[B, T, F]` array, one segment.
     Masked {
         x: u64,
@@ -68,6 +78,7 @@ impl Cuda {
     /// The canonical sums of `segments` segments of at most `longest` elements, written
     /// to `out` (an address of `segments` elements), divided by `divisor` when given;
     /// segments with `lengths[o] == 0` (an address, 0 for none) get `+0`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn canonical_sums<T: Float>(
         &self,
         function: &'static str,
@@ -84,19 +95,38 @@ impl Cuda {
         let v = self.ptr(&vectors);
         let bps = per_segment as u64;
         match source {
-            Source::Columns { x, means, len, inner } => {
+            Source::Columns {
+                x,
+                means,
+                len,
+                inner,
+            } => {
                 let kernel = self.function::<T>(Family::Reduce, "sum_columns")?;
                 let args: [&dyn KernelArg; 6] =
                     [&x, &means, &(len as u64), &(inner as u64), &bps, &v];
                 self.launch(function, &kernel, config(level), &args)?;
             }
-            Source::Sequences { x, lengths, row, features } => {
+            Source::Sequences {
+                x,
+                lengths,
+                row,
+                features,
+            } => {
                 let kernel = self.function::<T>(Family::Reduce, "sum_sequences")?;
                 let args: [&dyn KernelArg; 6] =
                     [&x, &lengths, &(row as u64), &(features as u64), &bps, &v];
                 self.launch(function, &kernel, config(level), &args)?;
             }
-            Source::Masked { x, other, offsets, batch, row, total, term, shift } => {
+            Source::Masked {
+                x,
+                other,
+                offsets,
+                batch,
+                row,
+                total,
+                term,
+                shift,
+            } => {
                 let kernel = self.function::<T>(Family::Reduce, "sum_masked")?;
                 let args: [&dyn KernelArg; 10] = [
                     &x,
@@ -123,7 +153,12 @@ impl Cuda {
                 function,
                 &kernel,
                 config(level),
-                &[&self.ptr(&vectors), &(count as u64), &(per_segment as u64), &self.ptr(&next)],
+                &[
+                    &self.ptr(&vectors),
+                    &(count as u64),
+                    &(per_segment as u64),
+                    &self.ptr(&next),
+                ],
             )?;
             self.release(std::mem::replace(&mut vectors, next));
         }
@@ -260,10 +295,17 @@ impl<T: Float> ReduceKernel<T> for Cuda {
             None => self.ptr(x.buffer) + (x.layout.offset() * T::DTYPE.size_in_bytes()) as u64,
         };
         let target = self.ptr(out);
-        let columns = |means| Source::Columns { x: data, means, len, inner };
+        let columns = |means| Source::Columns {
+            x: data,
+            means,
+            len,
+            inner,
+        };
         let count = T::from_usize(len);
         match op {
-            ReduceOp::Sum => self.canonical_sums::<T>(F, columns(0), outputs, len, None, 0, target)?,
+            ReduceOp::Sum => {
+                self.canonical_sums::<T>(F, columns(0), outputs, len, None, 0, target)?
+            }
             ReduceOp::Mean => {
                 self.canonical_sums(F, columns(0), outputs, len, Some(count), 0, target)?
             }
@@ -275,11 +317,21 @@ impl<T: Float> ReduceKernel<T> for Cuda {
                 self.canonical_sums(F, columns(m), outputs, len, Some(divisor), 0, target)?;
                 self.release(means);
             }
-            ReduceOp::Min | ReduceOp::Max => {
-                self.extrema::<T>(matches!(op, ReduceOp::Max), data, len, inner, outputs, target)?
-            }
+            ReduceOp::Min | ReduceOp::Max => self.extrema::<T>(
+                matches!(op, ReduceOp::Max),
+                data,
+                len,
+                inner,
+                outputs,
+                target,
+            )?,
             _ => {
-                return Err(Error::value(F, "op", "a reduction this device knows", format_args!("{op:?}")));
+                return Err(Error::value(
+                    F,
+                    "op",
+                    "a reduction this device knows",
+                    format_args!("{op:?}"),
+                ));
             }
         }
         if let Some(dense) = copy {

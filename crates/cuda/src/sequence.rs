@@ -62,7 +62,7 @@ impl Cuda {
         let uploaded = self.upload_sequences(function, seqs, 1)?;
         let kernel = self.function::<T>(Family::Sequence, name)?;
         // Each thread moves up to four elements; the grid covers the padded units.
-        let units = padded_len.div_ceil(if features % 4 == 0 { 4 } else { 1 });
+        let units = padded_len.div_ceil(if features.is_multiple_of(4) { 4 } else { 1 });
         self.launch(
             function,
             &kernel,
@@ -183,7 +183,15 @@ impl<T: Float> SequenceKernel<T> for Cuda {
             features,
         };
         let lengths = self.ptr(&uploaded.lengths);
-        self.canonical_sums::<T>(F, source, seqs.batch(), longest, None, lengths, self.ptr(sums))?;
+        self.canonical_sums::<T>(
+            F,
+            source,
+            seqs.batch(),
+            longest,
+            None,
+            lengths,
+            self.ptr(sums),
+        )?;
         self.release_sequences(uploaded);
         Ok(())
     }
@@ -210,7 +218,7 @@ impl<T: Float> SequenceKernel<T> for Cuda {
         };
         check_len(F, "out", out, len)?;
         let zero = T::zero();
-        let (kind, values, [a, b, c, d]) = match map {
+        let (kind, values, [a, b, c, d]): (i32, u64, [T; 4]) = match map {
             MaskedMap::Fill(value) => (0, 0, [value, zero, zero, zero]),
             MaskedMap::PerSequence(values) => {
                 check_len(F, "values", values, seqs.batch())?;
@@ -226,7 +234,11 @@ impl<T: Float> SequenceKernel<T> for Cuda {
                 coefficient,
             } => {
                 check_len(F, "grad", grad, len)?;
-                (4, self.ptr(grad), [grad_mean, mean, denominator, coefficient])
+                (
+                    4,
+                    self.ptr(grad),
+                    [grad_mean, mean, denominator, coefficient],
+                )
             }
         };
         if len == 0 {
@@ -244,7 +256,7 @@ impl<T: Float> SequenceKernel<T> for Cuda {
                 &self.ptr(&uploaded.lengths),
                 &((seqs.max_len() * features) as u64),
                 &(features as u64),
-                &(kind as i32),
+                &kind,
                 &Scalar::of(a),
                 &Scalar::of(b),
                 &Scalar::of(c),

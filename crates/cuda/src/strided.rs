@@ -119,7 +119,10 @@ mod tests {
         assert_eq!((view.ndim, view.dims[0], view.strides[0]), (1, 24, 1));
         let transposed = Layout::from_parts(Shape::from([3, 2]), Dims::from_slice(&[1, 3]), 5);
         let [a, b] = strided("t", [&transposed, &Layout::contiguous(Shape::from([3, 2]))]).unwrap();
-        assert_eq!((a.ndim, a.offset, a.strides[..2].to_vec()), (2, 5, vec![1, 3]));
+        assert_eq!(
+            (a.ndim, a.offset, a.strides[..2].to_vec()),
+            (2, 5, vec![1, 3])
+        );
         assert_eq!(b.strides[..2].to_vec(), vec![2, 1]);
         let scalar = Layout::contiguous(Shape::scalar());
         assert_eq!(strided("t", [&scalar]).unwrap()[0].ndim, 0);

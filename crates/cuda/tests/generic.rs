@@ -20,9 +20,19 @@ fn tensor_ops<D: TensorDevice<f32>>(device: &D) -> Vec<Vec<f32>> {
     let y = (&a.matmul(&b).unwrap() + &bias).unwrap();
     vec![
         y.to_vec().unwrap(),
-        y.tanh().unwrap().sum_axis(0, false).unwrap().to_vec().unwrap(),
+        y.tanh()
+            .unwrap()
+            .sum_axis(0, false)
+            .unwrap()
+            .to_vec()
+            .unwrap(),
         vec![y.exp().unwrap().mean_all().unwrap()],
-        a.transpose(0, 1).unwrap().contiguous().unwrap().to_vec().unwrap(),
+        a.transpose(0, 1)
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .to_vec()
+            .unwrap(),
         y.max_axis(1, true).unwrap().to_vec().unwrap(),
     ]
 }

@@ -61,7 +61,9 @@ fn f32_inputs(rng: &mut Rng) -> Vec<f32> {
 }
 
 fn f64_inputs(rng: &mut Rng) -> Vec<f64> {
-    let mut xs: Vec<f64> = (0..200_000).map(|_| f64::from_bits(rng.next_u64())).collect();
+    let mut xs: Vec<f64> = (0..200_000)
+        .map(|_| f64::from_bits(rng.next_u64()))
+        .collect();
     xs.extend((0..150_000).map(|_| rng.uniform_f64() * 1600.0 - 800.0));
     xs.extend((0..100_000).map(|_| rng.uniform_f64() * 60.0 - 30.0));
     xs.extend((0..50_000).map(|_| rng.uniform_f64() * 2.0 - 1.0));
@@ -84,7 +86,8 @@ fn f64_inputs(rng: &mut Rng) -> Vec<f64> {
 fn pow_pairs(rng: &mut Rng) -> Vec<(f64, f64)> {
     let mut pairs = Vec::new();
     for _ in 0..150_000 {
-        let base = (rng.uniform_f64() * 40.0 - 20.0).exp() * if rng.below(4) == 0 { -1.0 } else { 1.0 };
+        let base =
+            (rng.uniform_f64() * 40.0 - 20.0).exp() * if rng.below(4) == 0 { -1.0 } else { 1.0 };
         let exponent = match rng.below(3) {
             0 => rng.uniform_f64() * 20.0 - 10.0,
             1 => rng.below(41) as f64 - 20.0,
@@ -93,10 +96,33 @@ fn pow_pairs(rng: &mut Rng) -> Vec<(f64, f64)> {
         pairs.push((base, exponent));
     }
     for _ in 0..50_000 {
-        pairs.push((f64::from_bits(rng.next_u64()), f64::from_bits(rng.next_u64())));
+        pairs.push((
+            f64::from_bits(rng.next_u64()),
+            f64::from_bits(rng.next_u64()),
+        ));
     }
-    for x in [0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.5, 2.0] {
-        for y in [0.0, 1.0, -1.0, 2.0, 0.5, 3.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+    for x in [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        0.5,
+        2.0,
+    ] {
+        for y in [
+            0.0,
+            1.0,
+            -1.0,
+            2.0,
+            0.5,
+            3.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ] {
             pairs.push((x, y));
         }
     }
@@ -147,7 +173,9 @@ fn the_cuda_math_port_gives_libm_bits_on_the_host() {
         .status();
     match built {
         Err(error) => {
-            println!("SKIPPED: no C++ compiler `{compiler}` to build the host math check ({error})");
+            println!(
+                "SKIPPED: no C++ compiler `{compiler}` to build the host math check ({error})"
+            );
             return;
         }
         Ok(status) => assert!(status.success(), "`{compiler}` failed on {source}"),
@@ -165,12 +193,18 @@ fn the_cuda_math_port_gives_libm_bits_on_the_host() {
     }
     let mut stdin = child.stdin.take().expect("piped stdin");
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let output = child.wait_with_output().expect("the host math binary finishes");
+    let output = child
+        .wait_with_output()
+        .expect("the host math binary finishes");
     writer
         .join()
         .expect("the writer thread")
         .expect("writing the inputs");
-    assert!(output.status.success(), "host math binary: {}", output.status);
+    assert!(
+        output.status.success(),
+        "host math binary: {}",
+        output.status
+    );
     let stdout = String::from_utf8(output.stdout).expect("hex output");
     let got: Vec<&str> = stdout.lines().collect();
     assert_eq!(got.len(), cases.len(), "one result per input");
@@ -198,5 +232,8 @@ fn the_cuda_math_port_gives_libm_bits_on_the_host() {
         cases.len(),
         &mismatches[..mismatches.len().min(10)]
     );
-    println!("host math: {} inputs, every result libm's bits", cases.len());
+    println!(
+        "host math: {} inputs, every result libm's bits",
+        cases.len()
+    );
 }

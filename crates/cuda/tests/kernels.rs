@@ -3,7 +3,9 @@
 //! broadcast views, in f32 and f64. Without a GPU each test prints that it was skipped
 //! and why.
 
-use rlgrad_core::kernels::optim::{Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update};
+use rlgrad_core::kernels::optim::{
+    Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
+};
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
 use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use rlgrad_core::kernels::{
@@ -40,7 +42,17 @@ fn same<T: Float>(what: &str, cpu: &[T], gpu: &[T]) {
 
 /// Normal values with the edge cases sprinkled in.
 fn data<T: Float>(rng: &mut Rng, len: usize) -> Vec<T> {
-    let specials = [0.0, -0.0, 1.0, -1.0, 1e-40, 90.0, -110.0, f64::INFINITY, f64::NAN];
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        1e-40,
+        90.0,
+        -110.0,
+        f64::INFINITY,
+        f64::NAN,
+    ];
     (0..len)
         .map(|i| {
             if i % 37 == 5 {
@@ -125,22 +137,28 @@ fn elementwise<T: Float>(gpu: &Cuda) {
         }
         for (op, rhs) in binary.iter().zip(views().into_iter().cycle()) {
             let mut c = vec![T::zero(); n];
-            cpu().binary(*op, View::new(&cb, &layout), View::new(&co, &rhs), &mut c)
+            cpu()
+                .binary(*op, View::new(&cb, &layout), View::new(&co, &rhs), &mut c)
                 .unwrap();
             let mut g = gpu.alloc_zeros(n).unwrap();
             gpu.binary(*op, View::new(&gb, &layout), View::new(&go, &rhs), &mut g)
                 .unwrap();
-            same(&format!("{op:?} {layout:?}"), &c, &gpu.download(&g).unwrap());
+            same(
+                &format!("{op:?} {layout:?}"),
+                &c,
+                &gpu.download(&g).unwrap(),
+            );
         }
         let mut c = vec![T::zero(); n];
         let on_false = &views()[3];
-        cpu().select(
-            View::new(&co, &layout),
-            View::new(&cb, &layout),
-            View::new(&co, on_false),
-            &mut c,
-        )
-        .unwrap();
+        cpu()
+            .select(
+                View::new(&co, &layout),
+                View::new(&cb, &layout),
+                View::new(&co, on_false),
+                &mut c,
+            )
+            .unwrap();
         let mut g = gpu.alloc_zeros(n).unwrap();
         gpu.select(
             View::new(&go, &layout),
@@ -157,7 +175,10 @@ fn elementwise<T: Float>(gpu: &Cuda) {
     gpu.unary(UnaryOp::Exp, View::new(&gb, &empty), &mut nothing)
         .unwrap();
     let mut short = gpu.alloc_zeros::<T>(3).unwrap();
-    assert!(gpu.unary(UnaryOp::Exp, View::new(&gb, &views()[0]), &mut short).is_err());
+    assert!(
+        gpu.unary(UnaryOp::Exp, View::new(&gb, &views()[0]), &mut short)
+            .is_err()
+    );
 }
 
 #[test]
@@ -256,7 +277,11 @@ fn reductions<T: Float>(gpu: &Cuda) {
                         Some(a) => layout.numel() / layout.shape().dims()[a].max(1),
                     };
                     let outputs = if axis.is_some() && layout.shape().dims().contains(&0) {
-                        layout.shape().dims().iter().enumerate()
+                        layout
+                            .shape()
+                            .dims()
+                            .iter()
+                            .enumerate()
                             .filter(|(i, _)| Some(*i) != axis)
                             .map(|(_, d)| d)
                             .product()
@@ -305,7 +330,8 @@ fn copies<T: Float>(gpu: &Cuda) {
             let indices: Vec<usize> = (0..9).map(|_| rng.below(size as u64) as usize).collect();
             let per = n / size * indices.len();
             let mut c = vec![T::zero(); per];
-            cpu().index_select(View::new(&host, &layout), axis, &indices, &mut c)
+            cpu()
+                .index_select(View::new(&host, &layout), axis, &indices, &mut c)
                 .unwrap();
             let mut out = gpu.alloc_zeros(per).unwrap();
             gpu.index_select(View::new(&g, &layout), axis, &indices, &mut out)
@@ -314,7 +340,8 @@ fn copies<T: Float>(gpu: &Cuda) {
             let targets: Vec<usize> = (0..size).map(|_| rng.below(4) as usize).collect();
             let added = n / size * 4;
             let mut c = vec![T::zero(); added];
-            cpu().index_add(View::new(&host, &layout), axis, &targets, 4, &mut c)
+            cpu()
+                .index_add(View::new(&host, &layout), axis, &targets, 4, &mut c)
                 .unwrap();
             let mut out = gpu.alloc_zeros(added).unwrap();
             gpu.index_add(View::new(&g, &layout), axis, &targets, 4, &mut out)
@@ -331,7 +358,10 @@ fn copies<T: Float>(gpu: &Cuda) {
         }
     }
     let mut out = gpu.alloc_zeros::<T>(5).unwrap();
-    assert!(gpu.index_select(View::new(&g, &views()[0]), 0, &[5], &mut out).is_err());
+    assert!(
+        gpu.index_select(View::new(&g, &views()[0]), 0, &[5], &mut out)
+            .is_err()
+    );
 }
 
 #[test]
@@ -364,13 +394,18 @@ fn matmuls<T: Float>(gpu: &Cuda) {
         );
         for rhs in [Layout::contiguous(Shape::from([batch, k, n])), lb] {
             let mut c = vec![T::zero(); batch * m * n];
-            cpu().matmul(View::new(&a, &la), View::new(&b, &rhs), &mut c)
+            cpu()
+                .matmul(View::new(&a, &la), View::new(&b, &rhs), &mut c)
                 .unwrap();
             let mut out = gpu.alloc_output::<T>(batch * m * n).unwrap();
             let out = std::sync::Arc::get_mut(&mut out).unwrap();
             gpu.matmul(View::new(&ga, &la), View::new(&gb, &rhs), out)
                 .unwrap();
-            same(&format!("matmul {batch}x{m}x{k}x{n}"), &c, &gpu.download(out).unwrap());
+            same(
+                &format!("matmul {batch}x{m}x{k}x{n}"),
+                &c,
+                &gpu.download(out).unwrap(),
+            );
         }
     }
 }
@@ -391,74 +426,160 @@ fn recurrences<T: Float>(gpu: &Cuda) {
         let up = |v: &Vec<T>| gpu.upload(v).unwrap();
         let rewards: Vec<T> = data(&mut rng, len);
         let values: Vec<T> = (0..len).map(|_| rng.normal(0.0, 1.0)).collect();
-        let rhos: Vec<T> = (0..len).map(|_| T::from_f64(rng.uniform_f64() * 2.0)).collect();
+        let rhos: Vec<T> = (0..len)
+            .map(|_| T::from_f64(rng.uniform_f64() * 2.0))
+            .collect();
         let boot: Vec<T> = (0..b).map(|_| rng.normal(0.0, 1.0)).collect();
         let flags = |rng: &mut Rng| -> Vec<T> {
-            (0..len).map(|_| if rng.below(7) == 0 { T::one() } else { T::zero() }).collect()
+            (0..len)
+                .map(|_| {
+                    if rng.below(7) == 0 {
+                        T::one()
+                    } else {
+                        T::zero()
+                    }
+                })
+                .collect()
         };
         let (term, trunc) = (flags(&mut rng), flags(&mut rng));
         let disc: Vec<T> = (0..len)
-            .map(|i| if i % 11 == 3 { T::zero() } else { T::from_f64(0.97) })
+            .map(|i| {
+                if i % 11 == 3 {
+                    T::zero()
+                } else {
+                    T::from_f64(0.97)
+                }
+            })
             .collect();
-        let g = (up(&rewards), up(&values), up(&rhos), up(&boot), up(&term), up(&trunc), up(&disc));
+        let g = (
+            up(&rewards),
+            up(&values),
+            up(&rhos),
+            up(&boot),
+            up(&term),
+            up(&trunc),
+            up(&disc),
+        );
         let gamma = T::from_f64(0.99);
         let lambda = T::from_f64(0.95);
         let cpu_episodes: [Episodes<'_, Vec<T>, T>; 4] = [
             Episodes::Constant { gamma },
             Episodes::Discounts(&disc),
-            Episodes::Flags { gamma, terminated: &term, truncation: None },
             Episodes::Flags {
                 gamma,
                 terminated: &term,
-                truncation: Some(Truncation { truncated: &trunc, final_values: &values }),
+                truncation: None,
+            },
+            Episodes::Flags {
+                gamma,
+                terminated: &term,
+                truncation: Some(Truncation {
+                    truncated: &trunc,
+                    final_values: &values,
+                }),
             },
         ];
         let gpu_episodes: [Episodes<'_, _, T>; 4] = [
             Episodes::Constant { gamma },
             Episodes::Discounts(&g.6),
-            Episodes::Flags { gamma, terminated: &g.4, truncation: None },
             Episodes::Flags {
                 gamma,
                 terminated: &g.4,
-                truncation: Some(Truncation { truncated: &g.5, final_values: &g.1 }),
+                truncation: None,
+            },
+            Episodes::Flags {
+                gamma,
+                terminated: &g.4,
+                truncation: Some(Truncation {
+                    truncated: &g.5,
+                    final_values: &g.1,
+                }),
             },
         ];
         for (ce, ge) in cpu_episodes.into_iter().zip(gpu_episodes) {
             let what = format!("[{t}, {b}] {:?}", std::mem::discriminant(&ce));
             let mut c = vec![T::zero(); len];
             let mut o = gpu.alloc_zeros(len).unwrap();
-            cpu().discounted_returns(layout, &rewards, ce, &boot, &mut c).unwrap();
-            gpu.discounted_returns(layout, &g.0, ge, &g.3, &mut o).unwrap();
+            cpu()
+                .discounted_returns(layout, &rewards, ce, &boot, &mut c)
+                .unwrap();
+            gpu.discounted_returns(layout, &g.0, ge, &g.3, &mut o)
+                .unwrap();
             same(&format!("returns {what}"), &c, &gpu.download(&o).unwrap());
 
             let (mut ca, mut cr) = (vec![T::zero(); len], vec![T::zero(); len]);
             let (mut ga, mut gr) = (gpu.alloc_zeros(len).unwrap(), gpu.alloc_zeros(len).unwrap());
-            cpu().gae(layout, &rewards, &values, &boot, ce, lambda, &mut ca, Some(&mut cr)).unwrap();
-            gpu.gae(layout, &g.0, &g.1, &g.3, ge, lambda, &mut ga, Some(&mut gr)).unwrap();
+            cpu()
+                .gae(
+                    layout,
+                    &rewards,
+                    &values,
+                    &boot,
+                    ce,
+                    lambda,
+                    &mut ca,
+                    Some(&mut cr),
+                )
+                .unwrap();
+            gpu.gae(layout, &g.0, &g.1, &g.3, ge, lambda, &mut ga, Some(&mut gr))
+                .unwrap();
             same(&format!("gae {what}"), &ca, &gpu.download(&ga).unwrap());
-            same(&format!("gae returns {what}"), &cr, &gpu.download(&gr).unwrap());
+            same(
+                &format!("gae returns {what}"),
+                &cr,
+                &gpu.download(&gr).unwrap(),
+            );
 
-            cpu().lambda_returns(layout, &rewards, &values, ce, lambda, &mut c).unwrap();
-            gpu.lambda_returns(layout, &g.0, &g.1, ge, lambda, &mut o).unwrap();
+            cpu()
+                .lambda_returns(layout, &rewards, &values, ce, lambda, &mut c)
+                .unwrap();
+            gpu.lambda_returns(layout, &g.0, &g.1, ge, lambda, &mut o)
+                .unwrap();
             same(&format!("lambda {what}"), &c, &gpu.download(&o).unwrap());
 
             for n in [1, 3, 1000] {
-                cpu().n_step_returns(layout, &rewards, &values, ce, n, &mut c).unwrap();
-                gpu.n_step_returns(layout, &g.0, &g.1, ge, n, &mut o).unwrap();
-                same(&format!("n-step {n} {what}"), &c, &gpu.download(&o).unwrap());
+                cpu()
+                    .n_step_returns(layout, &rewards, &values, ce, n, &mut c)
+                    .unwrap();
+                gpu.n_step_returns(layout, &g.0, &g.1, ge, n, &mut o)
+                    .unwrap();
+                same(
+                    &format!("n-step {n} {what}"),
+                    &c,
+                    &gpu.download(&o).unwrap(),
+                );
             }
 
-            let params = VtraceParams { lambda, clip_rho: T::one(), clip_pg_rho: T::from_f64(1.5) };
-            cpu().vtrace(layout, &rewards, &values, &boot, &rhos, ce, params, &mut ca, &mut cr)
+            let params = VtraceParams {
+                lambda,
+                clip_rho: T::one(),
+                clip_pg_rho: T::from_f64(1.5),
+            };
+            cpu()
+                .vtrace(
+                    layout, &rewards, &values, &boot, &rhos, ce, params, &mut ca, &mut cr,
+                )
                 .unwrap();
-            gpu.vtrace(layout, &g.0, &g.1, &g.3, &g.2, ge, params, &mut ga, &mut gr).unwrap();
-            same(&format!("vtrace vs {what}"), &ca, &gpu.download(&ga).unwrap());
-            same(&format!("vtrace pg {what}"), &cr, &gpu.download(&gr).unwrap());
+            gpu.vtrace(layout, &g.0, &g.1, &g.3, &g.2, ge, params, &mut ga, &mut gr)
+                .unwrap();
+            same(
+                &format!("vtrace vs {what}"),
+                &ca,
+                &gpu.download(&ga).unwrap(),
+            );
+            same(
+                &format!("vtrace pg {what}"),
+                &cr,
+                &gpu.download(&gr).unwrap(),
+            );
         }
         let mut c = vec![T::zero(); len];
         let mut o = gpu.alloc_zeros(len).unwrap();
-        cpu().linear_recurrence(layout, &rewards, &disc, &boot, &mut c).unwrap();
-        gpu.linear_recurrence(layout, &g.0, &g.6, &g.3, &mut o).unwrap();
+        cpu()
+            .linear_recurrence(layout, &rewards, &disc, &boot, &mut c)
+            .unwrap();
+        gpu.linear_recurrence(layout, &g.0, &g.6, &g.3, &mut o)
+            .unwrap();
         same("linear_recurrence", &c, &gpu.download(&o).unwrap());
     }
 }
@@ -471,9 +592,19 @@ fn recurrences_run_the_canonical_scans() {
     }
 }
 
+type CpuTerm<'a, T> = MaskedTerm<'a, Vec<T>, T>;
+type GpuTerm<'a, T> = MaskedTerm<'a, rlgrad_cuda::CudaBuffer<T>, T>;
+type CpuMap<'a, T> = MaskedMap<'a, Vec<T>, T>;
+type GpuMap<'a, T> = MaskedMap<'a, rlgrad_cuda::CudaBuffer<T>, T>;
+
 fn sequences<T: Float>(gpu: &Cuda) {
     let mut rng = Rng::new(7, "cuda-sequence");
-    for lengths in [vec![], vec![0, 0], vec![3, 0, 5, 1], (0..300).map(|i| (i * 7) % 41).collect()] {
+    for lengths in [
+        vec![],
+        vec![0, 0],
+        vec![3, 0, 5, 1],
+        (0..300).map(|i| (i * 7) % 41).collect(),
+    ] {
         for features in [1, 2, 3, 4, 8] {
             let seqs = Sequences::new(&lengths, None).unwrap();
             let packed = seqs.total() * features;
@@ -497,12 +628,21 @@ fn sequences<T: Float>(gpu: &Cuda) {
             let other: Vec<T> = data(&mut rng, padded);
             let (gx, gother) = (gpu.upload(&x).unwrap(), gpu.upload(&other).unwrap());
             let shift = T::from_f64(0.3);
-            let terms: [(MaskedTerm<'_, Vec<T>, T>, MaskedTerm<'_, _, T>); 3] = [
+            let terms: [(CpuTerm<'_, T>, GpuTerm<'_, T>); 3] = [
                 (MaskedTerm::Value, MaskedTerm::Value),
-                (MaskedTerm::SquaredDeviation { mean: shift }, MaskedTerm::SquaredDeviation { mean: shift }),
                 (
-                    MaskedTerm::Product { other: &other, shift },
-                    MaskedTerm::Product { other: &gother, shift },
+                    MaskedTerm::SquaredDeviation { mean: shift },
+                    MaskedTerm::SquaredDeviation { mean: shift },
+                ),
+                (
+                    MaskedTerm::Product {
+                        other: &other,
+                        shift,
+                    },
+                    MaskedTerm::Product {
+                        other: &gother,
+                        shift,
+                    },
                 ),
             ];
             for (ct, gt) in terms {
@@ -518,25 +658,53 @@ fn sequences<T: Float>(gpu: &Cuda) {
             let per: Vec<T> = data(&mut rng, seqs.batch());
             let gper = gpu.upload(&per).unwrap();
             let (a, b) = (T::from_f64(0.5), T::from_f64(1.5));
-            let maps: [(MaskedMap<'_, Vec<T>, T>, MaskedMap<'_, _, T>); 5] = [
+            let maps: [(CpuMap<'_, T>, GpuMap<'_, T>); 5] = [
                 (MaskedMap::Fill(a), MaskedMap::Fill(a)),
                 (MaskedMap::PerSequence(&per), MaskedMap::PerSequence(&gper)),
-                (MaskedMap::Scale { shift: a, scale: b }, MaskedMap::Scale { shift: a, scale: b }),
                 (
-                    MaskedMap::Standardize { mean: a, denominator: b },
-                    MaskedMap::Standardize { mean: a, denominator: b },
+                    MaskedMap::Scale { shift: a, scale: b },
+                    MaskedMap::Scale { shift: a, scale: b },
                 ),
                 (
-                    MaskedMap::StandardizeBackward { grad: &other, grad_mean: a, mean: b, denominator: b, coefficient: a },
-                    MaskedMap::StandardizeBackward { grad: &gother, grad_mean: a, mean: b, denominator: b, coefficient: a },
+                    MaskedMap::Standardize {
+                        mean: a,
+                        denominator: b,
+                    },
+                    MaskedMap::Standardize {
+                        mean: a,
+                        denominator: b,
+                    },
+                ),
+                (
+                    MaskedMap::StandardizeBackward {
+                        grad: &other,
+                        grad_mean: a,
+                        mean: b,
+                        denominator: b,
+                        coefficient: a,
+                    },
+                    MaskedMap::StandardizeBackward {
+                        grad: &gother,
+                        grad_mean: a,
+                        mean: b,
+                        denominator: b,
+                        coefficient: a,
+                    },
                 ),
             ];
             for (cm, gm) in maps {
                 let mut c = vec![T::one(); padded];
-                cpu().masked_map(&seqs, features, Some(&x), cm, &mut c).unwrap();
+                cpu()
+                    .masked_map(&seqs, features, Some(&x), cm, &mut c)
+                    .unwrap();
                 let mut g = gpu.upload(&vec![T::one(); padded]).unwrap();
-                gpu.masked_map(&seqs, features, Some(&gx), gm, &mut g).unwrap();
-                same(&format!("masked_map {cm:?}"), &c, &gpu.download(&g).unwrap());
+                gpu.masked_map(&seqs, features, Some(&gx), gm, &mut g)
+                    .unwrap();
+                same(
+                    &format!("masked_map {cm:?}"),
+                    &c,
+                    &gpu.download(&g).unwrap(),
+                );
             }
         }
     }
@@ -566,8 +734,14 @@ fn updates<T: Float>() -> Vec<Update<T>> {
         }))
     };
     let mut all = vec![
-        Update::Sgd(Sgd { lr: f(0.1), weight_decay: T::zero() }),
-        Update::Sgd(Sgd { lr: f(0.1), weight_decay: f(0.01) }),
+        Update::Sgd(Sgd {
+            lr: f(0.1),
+            weight_decay: T::zero(),
+        }),
+        Update::Sgd(Sgd {
+            lr: f(0.1),
+            weight_decay: f(0.01),
+        }),
         torch(false, T::zero(), T::one()),
         torch(true, f(0.01), T::one()),
         torch(false, T::zero(), f(0.999)),
@@ -580,10 +754,26 @@ fn updates<T: Float>() -> Vec<Update<T>> {
             weight_decay: f(0.004),
             amsgrad: true,
         }),
-        Update::Adagrad(Adagrad::Torch { clr: f(0.01), eps: f(1e-10), weight_decay: f(0.1) }),
-        Update::Adagrad(Adagrad::Keras { lr: f(0.01), eps: f(1e-7), weight_decay: T::zero() }),
-        Update::Momentum(Momentum::Keras { lr: f(0.01), momentum: f(0.9), nesterov: true, weight_decay: f(0.01) }),
-        Update::Momentum(Momentum::Core { lr: f(0.01), momentum: f(0.9) }),
+        Update::Adagrad(Adagrad::Torch {
+            clr: f(0.01),
+            eps: f(1e-10),
+            weight_decay: f(0.1),
+        }),
+        Update::Adagrad(Adagrad::Keras {
+            lr: f(0.01),
+            eps: f(1e-7),
+            weight_decay: T::zero(),
+        }),
+        Update::Momentum(Momentum::Keras {
+            lr: f(0.01),
+            momentum: f(0.9),
+            nesterov: true,
+            weight_decay: f(0.01),
+        }),
+        Update::Momentum(Momentum::Core {
+            lr: f(0.01),
+            momentum: f(0.9),
+        }),
     ];
     for (nesterov, first_step) in [(false, true), (true, false)] {
         all.push(Update::Momentum(Momentum::Torch {
@@ -626,7 +816,9 @@ fn optimizers<T: Float>(gpu: &Cuda) {
             let (mut cp, mut cs) = (param.clone(), slots.clone());
             for _ in 0..3 {
                 let mut refs: Vec<&mut Vec<T>> = cs.iter_mut().collect();
-                Cpu::new(Par::rayon(2)).update(&update, &mut cp, &grad, &mut refs).unwrap();
+                Cpu::new(Par::rayon(2))
+                    .update(&update, &mut cp, &grad, &mut refs)
+                    .unwrap();
             }
             let mut gp = gpu.upload(&param).unwrap();
             let gg = gpu.upload(&grad).unwrap();
@@ -635,7 +827,11 @@ fn optimizers<T: Float>(gpu: &Cuda) {
                 let mut refs: Vec<_> = gs.iter_mut().collect();
                 gpu.update(&update, &mut gp, &gg, &mut refs).unwrap();
             }
-            same(&format!("{update:?} param"), &cp, &gpu.download(&gp).unwrap());
+            same(
+                &format!("{update:?} param"),
+                &cp,
+                &gpu.download(&gp).unwrap(),
+            );
             for ((name, c), g) in update.slot_names().iter().zip(&cs).zip(&gs) {
                 same(&format!("{update:?} {name}"), c, &gpu.download(g).unwrap());
             }
@@ -658,15 +854,23 @@ fn a_warmed_up_loop_takes_its_buffers_from_the_cache() {
     let x = gpu.upload(&vec![1.5f32; 1000]).unwrap();
     let step = || {
         let mut y = gpu.alloc_output::<f32>(1000).unwrap();
-        gpu.unary(UnaryOp::Exp, View::new(&x, &layout), std::sync::Arc::get_mut(&mut y).unwrap())
-            .unwrap();
+        gpu.unary(
+            UnaryOp::Exp,
+            View::new(&x, &layout),
+            std::sync::Arc::get_mut(&mut y).unwrap(),
+        )
+        .unwrap();
         gpu.recycle(y);
     };
     step();
     let cached = gpu.cached_bytes();
     assert!(cached >= 4000);
     step();
-    assert_eq!(gpu.cached_bytes(), cached, "the second step reused the buffer");
+    assert_eq!(
+        gpu.cached_bytes(),
+        cached,
+        "the second step reused the buffer"
+    );
 }
 
 #[test]

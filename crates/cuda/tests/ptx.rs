@@ -19,7 +19,12 @@ fn every_kernel_source_compiles_to_ptx() {
                 .unwrap_or_else(|e| panic!("{} for {arch:?}: {e}", family.name()));
             // FMA contraction is off: only matmul's canonical formula has fused multiply-adds.
             let fused = ptx.contains("fma.rn");
-            assert_eq!(fused, family == Family::Matmul, "{}: fma.rn in PTX", family.name());
+            assert_eq!(
+                fused,
+                family == Family::Matmul,
+                "{}: fma.rn in PTX",
+                family.name()
+            );
             for kernel in family.kernels() {
                 for suffix in ["f32", "f64"] {
                     let entry = format!(".entry {kernel}_{suffix}(");
