@@ -91,3 +91,8 @@ mod strided;
 
 pub use compile::{Family, nvrtc_available};
 pub use device::{Cuda, CudaBuffer};
+
+/// The README's examples, compiled as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
