@@ -303,7 +303,7 @@ impl<T: Float> Td3<T> {
         self.tape.reset();
         self.critic_opt.apply_gradients(&mut self.critic, &grads)?;
 
-        if self.iteration % 2 == 0 {
+        if self.iteration.is_multiple_of(2) {
             let tape = &self.tape;
             let s = tape.constant(&state);
             let sa = Var::concat(&[&s, &self.actor.forward(tape, &s)?], 1)?;

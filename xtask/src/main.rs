@@ -6,7 +6,9 @@
 //! cargo xtask parity [DIR] [--suite S]...
 //!                                     reference vectors (default: the vendored parity/)
 //! cargo xtask bench [FILTER]          the criterion benches
-//! cargo xtask gpu-bench               the CUDA benches (needs rlgrad-cuda and a GPU)
+//! cargo xtask parity --device cuda    the suites with device kernels, on the GPU
+//! cargo xtask gpu-bench [--out FILE]  rlgrad's CUDA kernels beside PyTorch on one GPU
+//! cargo xtask gpu-build               test and bench binaries in gpu-bin/ for a GPU machine
 //! cargo xtask converge                the TF guide's convergence test, plotted
 //! cargo xtask interop                 checkpoints and event files against Python's readers
 //! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
@@ -28,10 +30,19 @@ commands:
   test                       cargo fmt --check, clippy -D warnings, warning-free cargo doc,
                              cargo test, parity
   proptest [--cases N]       only the property tests (names starting prop_), N cases each
-  parity [DIR] [--suite S]   run reference vectors (default DIR: the vendored parity/);
-                             --suite may repeat; ends with `N passed, N failed`
+  parity [DIR] [--suite S] [--device cpu|cuda]
+                             run reference vectors (default DIR: the vendored parity/);
+                             --suite may repeat; ends with `N passed, N failed`;
+                             --device cuda runs the suites whose ops go through device
+                             kernels (returns) on GPU 0; without a GPU it says so and
+                             exits 0
   bench [FILTER]             criterion benches (results in target/criterion)
-  gpu-bench                  CUDA benches
+  gpu-bench [--out FILE]     rlgrad's CUDA kernels and PyTorch's on the same GPU, one
+                             sitting: a table (GB/s, share of copy bandwidth, ratio to
+                             PyTorch) and JSON; without a GPU it says so and exits 0
+  gpu-build                  builds the CUDA test binaries, the bench and xtask with
+                             --release into gpu-bin/ and prints how to run them on a
+                             GPU machine
   converge                   the convergence test of GD, momentum and Adam on
                              L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts
                              in target/converge/
@@ -54,7 +65,8 @@ fn main() -> ExitCode {
         Some("proptest") => proptest(&args[1..]),
         Some("parity") => parity_command(&args[1..]),
         Some("bench") => bench(&args[1..]),
-        Some("gpu-bench") => gpu_bench(),
+        Some("gpu-bench") => gpu_bench(&args[1..]),
+        Some("gpu-build") => gpu_build(),
         Some("converge") => converge::run(),
         Some("interop") => interop::run(),
         Some("compare") => compare::run(&args[1..]),
@@ -118,7 +130,9 @@ fn test() -> Result<(), String> {
         args.extend(features);
         cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
     }
-    cargo(&["test", "--workspace"], &[])?;
+    cargo(&["test", "--workspace", "--exclude", "rlgrad-cuda"], &[])?;
+    // The CUDA crate's tests print whether they ran on a GPU or were skipped, and why.
+    cargo(&["test", "-p", "rlgrad-cuda", "--", "--nocapture"], &[])?;
     let suites: Vec<String> = parity::implemented_suites()
         .iter()
         .map(|s| (*s).to_owned())
@@ -128,7 +142,7 @@ fn test() -> Result<(), String> {
         return Ok(());
     }
     eprintln!("xtask: parity --suite {}", suites.join(" --suite "));
-    parity::run(&parity::default_dir(), &suites)
+    parity::run(&parity::default_dir(), &suites, parity::Target::Cpu)
 }
 
 fn proptest(args: &[String]) -> Result<(), String> {
@@ -158,9 +172,16 @@ fn proptest(args: &[String]) -> Result<(), String> {
 fn parity_command(args: &[String]) -> Result<(), String> {
     let mut dir = None;
     let mut suites = Vec::new();
+    let mut target = parity::Target::Cpu;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
-        if arg == "--suite" {
+        if arg == "--device" {
+            target = match rest.next().map(String::as_str) {
+                Some("cpu") => parity::Target::Cpu,
+                Some("cuda") => parity::Target::Cuda,
+                other => return Err(format!("--device takes cpu or cuda, got {other:?}")),
+            };
+        } else if arg == "--suite" {
             let suite = rest.next().ok_or("--suite needs a suite name")?;
             suites.push(suite.clone());
         } else if arg.starts_with("--") {
@@ -169,7 +190,13 @@ fn parity_command(args: &[String]) -> Result<(), String> {
             return Err(format!("more than one directory given\n\n{USAGE}"));
         }
     }
-    parity::run(&dir.unwrap_or_else(parity::default_dir), &suites)
+    if target == parity::Target::Cuda
+        && let Err(why) = rlgrad_cuda::Cuda::new(0)
+    {
+        println!("parity --device cuda: SKIPPED, no case ran: {why}");
+        return Ok(());
+    }
+    parity::run(&dir.unwrap_or_else(parity::default_dir), &suites, target)
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
@@ -180,14 +207,84 @@ fn bench(args: &[String]) -> Result<(), String> {
     cargo(&cargo_args, &[])
 }
 
-fn gpu_bench() -> Result<(), String> {
-    if root().join("crates/cuda").is_dir() {
-        cargo(
-            &["bench", "--package", "rlgrad-cuda", "--features", "cuda"],
-            &[],
-        )
-    } else {
-        println!("gpu-bench: the rlgrad-cuda crate does not exist yet; nothing to run");
-        Ok(())
+fn gpu_bench(args: &[String]) -> Result<(), String> {
+    let mut cargo_args = vec![
+        "run",
+        "--release",
+        "-p",
+        "rlgrad-cuda",
+        "--bin",
+        "rlgrad-gpu-bench",
+        "--",
+    ];
+    cargo_args.extend(args.iter().map(String::as_str));
+    cargo(&cargo_args, &[])
+}
+
+/// Where `gpu-build` puts the binaries (git-ignored).
+const GPU_BIN: &str = "gpu-bin";
+
+fn gpu_build() -> Result<(), String> {
+    let root = root();
+    let out = root.join(GPU_BIN);
+    std::fs::create_dir_all(out.join("tests")).map_err(|e| format!("{}: {e}", out.display()))?;
+    cargo(
+        &[
+            "build",
+            "--release",
+            "-p",
+            "rlgrad-cuda",
+            "--bin",
+            "rlgrad-gpu-bench",
+        ],
+        &[],
+    )?;
+    cargo(&["build", "--release", "-p", "xtask"], &[])?;
+    // The test binaries: cargo names them in its JSON messages.
+    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo_bin)
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "rlgrad-cuda",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err("building the rlgrad-cuda tests failed".to_owned());
     }
+    let copy = |from: &Path, to: &Path| {
+        std::fs::copy(from, to)
+            .map(|_| ())
+            .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
+    };
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let is_test = message["profile"]["test"].as_bool() == Some(true);
+        if let (true, Some(path)) = (is_test, message["executable"].as_str()) {
+            let path = Path::new(path);
+            let name = message["target"]["name"].as_str().unwrap_or("lib");
+            copy(path, &out.join("tests").join(name))?;
+        }
+    }
+    let release = root.join("target/release");
+    copy(
+        &release.join("rlgrad-gpu-bench"),
+        &out.join("rlgrad-gpu-bench"),
+    )?;
+    copy(&release.join("xtask"), &out.join("xtask"))?;
+    println!(
+        "gpu-build: binaries in {GPU_BIN}/. On the GPU machine, from the repository root \
+         (the device tool's `run` with carry [\"{GPU_BIN}\"]):\n\n  \
+         for t in {GPU_BIN}/tests/*; do $t --nocapture || exit 1; done; \
+         {GPU_BIN}/xtask parity parity --device cuda; \
+         {GPU_BIN}/rlgrad-gpu-bench --out $OUT/gpu-bench.json"
+    );
+    Ok(())
 }

@@ -87,3 +87,8 @@ pub use tape::{Tape, Var};
 pub use rlgrad_core::{Cpu, Error, Result};
 pub use rlgrad_mask::{PadOrder, Sequences};
 pub use rlgrad_tensor::Tensor;
+
+/// The README's examples, compiled and run as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -253,13 +253,7 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
     /// (batch-major), a scalar:
     /// [`rlgrad_mask::masked_sum`]'s canonical order, so the padding is never read.
     pub fn masked_sum(&self, seqs: &Sequences) -> Result<Self> {
-        let features = padded_features("Var::masked_sum", self, seqs)?;
-        let op = MaskedReduce {
-            seqs: seqs.clone(),
-            features,
-            reduction: Reduction::Sum,
-        };
-        self.tape().custom(op, &[self])
+        self.masked_reduce("Var::masked_sum", seqs, Reduction::Sum)
     }
 
     /// The mean over the valid steps of a padded `[B, T]` or `[B, T, F]` batch (RLlib's
@@ -282,11 +276,20 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
     pub fn masked_mean(&self, seqs: &Sequences) -> Result<Self> {
-        let features = padded_features("Var::masked_mean", self, seqs)?;
+        self.masked_reduce("Var::masked_mean", seqs, Reduction::Mean)
+    }
+
+    fn masked_reduce(
+        &self,
+        function: &'static str,
+        seqs: &Sequences,
+        reduction: Reduction,
+    ) -> Result<Self> {
+        let features = padded_features(function, self, seqs)?;
         let op = MaskedReduce {
             seqs: seqs.clone(),
             features,
-            reduction: Reduction::Mean,
+            reduction,
         };
         self.tape().custom(op, &[self])
     }

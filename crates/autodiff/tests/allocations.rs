@@ -4,11 +4,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp};
-use rlgrad_autodiff::{ApplyGradients, Tape};
-use rlgrad_core::{Cpu, Par, Rng};
-use rlgrad_optim::{Adam, Optimizer};
-use rlgrad_tensor::Tensor;
+use rlgrad_core::Par;
+
+mod common;
 
 struct Counting;
 
@@ -41,42 +39,17 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn a_warmed_up_training_step_allocates_nothing() {
-    let cpu = Cpu::new(Par::Seq);
-    let mut rng = Rng::new(3, "allocations");
-    let mut model = Mlp::<f32>::new_on(
-        &cpu,
-        "model",
-        &[8, 64, 64, 1],
-        Activation::Relu,
-        Activation::Identity,
-        Init::TorchDefault,
-        &mut rng,
-    )
-    .unwrap();
-    let mut adam = Optimizer::new_on(cpu, Adam::torch(), 5e-4).unwrap();
-    let x = Tensor::rand_normal_on(&cpu, [100, 8], 0.0, 1.0, &mut rng).unwrap();
-    let advantages = Tensor::rand_normal_on(&cpu, [100, 1], 0.0, 1.0, &mut rng).unwrap();
-    let mut tape = Tape::new_on(&cpu);
-    let mut step = |tape: &mut Tape<f32>| {
-        tape.reset();
-        let out = model.forward(tape, &tape.constant(&x)).unwrap();
-        let loss = out
-            .mul(&tape.constant(&advantages))
-            .unwrap()
-            .mean_all()
-            .unwrap();
-        let grads = tape.gradient(&loss, &[&model]).unwrap();
-        adam.apply_gradients(&mut model, &grads).unwrap();
-    };
+    let mut training = common::Training::new(Par::Seq, &[8, 64, 64, 1], 100);
     for _ in 0..5 {
-        step(&mut tape);
+        training.step();
     }
+    let before = training.parameter_bits();
     let (count, bytes) = (
         ALLOCATIONS.load(Ordering::Relaxed),
         BYTES.load(Ordering::Relaxed),
     );
     for _ in 0..20 {
-        step(&mut tape);
+        training.step();
     }
     let count = ALLOCATIONS.load(Ordering::Relaxed) - count;
     let bytes = BYTES.load(Ordering::Relaxed) - bytes;
@@ -84,5 +57,10 @@ fn a_warmed_up_training_step_allocates_nothing() {
         (count, bytes),
         (0, 0),
         "20 warmed-up steps allocated {count} times, {bytes} bytes"
+    );
+    assert_ne!(
+        training.parameter_bits(),
+        before,
+        "the steps trained nothing"
     );
 }

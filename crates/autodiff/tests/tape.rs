@@ -2,6 +2,8 @@
 //! parameters need, consumption, bad input as errors, and the same bits at any thread
 //! count for a whole training run.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -9,8 +11,8 @@ use rlgrad_autodiff::nn::{
     Activation, Forward, Init, Linear, Mlp, Module, hard_update, soft_update,
 };
 use rlgrad_autodiff::{ApplyGradients, CustomOp, Param, Tape};
-use rlgrad_core::{Cpu, Par, Result, Rng, strategies};
-use rlgrad_optim::{Adam, Optimizer, Sgd};
+use rlgrad_core::{Par, Result, Rng, strategies};
+use rlgrad_optim::{Optimizer, Sgd};
 use rlgrad_tensor::Tensor;
 
 fn tensor(data: &[f64], shape: &[usize]) -> Tensor<f64> {
@@ -220,6 +222,12 @@ fn a_consumed_tape_says_so_and_a_persistent_one_does_not() {
 }
 
 #[test]
+fn a_tape_can_move_to_another_thread() {
+    fn send<S: Send>(_: S) {}
+    send(Tape::<f32>::new());
+}
+
+#[test]
 fn a_no_grad_tape_records_nothing() {
     let w = Param::new("w", tensor(&[3.0], &[1])).unwrap();
     let tape = Tape::new().no_grad();
@@ -350,56 +358,13 @@ fn apply_gradients_refuses_a_parameter_without_gradient_and_changes_nothing() {
     assert_eq!(sgd.step_count(), 0);
 }
 
-/// `steps` Adam steps (lr 5e-4) of an MLP of `sizes` on batches of `batch` rows with loss
-/// `mean(model(x) * A)`, on a device with `par`: the final parameters' bits.
+/// `steps` steps of the shared training loop: the final parameters' bits.
 fn training_run(par: Par, sizes: &[usize], batch: usize, steps: usize) -> Vec<Vec<u32>> {
-    let cpu = Cpu::new(par);
-    let mut rng = Rng::new(2026, "seed-mlp");
-    let mut model = Mlp::<f32>::new_on(
-        &cpu,
-        "model",
-        sizes,
-        Activation::Relu,
-        Activation::Identity,
-        Init::TorchDefault,
-        &mut rng,
-    )
-    .unwrap();
-    let mut adam = Optimizer::new_on(cpu, Adam::torch(), 5e-4).unwrap();
-    let (inputs, outputs) = (sizes[0], sizes[sizes.len() - 1]);
-    let batches: Vec<(Tensor<f32>, Tensor<f32>)> = (0..16)
-        .map(|_| {
-            (
-                Tensor::rand_normal_on(&cpu, [batch, inputs], 0.0, 1.0, &mut rng).unwrap(),
-                Tensor::rand_normal_on(&cpu, [batch, outputs], 0.0, 1.0, &mut rng).unwrap(),
-            )
-        })
-        .collect();
-    let mut tape = Tape::new_on(&cpu);
-    for step in 0..steps {
-        tape.reset();
-        let (x, advantages) = &batches[step % batches.len()];
-        let out = model.forward(&tape, &tape.constant(x)).unwrap();
-        let loss = out
-            .mul(&tape.constant(advantages))
-            .unwrap()
-            .mean_all()
-            .unwrap();
-        let grads = tape.gradient(&loss, &[&model]).unwrap();
-        adam.apply_gradients(&mut model, &grads).unwrap();
+    let mut training = common::Training::new(par, sizes, batch);
+    for _ in 0..steps {
+        training.step();
     }
-    model
-        .parameters()
-        .iter()
-        .map(|p| {
-            p.value()
-                .to_vec()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        })
-        .collect()
+    training.parameter_bits()
 }
 
 #[test]

@@ -4,12 +4,12 @@
 use rlgrad_autodiff::Param;
 use rlgrad_autodiff::nn::Module;
 use rlgrad_core::{Float, Result};
-use rlgrad_tensor::TensorDevice;
+use rlgrad_tensor::{Tensor, TensorDevice};
 
 use crate::checkpoint::Checkpoint;
 use crate::dtype::Scalar;
-use crate::restore::{Need, Report, Restore, Target};
-use crate::tensor::stored_like;
+use crate::restore::Restore;
+use crate::tensor::{TensorSlot, TensorTarget};
 
 /// `prefix/name`, or `name` for an empty prefix.
 fn entry_name(prefix: &str, name: &str) -> String {
@@ -64,40 +64,14 @@ impl Checkpoint {
     }
 }
 
-struct ParamTarget<'a, T: Float, D: TensorDevice<T>> {
-    name: String,
-    param: &'a mut Param<T, D>,
-}
-
-impl<T, D> Target for ParamTarget<'_, T, D>
-where
-    T: Float + Scalar,
-    D: TensorDevice<T>,
-{
-    fn name(&self) -> &str {
-        &self.name
+impl<T: Float + Scalar, D: TensorDevice<T>> TensorSlot for &mut Param<T, D> {
+    type Element = T;
+    type Device = D;
+    fn current(&self) -> &Tensor<T, D> {
+        self.value()
     }
-
-    fn check(&mut self, checkpoint: &Checkpoint, report: &mut Report) {
-        report.expect(
-            checkpoint,
-            &self.name,
-            Need::Target,
-            <T as Scalar>::DTYPE,
-            self.param.value().dims(),
-        );
-    }
-
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
-        if let Some(value) = stored_like(checkpoint, &self.name, self.param.value())? {
-            self.param.set_value(value)?;
-        }
-        Ok(())
-    }
-
-    fn may_fail(&self) -> bool {
-        // Uploading to a device can fail.
-        true
+    fn replace(&mut self, value: Tensor<T, D>) -> Result<()> {
+        self.set_value(value)
     }
 }
 
@@ -118,7 +92,7 @@ impl<'a> Restore<'a> {
         module.visit_mut(&mut |p| params.push(p));
         for param in params {
             let name = entry_name(prefix, param.name());
-            self.push(ParamTarget { name, param });
+            self.push(TensorTarget { name, slot: param });
         }
         self
     }

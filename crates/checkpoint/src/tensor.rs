@@ -36,35 +36,34 @@ impl Checkpoint {
     }
 }
 
-/// The tensor stored under `name` (checked to have `like`'s dtype and shape), on `like`'s
-/// device; `None` when nothing is stored under `name`.
-pub(crate) fn stored_like<T, D>(
-    checkpoint: &Checkpoint,
-    name: &str,
-    like: &Tensor<T, D>,
-) -> Result<Option<Tensor<T, D>>>
-where
-    T: Float + Scalar,
-    D: TensorDevice<T>,
-{
-    let Some(stored) = checkpoint.stored(name) else {
-        return Ok(None);
-    };
-    let mut values = vec![T::default(); like.numel()];
-    T::decode_le_bytes(&stored.bytes, &mut values);
-    Tensor::from_vec_on(like.device(), values, like.shape().clone()).map(Some)
+/// Something holding a tensor that a restore replaces: a `Tensor`, or (feature
+/// `autodiff`) a parameter, which keeps its shape.
+pub(crate) trait TensorSlot {
+    type Element: Float + Scalar;
+    type Device: TensorDevice<Self::Element>;
+    fn current(&self) -> &Tensor<Self::Element, Self::Device>;
+    fn replace(&mut self, value: Tensor<Self::Element, Self::Device>) -> Result<()>;
 }
 
-struct TensorTarget<'a, T: Float, D: TensorDevice<T>> {
-    name: String,
-    tensor: &'a mut Tensor<T, D>,
+impl<T: Float + Scalar, D: TensorDevice<T>> TensorSlot for &mut Tensor<T, D> {
+    type Element = T;
+    type Device = D;
+    fn current(&self) -> &Tensor<T, D> {
+        self
+    }
+    fn replace(&mut self, value: Tensor<T, D>) -> Result<()> {
+        **self = value;
+        Ok(())
+    }
 }
 
-impl<T, D> Target for TensorTarget<'_, T, D>
-where
-    T: Float + Scalar,
-    D: TensorDevice<T>,
-{
+/// A slot restored from the entry `name`, which must hold the slot's dtype and shape.
+pub(crate) struct TensorTarget<S> {
+    pub(crate) name: String,
+    pub(crate) slot: S,
+}
+
+impl<S: TensorSlot> Target for TensorTarget<S> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -74,14 +73,18 @@ where
             checkpoint,
             &self.name,
             Need::Target,
-            <T as Scalar>::DTYPE,
-            self.tensor.dims(),
+            <S::Element as Scalar>::DTYPE,
+            self.slot.current().dims(),
         );
     }
 
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
-        if let Some(restored) = stored_like(checkpoint, &self.name, self.tensor)? {
-            *self.tensor = restored;
+    fn apply(mut self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+        if let Some(stored) = checkpoint.stored(&self.name) {
+            let like = self.slot.current();
+            let mut values = vec![S::Element::default(); like.numel()];
+            S::Element::decode_le_bytes(&stored.bytes, &mut values);
+            let restored = Tensor::from_vec_on(like.device(), values, like.shape().clone())?;
+            self.slot.replace(restored)?;
         }
         Ok(())
     }
@@ -102,7 +105,7 @@ impl<'a> Restore<'a> {
     {
         self.push(TensorTarget {
             name: name.to_owned(),
-            tensor,
+            slot: tensor,
         })
     }
 }

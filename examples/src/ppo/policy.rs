@@ -19,8 +19,9 @@ pub enum Memory {
 
 #[derive(Debug, Clone)]
 enum Encoder {
-    Lstm(Lstm),
-    Dense(Linear),
+    // Boxed: an LSTM is twice a dense layer's size, and both are hundreds of bytes.
+    Lstm(Box<Lstm>),
+    Dense(Box<Linear>),
 }
 
 /// One branch (the actor or the critic): encoder, `hidden` ReLU layer, linear head.
@@ -45,14 +46,19 @@ impl Branch {
         rng: &mut Rng,
     ) -> Result<Self> {
         let encoder = match memory {
-            Memory::Lstm => Encoder::Lstm(Lstm::new(&format!("{name}/lstm"), inputs, units, rng)?),
-            Memory::None => Encoder::Dense(Linear::new(
+            Memory::Lstm => Encoder::Lstm(Box::new(Lstm::new(
+                &format!("{name}/lstm"),
+                inputs,
+                units,
+                rng,
+            )?)),
+            Memory::None => Encoder::Dense(Box::new(Linear::new(
                 &format!("{name}/dense"),
                 inputs,
                 units,
                 Init::TorchDefault,
                 rng,
-            )?),
+            )?)),
         };
         let layer = |suffix: &str, inputs, outputs, rng: &mut Rng| {
             Linear::new(

@@ -42,13 +42,31 @@ const SUITES: &[(&str, &[(&str, Handler)])] = &[
     ("convergence", convergence::OPS),
 ];
 
+/// Where the cases run: the slice level (the Cpu), or the device level on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Every implemented suite, on the Cpu.
+    Cpu,
+    /// The suites whose ops go through device kernels, on `rlgrad-cuda`'s `Cuda` device:
+    /// returns (mask and optim run their parity cases on the slice level only so far).
+    Cuda,
+}
+
+/// The suites and ops of a target.
+fn suites(target: Target) -> &'static [(&'static str, &'static [(&'static str, Handler)])] {
+    match target {
+        Target::Cpu => SUITES,
+        Target::Cuda => &[("returns", returns::CUDA_OPS)],
+    }
+}
+
 /// Suites with an implementing crate in this workspace.
 pub fn implemented_suites() -> Vec<&'static str> {
     SUITES.iter().map(|(suite, _)| *suite).collect()
 }
 
-fn handler(suite: &str, op: &str) -> Option<Handler> {
-    SUITES
+fn handler(target: Target, suite: &str, op: &str) -> Option<Handler> {
+    suites(target)
         .iter()
         .find(|(s, _)| *s == suite)?
         .1
@@ -68,8 +86,14 @@ enum Outcome {
     Unsupported(String),
 }
 
-fn evaluate(case: &Case) -> Outcome {
-    let Some(handler) = handler(&case.suite, &case.op) else {
+fn evaluate(target: Target, case: &Case) -> Outcome {
+    let Some(handler) = handler(target, &case.suite, &case.op) else {
+        if target == Target::Cuda {
+            return Outcome::Unsupported(format!(
+                "`{}/{}` does not run on the Cuda device yet",
+                case.suite, case.op
+            ));
+        }
         return if implemented_suites().contains(&case.suite.as_str()) {
             Outcome::Fail(format!(
                 "unknown op `{}` of suite `{}`",
@@ -90,7 +114,7 @@ fn evaluate(case: &Case) -> Outcome {
 
 /// Runs every `*.json` case of `dir` (restricted to `suites` unless empty), prints a line
 /// per case and `N passed, N failed`; an error when a case failed or none ran.
-pub fn run(dir: &Path, suites: &[String]) -> Result<(), String> {
+pub fn run(dir: &Path, suites: &[String], target: Target) -> Result<(), String> {
     let cases = case::load_dir(dir)?;
     let (mut passed, mut failed, mut unsupported) = (0usize, 0usize, 0usize);
     let mut ran = 0usize;
@@ -110,7 +134,7 @@ pub fn run(dir: &Path, suites: &[String]) -> Result<(), String> {
         }
         ran += 1;
         let label = format!("{}/{}  {}", case.suite, case.op, case.name);
-        match evaluate(case) {
+        match evaluate(target, case) {
             Outcome::Pass(worst) => {
                 passed += 1;
                 println!(

@@ -1,6 +1,8 @@
 //! GRU and LSTM layers with PyTorch's equations, gate order and parameter layout, and a
 //! runner over padded batches with lengths.
 
+use std::marker::PhantomData;
+
 use rlgrad_core::kernels::sequence::Sequences;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
@@ -10,34 +12,77 @@ use super::Module;
 use crate::param::Param;
 use crate::tape::{Tape, Var};
 
-/// The four parameters of a recurrent layer in PyTorch's layout: `weight_ih`
-/// `[gates * H, F]`, `weight_hh` `[gates * H, H]`, `bias_ih` and `bias_hh`
-/// `[gates * H]`, all drawn uniform in `[-1/sqrt(H), 1/sqrt(H))` as PyTorch does.
+/// What makes a recurrent layer a GRU or an LSTM: its number of gates and the names of
+/// its constructors in messages (the equations are the `step` and `run` methods of
+/// [`Gru`] and [`Lstm`]). Sealed: those two are the cells.
+pub trait Cell: sealed::Sealed + std::fmt::Debug + Clone {
+    /// Gates per hidden unit: 3 for a GRU, 4 for an LSTM.
+    const GATES: usize;
+    /// The constructors, as errors name them.
+    const CONSTRUCTORS: (&'static str, &'static str);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::GruCell {}
+    impl Sealed for super::LstmCell {}
+}
+
+/// The GRU cell ([`Gru`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GruCell;
+
+impl Cell for GruCell {
+    const GATES: usize = 3;
+    const CONSTRUCTORS: (&'static str, &'static str) = ("Gru::new", "Gru::from_params");
+}
+
+/// The LSTM cell ([`Lstm`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LstmCell;
+
+impl Cell for LstmCell {
+    const GATES: usize = 4;
+    const CONSTRUCTORS: (&'static str, &'static str) = ("Lstm::new", "Lstm::from_params");
+}
+
+/// A one-layer recurrent network of cell `K` with PyTorch's parameters: `{name}/weight_ih`
+/// `[gates * H, F]`, `{name}/weight_hh` `[gates * H, H]`, `{name}/bias_ih` and
+/// `{name}/bias_hh` `[gates * H]` (as `torch.nn.GRU`/`LSTM`'s `*_l0`), all drawn uniform
+/// in `[-1/sqrt(H), 1/sqrt(H))` as PyTorch does. Use it as [`Gru`] or [`Lstm`].
 #[derive(Debug, Clone)]
-struct Weights<T: Float, D: Device> {
+pub struct Recurrent<K: Cell, T: Float = f32, D: Device = Cpu> {
     weight_ih: Param<T, D>,
     weight_hh: Param<T, D>,
     bias_ih: Param<T, D>,
     bias_hh: Param<T, D>,
     hidden: usize,
+    cell: PhantomData<K>,
 }
 
-impl<T: Float, D: Device> Weights<T, D> {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        function: &'static str,
+impl<K: Cell, T: Float> Recurrent<K, T, Cpu> {
+    /// A layer of `inputs` features and `hidden` units on the default [`Cpu`].
+    pub fn new(name: &str, inputs: usize, hidden: usize, rng: &mut Rng) -> Result<Self> {
+        Self::new_on(&Cpu::default(), name, inputs, hidden, rng)
+    }
+}
+
+impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
+    /// A layer on `device`. An error when `inputs` or `hidden` is zero.
+    pub fn new_on(
         device: &D,
         name: &str,
-        gates: usize,
         inputs: usize,
         hidden: usize,
         rng: &mut Rng,
     ) -> Result<Self> {
+        let function = K::CONSTRUCTORS.0;
         for (argument, value) in [("inputs", inputs), ("hidden", hidden)] {
             if value == 0 {
                 return Err(Error::value(function, argument, "at least 1 feature", 0));
             }
         }
+        let gates = K::GATES;
         let bound = T::from_f64(1.0 / (hidden as f64).sqrt());
         let mut draw = |suffix: &str, shape: Shape| -> Result<Param<T, D>> {
             Param::new(
@@ -51,18 +96,20 @@ impl<T: Float, D: Device> Weights<T, D> {
             bias_ih: draw("bias_ih", Shape::from([gates * hidden]))?,
             bias_hh: draw("bias_hh", Shape::from([gates * hidden]))?,
             hidden,
+            cell: PhantomData,
         })
     }
 
-    /// Weights from their parameters, checking PyTorch's layout for `gates` gates.
-    fn from_params(
-        function: &'static str,
-        gates: usize,
+    /// A layer from PyTorch-layout parameters (`weight_ih` `[gates * H, F]`, `weight_hh`
+    /// `[gates * H, H]`, biases `[gates * H]`), for instance loaded from a checkpoint of
+    /// `torch.nn.GRU` or `LSTM`. An error for other shapes.
+    pub fn from_params(
         weight_ih: Param<T, D>,
         weight_hh: Param<T, D>,
         bias_ih: Param<T, D>,
         bias_hh: Param<T, D>,
     ) -> Result<Self> {
+        let (function, gates) = (K::CONSTRUCTORS.1, K::GATES);
         let hidden = match weight_hh.shape().dims() {
             &[rows, h] if h > 0 && rows == gates * h => h,
             _ => {
@@ -101,9 +148,24 @@ impl<T: Float, D: Device> Weights<T, D> {
             bias_ih,
             bias_hh,
             hidden,
+            cell: PhantomData,
         })
     }
+}
 
+impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
+    /// The number of hidden units `H`.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    /// The number of input features `F`.
+    pub fn inputs(&self) -> usize {
+        self.weight_ih.shape().dims()[1]
+    }
+}
+
+impl<K: Cell, T: Float, D: Device> Module<T, D> for Recurrent<K, T, D> {
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
         f(&self.weight_ih);
         f(&self.weight_hh);
@@ -117,15 +179,11 @@ impl<T: Float, D: Device> Weights<T, D> {
         f(&mut self.bias_ih);
         f(&mut self.bias_hh);
     }
-
-    fn inputs(&self) -> usize {
-        self.weight_ih.shape().dims()[1]
-    }
 }
 
-impl<T: Float, D: TensorDevice<T>> Weights<T, D> {
+impl<K: Cell, T: Float, D: TensorDevice<T>> Recurrent<K, T, D> {
     /// `x @ weight_ih^T + bias_ih` for `x: [N, F]`.
-    fn input_gates<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
+    fn input_gates_of<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         x.matmul(&tape.param(&self.weight_ih).t()?)?
             .add(&tape.param(&self.bias_ih))
     }
@@ -167,7 +225,10 @@ impl<T: Float, D: TensorDevice<T>> Weights<T, D> {
 trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
     type State;
 
-    fn weights(&self) -> &Weights<T, D>;
+    fn inputs(&self) -> usize;
+
+    /// `x @ weight_ih^T + bias_ih` for `x: [N, F]`.
+    fn input_gates(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>>;
 
     /// The output and the next state from the input gates `x W_ih^T + b_ih` of one step.
     fn advance(
@@ -195,7 +256,7 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
         seqs: Option<&Sequences>,
         mut state: Self::State,
     ) -> Result<(Var<'t, T, D>, Self::State)> {
-        let inputs = self.weights().inputs();
+        let inputs = self.inputs();
         if x.shape().ndim() != 3 || x.dims()[2] != inputs {
             return Err(Error::shape(
                 function,
@@ -219,7 +280,7 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
             ));
         }
         let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
-        let gates = self.weights().input_gates(tape, &time_major)?;
+        let gates = self.input_gates(tape, &time_major)?;
         let valid = match seqs {
             Some(s) => {
                 let flags: Vec<T> = (0..steps)
@@ -267,8 +328,7 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
 /// h' = (h - n) * z + n            (= (1 - z) n + z h, in ATen's order of operations)
 /// ```
 ///
-/// Parameters `{name}/weight_ih` `[3H, F]`, `{name}/weight_hh` `[3H, H]`,
-/// `{name}/bias_ih`, `{name}/bias_hh` `[3H]`, as `torch.nn.GRU`'s `*_l0`.
+/// Parameters as [`Recurrent`] says, with `gates = 3`.
 ///
 /// ```
 /// use rlgrad_autodiff::nn::Gru;
@@ -284,56 +344,47 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
 /// assert_eq!((outputs.dims(), last.dims()), (&[2, 5, 8][..], &[2, 8][..]));
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
+pub type Gru<T = f32, D = Cpu> = Recurrent<GruCell, T, D>;
+
+/// A one-layer LSTM with PyTorch's equations and gate order (`i`, `f`, `g`, `o`):
+///
+/// ```text
+/// gates = (x W_ih^T + b_ih) + (h W_hh^T + b_hh)
+/// i, f, o = sigmoid(gates_i), sigmoid(gates_f), sigmoid(gates_o);  g = tanh(gates_g)
+/// c' = f * c + i * g;   h' = o * tanh(c')
+/// ```
+///
+/// Parameters as [`Recurrent`] says, with `gates = 4`.
+pub type Lstm<T = f32, D = Cpu> = Recurrent<LstmCell, T, D>;
+
+/// The state of an [`Lstm`]: hidden `h` and cell `c`, `[B, H]` each.
 #[derive(Debug, Clone)]
-pub struct Gru<T: Float = f32, D: Device = Cpu> {
-    weights: Weights<T, D>,
+pub struct LstmState<'t, T: Float = f32, D: TensorDevice<T> = Cpu> {
+    /// The hidden state.
+    pub h: Var<'t, T, D>,
+    /// The cell state.
+    pub c: Var<'t, T, D>,
 }
 
-impl<T: Float> Gru<T, Cpu> {
-    /// A GRU of `inputs` features and `hidden` units on the default [`Cpu`].
-    pub fn new(name: &str, inputs: usize, hidden: usize, rng: &mut Rng) -> Result<Self> {
-        Self::new_on(&Cpu::default(), name, inputs, hidden, rng)
-    }
-}
-
-impl<T: Float, D: Device> Gru<T, D> {
-    /// A GRU on `device`. An error when `inputs` or `hidden` is zero.
-    pub fn new_on(
-        device: &D,
-        name: &str,
-        inputs: usize,
-        hidden: usize,
-        rng: &mut Rng,
-    ) -> Result<Self> {
-        Ok(Self {
-            weights: Weights::new("Gru::new", device, name, 3, inputs, hidden, rng)?,
-        })
-    }
-
-    /// A GRU from PyTorch-layout parameters (`weight_ih` `[3H, F]`, `weight_hh`
-    /// `[3H, H]`, biases `[3H]`), for instance loaded from a checkpoint of
-    /// `torch.nn.GRU`. An error for other shapes.
-    pub fn from_params(
-        weight_ih: Param<T, D>,
-        weight_hh: Param<T, D>,
-        bias_ih: Param<T, D>,
-        bias_hh: Param<T, D>,
-    ) -> Result<Self> {
-        Ok(Self {
-            weights: Weights::from_params(
-                "Gru::from_params",
-                3,
-                weight_ih,
-                weight_hh,
-                bias_ih,
-                bias_hh,
-            )?,
-        })
-    }
-
-    /// The number of hidden units `H`.
-    pub fn hidden(&self) -> usize {
-        self.weights.hidden
+impl<K: Cell, T: Float, D: TensorDevice<T>> Recurrent<K, T, D> {
+    /// The state a run starts from: `given` when it is `[batch, H]`, zeros when `None`.
+    fn initial_state<'t>(
+        &self,
+        function: &'static str,
+        tape: &'t Tape<T, D>,
+        given: Option<&Var<'t, T, D>>,
+        batch: usize,
+    ) -> Result<Var<'t, T, D>> {
+        match given {
+            Some(h) if h.dims() == [batch, self.hidden] => Ok(h.clone()),
+            Some(h) => Err(Error::shape(
+                function,
+                "state0",
+                format_args!("[{batch}, {}]", self.hidden),
+                h.shape(),
+            )),
+            None => Ok(tape.constant(&Tensor::zeros_on(tape.device(), [batch, self.hidden])?)),
+        }
     }
 }
 
@@ -344,8 +395,8 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
         gi: &Var<'t, T, D>,
         h: &Var<'t, T, D>,
     ) -> Result<Var<'t, T, D>> {
-        let hidden = self.weights.hidden;
-        let gh = self.weights.hidden_gates(tape, h)?;
+        let hidden = self.hidden;
+        let gh = self.hidden_gates(tape, h)?;
         let gate = |v: &Var<'t, T, D>, k: usize| v.narrow(1, k * hidden, hidden);
         let r = gate(gi, 0)?.add(&gate(&gh, 0)?)?.sigmoid()?;
         let z = gate(gi, 1)?.add(&gate(&gh, 1)?)?.sigmoid()?;
@@ -360,8 +411,8 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
         x: &Var<'t, T, D>,
         h: &Var<'t, T, D>,
     ) -> Result<Var<'t, T, D>> {
-        self.weights.check_step("Gru::step", x, h)?;
-        self.cell(tape, &self.weights.input_gates(tape, x)?, h)
+        self.check_step("Gru::step", x, h)?;
+        self.cell(tape, &Recurrence::input_gates(self, tape, x)?, h)
     }
 
     /// The GRU over a padded batch-major `x` `[B, T, F]` from `h0` `[B, H]` (zeros when
@@ -376,16 +427,68 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
         h0: Option<&Var<'t, T, D>>,
     ) -> Result<(Var<'t, T, D>, Var<'t, T, D>)> {
         let batch = x.dims().first().copied().unwrap_or(0);
-        let h0 = initial_state(tape, h0, batch, self.hidden(), "Gru::run")?;
+        let h0 = self.initial_state("Gru::run", tape, h0, batch)?;
         Recurrence::run(self, "Gru::run", tape, x, seqs, h0)
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Lstm<T, D> {
+    fn cell<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        gi: &Var<'t, T, D>,
+        state: &LstmState<'t, T, D>,
+    ) -> Result<LstmState<'t, T, D>> {
+        let hidden = self.hidden;
+        let gates = gi.add(&self.hidden_gates(tape, &state.h)?)?;
+        let gate = |k: usize| gates.narrow(1, k * hidden, hidden);
+        let (i, f) = (gate(0)?.sigmoid()?, gate(1)?.sigmoid()?);
+        let (g, o) = (gate(2)?.tanh()?, gate(3)?.sigmoid()?);
+        let c = f.mul(&state.c)?.add(&i.mul(&g)?)?;
+        let h = o.mul(&c.tanh()?)?;
+        Ok(LstmState { h, c })
+    }
+
+    /// One step from `x` `[B, F]` and `state`.
+    pub fn step<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        state: &LstmState<'t, T, D>,
+    ) -> Result<LstmState<'t, T, D>> {
+        self.check_step("Lstm::step", x, &state.h)?;
+        self.check_step("Lstm::step", x, &state.c)?;
+        self.cell(tape, &Recurrence::input_gates(self, tape, x)?, state)
+    }
+
+    /// The LSTM over a padded batch-major `x` `[B, T, F]` from `state0` (zeros when
+    /// `None`): the outputs (`h` at every step) `[B, T, H]` and the last state, with
+    /// `seqs` handled as in [`Gru::run`].
+    pub fn run<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        seqs: Option<&Sequences>,
+        state0: Option<&LstmState<'t, T, D>>,
+    ) -> Result<(Var<'t, T, D>, LstmState<'t, T, D>)> {
+        let batch = x.dims().first().copied().unwrap_or(0);
+        let state0 = LstmState {
+            h: self.initial_state("Lstm::run", tape, state0.map(|s| &s.h), batch)?,
+            c: self.initial_state("Lstm::run", tape, state0.map(|s| &s.c), batch)?,
+        };
+        Recurrence::run(self, "Lstm::run", tape, x, seqs, state0)
     }
 }
 
 impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
     type State = Var<'t, T, D>;
 
-    fn weights(&self) -> &Weights<T, D> {
-        &self.weights
+    fn inputs(&self) -> usize {
+        Recurrent::inputs(self)
+    }
+
+    fn input_gates(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
+        self.input_gates_of(tape, x)
     }
 
     fn advance(
@@ -407,151 +510,15 @@ impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
     }
 }
 
-impl<T: Float, D: Device> Module<T, D> for Gru<T, D> {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
-        self.weights.visit(f);
-    }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
-        self.weights.visit_mut(f);
-    }
-}
-
-/// The state of an [`Lstm`]: hidden `h` and cell `c`, `[B, H]` each.
-#[derive(Debug, Clone)]
-pub struct LstmState<'t, T: Float = f32, D: TensorDevice<T> = Cpu> {
-    /// The hidden state.
-    pub h: Var<'t, T, D>,
-    /// The cell state.
-    pub c: Var<'t, T, D>,
-}
-
-/// A one-layer LSTM with PyTorch's equations and gate order (`i`, `f`, `g`, `o`):
-///
-/// ```text
-/// gates = (x W_ih^T + b_ih) + (h W_hh^T + b_hh)
-/// i, f, o = sigmoid(gates_i), sigmoid(gates_f), sigmoid(gates_o);  g = tanh(gates_g)
-/// c' = f * c + i * g;   h' = o * tanh(c')
-/// ```
-///
-/// Parameters `{name}/weight_ih` `[4H, F]`, `{name}/weight_hh` `[4H, H]`,
-/// `{name}/bias_ih`, `{name}/bias_hh` `[4H]`.
-#[derive(Debug, Clone)]
-pub struct Lstm<T: Float = f32, D: Device = Cpu> {
-    weights: Weights<T, D>,
-}
-
-impl<T: Float> Lstm<T, Cpu> {
-    /// An LSTM of `inputs` features and `hidden` units on the default [`Cpu`].
-    pub fn new(name: &str, inputs: usize, hidden: usize, rng: &mut Rng) -> Result<Self> {
-        Self::new_on(&Cpu::default(), name, inputs, hidden, rng)
-    }
-}
-
-impl<T: Float, D: Device> Lstm<T, D> {
-    /// An LSTM on `device`. An error when `inputs` or `hidden` is zero.
-    pub fn new_on(
-        device: &D,
-        name: &str,
-        inputs: usize,
-        hidden: usize,
-        rng: &mut Rng,
-    ) -> Result<Self> {
-        Ok(Self {
-            weights: Weights::new("Lstm::new", device, name, 4, inputs, hidden, rng)?,
-        })
-    }
-
-    /// An LSTM from PyTorch-layout parameters (`weight_ih` `[4H, F]`, `weight_hh`
-    /// `[4H, H]`, biases `[4H]`). An error for other shapes.
-    pub fn from_params(
-        weight_ih: Param<T, D>,
-        weight_hh: Param<T, D>,
-        bias_ih: Param<T, D>,
-        bias_hh: Param<T, D>,
-    ) -> Result<Self> {
-        Ok(Self {
-            weights: Weights::from_params(
-                "Lstm::from_params",
-                4,
-                weight_ih,
-                weight_hh,
-                bias_ih,
-                bias_hh,
-            )?,
-        })
-    }
-
-    /// The number of hidden units `H`.
-    pub fn hidden(&self) -> usize {
-        self.weights.hidden
-    }
-}
-
-impl<T: Float, D: TensorDevice<T>> Lstm<T, D> {
-    fn cell<'t>(
-        &self,
-        tape: &'t Tape<T, D>,
-        gi: &Var<'t, T, D>,
-        state: &LstmState<'t, T, D>,
-    ) -> Result<LstmState<'t, T, D>> {
-        let hidden = self.weights.hidden;
-        let gates = gi.add(&self.weights.hidden_gates(tape, &state.h)?)?;
-        let gate = |k: usize| gates.narrow(1, k * hidden, hidden);
-        let (i, f) = (gate(0)?.sigmoid()?, gate(1)?.sigmoid()?);
-        let (g, o) = (gate(2)?.tanh()?, gate(3)?.sigmoid()?);
-        let c = f.mul(&state.c)?.add(&i.mul(&g)?)?;
-        let h = o.mul(&c.tanh()?)?;
-        Ok(LstmState { h, c })
-    }
-
-    /// One step from `x` `[B, F]` and `state`.
-    pub fn step<'t>(
-        &self,
-        tape: &'t Tape<T, D>,
-        x: &Var<'t, T, D>,
-        state: &LstmState<'t, T, D>,
-    ) -> Result<LstmState<'t, T, D>> {
-        self.weights.check_step("Lstm::step", x, &state.h)?;
-        self.weights.check_step("Lstm::step", x, &state.c)?;
-        self.cell(tape, &self.weights.input_gates(tape, x)?, state)
-    }
-
-    /// The LSTM over a padded batch-major `x` `[B, T, F]` from `state0` (zeros when
-    /// `None`): the outputs (`h` at every step) `[B, T, H]` and the last state, with
-    /// `seqs` handled as in [`Gru::run`].
-    pub fn run<'t>(
-        &self,
-        tape: &'t Tape<T, D>,
-        x: &Var<'t, T, D>,
-        seqs: Option<&Sequences>,
-        state0: Option<&LstmState<'t, T, D>>,
-    ) -> Result<(Var<'t, T, D>, LstmState<'t, T, D>)> {
-        let batch = x.dims().first().copied().unwrap_or(0);
-        let state0 = LstmState {
-            h: initial_state(
-                tape,
-                state0.map(|s| &s.h),
-                batch,
-                self.hidden(),
-                "Lstm::run",
-            )?,
-            c: initial_state(
-                tape,
-                state0.map(|s| &s.c),
-                batch,
-                self.hidden(),
-                "Lstm::run",
-            )?,
-        };
-        Recurrence::run(self, "Lstm::run", tape, x, seqs, state0)
-    }
-}
-
 impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
     type State = LstmState<'t, T, D>;
 
-    fn weights(&self) -> &Weights<T, D> {
-        &self.weights
+    fn inputs(&self) -> usize {
+        Recurrent::inputs(self)
+    }
+
+    fn input_gates(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
+        self.input_gates_of(tape, x)
     }
 
     fn advance(
@@ -573,34 +540,5 @@ impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
             h: Var::where_cond(valid, &next.h, &previous.h)?,
             c: Var::where_cond(valid, &next.c, &previous.c)?,
         })
-    }
-}
-
-impl<T: Float, D: Device> Module<T, D> for Lstm<T, D> {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
-        self.weights.visit(f);
-    }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
-        self.weights.visit_mut(f);
-    }
-}
-
-/// `given` when it is `[batch, hidden]`, zeros when `None`.
-fn initial_state<'t, T: Float, D: TensorDevice<T>>(
-    tape: &'t Tape<T, D>,
-    given: Option<&Var<'t, T, D>>,
-    batch: usize,
-    hidden: usize,
-    function: &'static str,
-) -> Result<Var<'t, T, D>> {
-    match given {
-        Some(h) if h.dims() == [batch, hidden] => Ok(h.clone()),
-        Some(h) => Err(Error::shape(
-            function,
-            "state0",
-            format_args!("[{batch}, {hidden}]"),
-            h.shape(),
-        )),
-        None => Ok(tape.constant(&Tensor::zeros_on(tape.device(), [batch, hidden])?)),
     }
 }

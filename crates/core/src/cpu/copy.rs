@@ -19,24 +19,7 @@ impl<T: Float> CopyKernel<T> for Cpu {
     fn copy(&self, x: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
         check_view("Cpu::copy", "x", x)?;
         check_output("Cpu::copy", out, x.layout.numel())?;
-        let par = self.par.for_work(out.len(), MIN_TASK);
-        par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            for_each_run(
-                [x.layout],
-                ci * CHUNK,
-                chunk.len(),
-                |pos, [s], [st], count| {
-                    let run = &mut chunk[pos..pos + count];
-                    if st == 1 {
-                        run.copy_from_slice(&x.buffer[s..s + count]);
-                    } else {
-                        for (i, o) in run.iter_mut().enumerate() {
-                            *o = x.buffer[s + i * st];
-                        }
-                    }
-                },
-            );
-        });
+        super::elementwise::map(self.par, x, out, |v| v);
         Ok(())
     }
 

@@ -26,9 +26,14 @@ fn same_shape<T>(
     }
 }
 
-/// `out[i] = f(x[i])` over a view.
+/// `out[i] = f(x[i])` over a view (a copy for the identity).
 #[inline(always)]
-fn map<T: Float>(par: Par, x: View<'_, Vec<T>>, out: &mut [T], f: impl Fn(T) -> T + Sync + Send) {
+pub(super) fn map<T: Float>(
+    par: Par,
+    x: View<'_, Vec<T>>,
+    out: &mut [T],
+    f: impl Fn(T) -> T + Sync + Send,
+) {
     let par = par.for_work(out.len(), MIN_TASK);
     match dense(x) {
         Some(src) => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {

@@ -719,58 +719,40 @@ mod tests {
             }
             .transposed();
             run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c));
-            run("baseline", &|c| {
-                with_pack::<f64, _>(256 * 1024, |b_pack| {
-                    blocked::<f64, Portable, 4, 8>(
-                        Operands {
-                            m,
-                            n,
-                            k,
-                            a: sa,
-                            b: sb,
-                            b_pack,
-                            c_strides: (n, 1),
-                        },
-                        c,
-                    )
+            // The blocked product with `kernel`, on this thread's packing buffer.
+            let blocked_with = |c: &mut [f64], kernel: &dyn Fn(Operands<'_, f64>, &mut [f64])| {
+                with_pack::<f64, _>(KC * NC, |b_pack| {
+                    let operands = Operands {
+                        m,
+                        n,
+                        k,
+                        a: sa,
+                        b: sb,
+                        b_pack,
+                        c_strides: (n, 1),
+                    };
+                    kernel(operands, c)
                 })
+            };
+            run("baseline", &|c| {
+                blocked_with(c, &|o, c| blocked::<f64, Portable, 4, 8>(o, c))
             });
             run("parallel", &|c| gemm(m, n, k, sa, sb, c, Par::rayon(3)));
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("fma") {
                 if std::arch::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU supports AVX2 and FMA, checked just above.
                     run("avx2", &|c| {
-                        with_pack::<f64, _>(256 * 1024, |b_pack| {
-                            let operands = Operands {
-                                m,
-                                n,
-                                k,
-                                a: sa,
-                                b: sb,
-                                b_pack,
-                                c_strides: (n, 1),
-                            };
-                            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-                            unsafe { x86::avx2(operands, c) }
+                        blocked_with(c, &|o, c| {
+                            // SAFETY: the CPU supports AVX2 and FMA, checked above.
+                            unsafe { x86::avx2(o, c) }
                         })
                     });
                 }
                 if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
                     run("avx512", &|c| {
-                        with_pack::<f64, _>(256 * 1024, |b_pack| {
-                            let operands = Operands {
-                                m,
-                                n,
-                                k,
-                                a: sa,
-                                b: sb,
-                                b_pack,
-                                c_strides: (n, 1),
-                            };
-                            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
-                            unsafe { x86::avx512(operands, c) }
+                        blocked_with(c, &|o, c| {
+                            // SAFETY: the CPU supports AVX-512F and FMA, checked above.
+                            unsafe { x86::avx512(o, c) }
                         })
                     });
                 }

@@ -1,0 +1,72 @@
+"""PyTorch's side of rlgrad-gpu-bench: the same workloads on the same GPU, timed with
+CUDA events. Prints one JSON object {workload: milliseconds} on stdout. Run by the bench
+binary (which embeds this file); needs torch with CUDA."""
+import json
+import sys
+
+import torch
+
+
+def timed(fn, repeats):
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
+def main():
+    quick = "--quick" in sys.argv
+    dev = torch.device("cuda")
+    out = {}
+    big = 1 << (22 if quick else 28)
+    x = torch.randn(big, device=dev)
+    y = torch.empty_like(x)
+    out["copy"] = timed(lambda: y.copy_(x), 20)
+    out["sum"] = timed(lambda: x.sum(), 20)
+    del y
+    for n in ([1 << 20] if quick else [1 << 24, 1 << 28]):
+        p = torch.randn(n, device=dev)
+        g = torch.randn(n, device=dev)
+        opt = torch.optim.Adam([p], lr=1e-3, fused=True)
+        p.grad = g
+        out[f"adam {n}"] = timed(opt.step, 20)
+        del p, g, opt
+    for t, b in ([(256, 64)] if quick else [(2048, 64), (2048, 4096)]):
+        r = torch.randn(t, b, device=dev)
+        v = torch.randn(t, b, device=dev)
+        term = (torch.rand(t, b, device=dev) < 0.01).float()
+        boot = torch.randn(b, device=dev)
+        adv = torch.empty_like(r)
+
+        def gae():
+            acc = torch.zeros(b, device=dev)
+            v_next = boot
+            for s in range(t - 1, -1, -1):
+                d = 0.99 * (1.0 - term[s])
+                delta = r[s] + d * v_next - v[s]
+                acc = delta + 0.95 * d * acc
+                adv[s] = acc
+                v_next = v[s]
+
+        out[f"gae {t}x{b}"] = timed(gae, 3)
+    batch, features = (512, 16) if quick else (4096, 64)
+    lengths = torch.tensor([1 + i % 256 for i in range(batch)], device=dev)
+    mask = torch.arange(256, device=dev)[None, :] < lengths[:, None]
+    flat = torch.randn(int(lengths.sum()), features, device=dev)
+    padded = torch.zeros(batch, 256, features, device=dev)
+
+    def pad():
+        padded.zero_()
+        padded[mask] = flat
+
+    out["pad"] = timed(pad, 20)
+    out["unpad"] = timed(lambda: padded[mask], 20)
+    print(json.dumps(out))
+
+
+main()

@@ -1,0 +1,206 @@
+// Fused optimizer updates (rlgrad_core::kernels::optim): one thread per parameter element,
+// the formula of each rule's documentation in its order of operations (the Cpu's
+// Update::apply_chunk), step scalars computed on the host. Optional slots are null.
+
+#define EACH for (u64 i = first_index(); i < n; i += grid_stride())
+
+template <typename T> __device__ void sgd(T* p, const T* g, u64 n, T lr, T wd) {
+    EACH {
+        T grad = wd != (T)0 ? g[i] + wd * p[i] : g[i];
+        p[i] = p[i] - lr * grad;
+    }
+}
+
+template <typename T>
+__device__ void momentum_torch(T* p, const T* g, T* buf, u64 n, T lr, T momentum, T dampening,
+                               int nesterov, T wd, int first_step) {
+    T one_minus_dampening = (T)1 - dampening;
+    EACH {
+        T grad = wd != (T)0 ? g[i] + wd * p[i] : g[i];
+        T b = first_step ? grad : buf[i] * momentum + one_minus_dampening * grad;
+        buf[i] = b;
+        T d = nesterov ? grad + momentum * b : b;
+        p[i] = p[i] - lr * d;
+    }
+}
+
+template <typename T>
+__device__ void momentum_keras(T* p, const T* g, T* velocity, u64 n, T lr, T momentum,
+                               int nesterov, T wd) {
+    EACH {
+        T param = p[i];
+        if (wd != (T)0) param = param - (param * wd) * lr;
+        T v = velocity[i] * momentum - g[i] * lr;
+        velocity[i] = v;
+        p[i] = nesterov ? param + (v * momentum - g[i] * lr) : param + v;
+    }
+}
+
+template <typename T>
+__device__ void momentum_core(T* p, const T* g, T* change, u64 n, T lr, T momentum) {
+    EACH {
+        T c = lr * g[i] + momentum * change[i];
+        change[i] = c;
+        p[i] = p[i] - c;
+    }
+}
+
+template <typename T>
+__device__ void adam_torch(T* p, const T* g, T* m, T* v, T* v_max, u64 n, T step_size,
+                           T bias_correction2_sqrt, T one_minus_beta1, T beta2,
+                           T one_minus_beta2, T eps, T wd, T keep) {
+    T neg_step = -step_size;
+    EACH {
+        T param = p[i];
+        T grad = g[i];
+        if (keep != (T)1) param = param * keep;
+        if (wd != (T)0) grad = grad + wd * param;
+        T mi = m[i] + one_minus_beta1 * (grad - m[i]);
+        T vi = v[i] * beta2 + one_minus_beta2 * (grad * grad);
+        m[i] = mi;
+        v[i] = vi;
+        T vv = vi;
+        if (v_max) {
+            vv = max2(v_max[i], vi);
+            v_max[i] = vv;
+        }
+        p[i] = param + (neg_step * mi) / (rl_sqrt_t(vv) / bias_correction2_sqrt + eps);
+    }
+}
+
+template <typename T>
+__device__ void adam_keras(T* p, const T* g, T* m, T* v, T* v_max, u64 n, T alpha, T lr,
+                           T one_minus_beta1, T one_minus_beta2, T eps, T wd) {
+    EACH {
+        T param = p[i];
+        T grad = g[i];
+        if (wd != (T)0) param = param - (param * wd) * lr;
+        T mi = m[i] + (grad - m[i]) * one_minus_beta1;
+        T vi = v[i] + (grad * grad - v[i]) * one_minus_beta2;
+        m[i] = mi;
+        v[i] = vi;
+        T vv = vi;
+        if (v_max) {
+            vv = max2(v_max[i], vi);
+            v_max[i] = vv;
+        }
+        p[i] = param - (mi * alpha) / (rl_sqrt_t(vv) + eps);
+    }
+}
+
+template <typename T>
+__device__ void rmsprop(T* p, const T* g, T* square_avg, T* grad_avg, T* buffer, u64 n,
+                        int torch, T lr, T alpha, T one_minus_alpha, T eps, T momentum, T wd) {
+    EACH {
+        T param = p[i];
+        T grad = g[i];
+        if (torch) {
+            if (wd != (T)0) grad = grad + wd * param;
+            T sq = square_avg[i] * alpha + one_minus_alpha * (grad * grad);
+            square_avg[i] = sq;
+            T avg;
+            if (grad_avg) {
+                T ga = grad_avg[i] + one_minus_alpha * (grad - grad_avg[i]);
+                grad_avg[i] = ga;
+                avg = rl_sqrt_t(sq + (T)-1 * (ga * ga)) + eps;
+            } else {
+                avg = rl_sqrt_t(sq) + eps;
+            }
+            if (buffer) {
+                T b = buffer[i] * momentum + grad / avg;
+                buffer[i] = b;
+                p[i] = param + (-lr) * b;
+            } else {
+                p[i] = param + ((-lr) * grad) / avg;
+            }
+        } else {
+            if (wd != (T)0) param = param - (param * wd) * lr;
+            T sq = alpha * square_avg[i] + one_minus_alpha * (grad * grad);
+            square_avg[i] = sq;
+            T denominator;
+            if (grad_avg) {
+                T ga = alpha * grad_avg[i] + one_minus_alpha * grad;
+                grad_avg[i] = ga;
+                denominator = sq - ga * ga + eps;
+            } else {
+                denominator = sq + eps;
+            }
+            T increment = (lr * grad) / rl_sqrt_t(denominator);
+            if (buffer) {
+                T b = momentum * buffer[i] + increment;
+                buffer[i] = b;
+                p[i] = param - b;
+            } else {
+                p[i] = param - increment;
+            }
+        }
+    }
+}
+
+template <typename T>
+__device__ void adagrad_torch(T* p, const T* g, T* sum, u64 n, T clr, T eps, T wd) {
+    T neg_clr = -clr;
+    EACH {
+        T grad = wd != (T)0 ? g[i] + wd * p[i] : g[i];
+        T s = sum[i] + grad * grad;
+        sum[i] = s;
+        p[i] = p[i] + (neg_clr * grad) / (rl_sqrt_t(s) + eps);
+    }
+}
+
+template <typename T>
+__device__ void adagrad_keras(T* p, const T* g, T* sum, u64 n, T lr, T eps, T wd) {
+    EACH {
+        T param = p[i];
+        if (wd != (T)0) param = param - (param * wd) * lr;
+        T s = sum[i] + g[i] * g[i];
+        sum[i] = s;
+        p[i] = param - (lr * g[i]) / rl_sqrt_t(s + eps);
+    }
+}
+
+#define OPTIM_KERNELS(T, S)                                                                \
+    extern "C" __global__ void sgd_##S(T* p, const T* g, u64 n, T lr, T wd) {              \
+        sgd<T>(p, g, n, lr, wd);                                                           \
+    }                                                                                      \
+    extern "C" __global__ void momentum_torch_##S(T* p, const T* g, T* buf, u64 n, T lr,   \
+                                                  T momentum, T dampening, int nesterov,   \
+                                                  T wd, int first_step) {                  \
+        momentum_torch<T>(p, g, buf, n, lr, momentum, dampening, nesterov, wd, first_step); \
+    }                                                                                      \
+    extern "C" __global__ void momentum_keras_##S(T* p, const T* g, T* velocity, u64 n,    \
+                                                  T lr, T momentum, int nesterov, T wd) {  \
+        momentum_keras<T>(p, g, velocity, n, lr, momentum, nesterov, wd);                  \
+    }                                                                                      \
+    extern "C" __global__ void momentum_core_##S(T* p, const T* g, T* change, u64 n, T lr, \
+                                                 T momentum) {                             \
+        momentum_core<T>(p, g, change, n, lr, momentum);                                   \
+    }                                                                                      \
+    extern "C" __global__ void adam_torch_##S(T* p, const T* g, T* m, T* v, T* v_max,      \
+                                              u64 n, T step_size, T bc2_sqrt, T omb1,      \
+                                              T beta2, T omb2, T eps, T wd, T keep) {      \
+        adam_torch<T>(p, g, m, v, v_max, n, step_size, bc2_sqrt, omb1, beta2, omb2, eps,   \
+                      wd, keep);                                                           \
+    }                                                                                      \
+    extern "C" __global__ void adam_keras_##S(T* p, const T* g, T* m, T* v, T* v_max,      \
+                                              u64 n, T alpha, T lr, T omb1, T omb2, T eps, \
+                                              T wd) {                                      \
+        adam_keras<T>(p, g, m, v, v_max, n, alpha, lr, omb1, omb2, eps, wd);               \
+    }                                                                                      \
+    extern "C" __global__ void rmsprop_##S(T* p, const T* g, T* square_avg, T* grad_avg,   \
+                                           T* buffer, u64 n, int torch, T lr, T alpha,     \
+                                           T oma, T eps, T momentum, T wd) {               \
+        rmsprop<T>(p, g, square_avg, grad_avg, buffer, n, torch, lr, alpha, oma, eps,      \
+                   momentum, wd);                                                          \
+    }                                                                                      \
+    extern "C" __global__ void adagrad_torch_##S(T* p, const T* g, T* sum, u64 n, T clr,   \
+                                                 T eps, T wd) {                            \
+        adagrad_torch<T>(p, g, sum, n, clr, eps, wd);                                      \
+    }                                                                                      \
+    extern "C" __global__ void adagrad_keras_##S(T* p, const T* g, T* sum, u64 n, T lr,    \
+                                                 T eps, T wd) {                            \
+        adagrad_keras<T>(p, g, sum, n, lr, eps, wd);                                       \
+    }
+
+OPTIM_KERNELS(float, f32)
+OPTIM_KERNELS(double, f64)

@@ -1,0 +1,547 @@
+//! The [`Cuda`] device: one context and one stream per GPU, a caching allocator, the
+//! kernel modules, and the [`Device`] implementation (allocate, upload, download).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchArgs,
+    LaunchConfig, PushKernelArg,
+};
+use rlgrad_core::{Device, Element, Error, Float, Result};
+
+use crate::compile::Family;
+use crate::strided::Strided;
+
+/// A buffer of `len` elements of `E` in GPU memory (the [`Device::Buffer`] of [`Cuda`]).
+pub struct CudaBuffer<E> {
+    bytes: CudaSlice<u8>,
+    len: usize,
+    element: PhantomData<E>,
+}
+
+impl<E> fmt::Debug for CudaBuffer<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CudaBuffer({} elements)", self.len)
+    }
+}
+
+impl<E> CudaBuffer<E> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A GPU. Cloning is cheap (a shared handle); [`Cuda::new`] hands out the same device for
+/// the same ordinal, so every handle shares one stream, one allocator and one set of
+/// compiled kernels.
+///
+/// All work is queued on the device's one stream, in call order: a kernel sees the
+/// results of every call before it, and [`Device::download`] waits for them.
+#[derive(Clone)]
+pub struct Cuda {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ordinal: usize,
+    name: String,
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: Option<&'static str>,
+    modules: [OnceLock<Arc<CudaModule>>; Family::ALL.len()],
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    pool: Mutex<Pool>,
+}
+
+impl fmt::Debug for Cuda {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cuda({}: {})", self.name(), self.inner.name)
+    }
+}
+
+/// Free buffers by size in bytes, like PyTorch's CUDA caching allocator: a warmed-up
+/// loop takes every buffer it needs from here.
+#[derive(Default)]
+struct Pool {
+    free: HashMap<usize, Vec<CudaSlice<u8>>>,
+    bytes: usize,
+    limit: usize,
+}
+
+/// Compute capabilities NVRTC 13 can target directly; others get NVRTC's default PTX,
+/// which the driver compiles for the GPU at load time.
+fn arch_name(major: i32, minor: i32) -> Option<&'static str> {
+    Some(match (major, minor) {
+        (7, 5) => "compute_75",
+        (8, 0) => "compute_80",
+        (8, 6) => "compute_86",
+        (8, 7) => "compute_87",
+        (8, 9) => "compute_89",
+        (9, 0) => "compute_90",
+        (10, 0) => "compute_100",
+        (10, 3) => "compute_103",
+        (11, 0) => "compute_110",
+        (12, 0) => "compute_120",
+        (12, 1) => "compute_121",
+        _ => return None,
+    })
+}
+
+static DEVICES: OnceLock<Mutex<HashMap<usize, Cuda>>> = OnceLock::new();
+
+impl Cuda {
+    /// The GPU with this ordinal (0 is the first), opened once per process. An error that
+    /// says why when there is none: no CUDA driver library (`libcuda.so.1`), no NVRTC
+    /// library, no device with this ordinal, or a driver that refuses the context.
+    ///
+    /// ```
+    /// use rlgrad_cuda::Cuda;
+    /// match Cuda::new(0) {
+    ///     Ok(gpu) => println!("running on {gpu:?}"),
+    ///     Err(why) => println!("no GPU: {why}"),
+    /// }
+    /// ```
+    pub fn new(ordinal: usize) -> Result<Cuda> {
+        let devices = DEVICES.get_or_init(Mutex::default);
+        let mut devices = devices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(device) = devices.get(&ordinal) {
+            return Ok(device.clone());
+        }
+        let device = Self::open(ordinal)?;
+        devices.insert(ordinal, device.clone());
+        Ok(device)
+    }
+
+    fn open(ordinal: usize) -> Result<Cuda> {
+        let fail = |message: String| Error::Device {
+            function: "Cuda::new",
+            device: format!("cuda:{ordinal}"),
+            message,
+        };
+        // cudarc panics when a library it needs is missing: ask first.
+        // SAFETY: only tries to open the driver library by its candidate names.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(fail(
+                "no CUDA driver library (libcuda.so.1): no NVIDIA driver on this machine"
+                    .to_owned(),
+            ));
+        }
+        crate::compile::nvrtc_available().map_err(|e| fail(e.to_string()))?;
+        // A driver older than the CUDA 13 API cudarc was built for lacks symbols, which
+        // cudarc reports by panicking: that, too, becomes an error.
+        std::panic::catch_unwind(AssertUnwindSafe(|| Self::open_context(ordinal)))
+            .map_err(|panic| {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "the CUDA driver failed".to_owned());
+                fail(why)
+            })?
+            .map_err(fail)
+    }
+
+    fn open_context(ordinal: usize) -> std::result::Result<Cuda, String> {
+        let count = CudaContext::device_count().map_err(|e| format!("no CUDA device ({e})"))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(format!(
+                "no device with ordinal {ordinal}: {count} device(s) found"
+            ));
+        }
+        let context = CudaContext::new(ordinal).map_err(|e| e.to_string())?;
+        // SAFETY: every buffer of this device is allocated, used and freed on its one
+        // stream (below), whose order already serializes all reads and writes; the event
+        // tracking that cudarc does for multi-stream use is not needed, and no buffer was
+        // allocated before this call.
+        unsafe { context.disable_event_tracking() };
+        let stream = context.new_stream().map_err(|e| e.to_string())?;
+        let name = context.name().map_err(|e| e.to_string())?;
+        let (major, minor) = context.compute_capability().map_err(|e| e.to_string())?;
+        let total = context.total_mem().map_err(|e| e.to_string())?;
+        Ok(Cuda {
+            inner: Arc::new(Inner {
+                ordinal,
+                name,
+                context,
+                stream,
+                arch: arch_name(major, minor),
+                modules: std::array::from_fn(|_| OnceLock::new()),
+                functions: Mutex::default(),
+                pool: Mutex::new(Pool {
+                    limit: total / 2,
+                    ..Pool::default()
+                }),
+            }),
+        })
+    }
+
+    /// Copies `source` into `target` (equal lengths) with the driver's device-to-device
+    /// copy: the memory-bandwidth yardstick of `rlgrad-gpu-bench`.
+    pub fn copy_buffer<E: Element>(
+        &self,
+        source: &CudaBuffer<E>,
+        target: &mut CudaBuffer<E>,
+    ) -> Result<()> {
+        crate::strided::check_len("Cuda::copy_buffer", "target", target, source.len)?;
+        let bytes = source.len * E::DTYPE.size_in_bytes();
+        if bytes == 0 {
+            return Ok(());
+        }
+        let from = source.bytes.slice(..bytes);
+        let mut to = target.bytes.slice_mut(..bytes);
+        self.inner
+            .stream
+            .memcpy_dtod(&from, &mut to)
+            .map_err(|e| self.error("Cuda::copy_buffer", e))
+    }
+
+    /// The GPU's model name (`"NVIDIA H100 80GB HBM3"`).
+    pub fn model(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The most bytes the caching allocator keeps in free buffers (half of the GPU's
+    /// memory unless [`Cuda::set_cache_limit`] says otherwise).
+    pub fn cache_limit(&self) -> usize {
+        self.pool().limit
+    }
+
+    /// Sets the most bytes the caching allocator keeps (0: no caching); buffers already
+    /// cached beyond the new limit are freed.
+    pub fn set_cache_limit(&self, bytes: usize) {
+        let mut pool = self.pool();
+        pool.limit = bytes;
+        if pool.bytes > bytes {
+            pool.free.clear();
+            pool.bytes = 0;
+        }
+    }
+
+    /// The bytes held by free buffers in the cache.
+    pub fn cached_bytes(&self) -> usize {
+        self.pool().bytes
+    }
+
+    /// Frees every cached buffer.
+    pub fn clear_cache(&self) {
+        let mut pool = self.pool();
+        pool.free.clear();
+        pool.bytes = 0;
+    }
+
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.inner.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn error(&self, function: &'static str, message: impl fmt::Display) -> Error {
+        Error::Device {
+            function,
+            device: self.name(),
+            message: message.to_string(),
+        }
+    }
+
+    /// `bytes` of device memory, from the cache when a free buffer of that size is
+    /// there; contents unspecified. A failed allocation empties the cache and tries once
+    /// more.
+    fn raw_alloc(&self, function: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
+        // cuMemAlloc refuses zero bytes: an empty buffer holds one unused word.
+        let size = bytes.max(4);
+        if let Some(slice) = self.take_cached(size) {
+            return Ok(slice);
+        }
+        // SAFETY: the memory is uninitialized, and every caller overwrites it (a kernel
+        // writing every element, an upload, a memset) before reading it.
+        match unsafe { self.inner.stream.alloc::<u8>(size) } {
+            Ok(slice) => Ok(slice),
+            Err(_) => {
+                self.clear_cache();
+                // SAFETY: as above.
+                unsafe { self.inner.stream.alloc::<u8>(size) }.map_err(|e| {
+                    self.error(function, format_args!("cannot allocate {bytes} bytes: {e}"))
+                })
+            }
+        }
+    }
+
+    fn take_cached(&self, size: usize) -> Option<CudaSlice<u8>> {
+        let mut pool = self.pool();
+        let slice = pool.free.get_mut(&size)?.pop()?;
+        pool.bytes -= size;
+        Some(slice)
+    }
+
+    fn give_back(&self, slice: CudaSlice<u8>) {
+        let size = slice.len();
+        let mut pool = self.pool();
+        if pool.bytes.saturating_add(size) <= pool.limit {
+            pool.bytes += size;
+            pool.free.entry(size).or_default().push(slice);
+        }
+    }
+
+    /// A buffer of `len` elements with unspecified contents: for outputs and scratch
+    /// that a kernel overwrites entirely.
+    pub(crate) fn uninit<E: Copy>(
+        &self,
+        function: &'static str,
+        len: usize,
+    ) -> Result<CudaBuffer<E>> {
+        let bytes = len.checked_mul(std::mem::size_of::<E>()).ok_or_else(|| {
+            self.error(
+                function,
+                format_args!("{len} elements overflow the address space"),
+            )
+        })?;
+        Ok(CudaBuffer {
+            bytes: self.raw_alloc(function, bytes)?,
+            len,
+            element: PhantomData,
+        })
+    }
+
+    /// Hands a scratch buffer back to the cache (it is reused only by later work on the
+    /// same stream, so kernels still queued that read it are unaffected).
+    pub(crate) fn release<E>(&self, buffer: CudaBuffer<E>) {
+        self.give_back(buffer.bytes);
+    }
+
+    /// The device address of a buffer, as a kernel parameter.
+    pub(crate) fn ptr<E>(&self, buffer: &CudaBuffer<E>) -> u64 {
+        let (address, _no_event_with_tracking_off) = buffer.bytes.device_ptr(&self.inner.stream);
+        address
+    }
+
+    /// A scratch copy of host indices or lengths as `u64`, for kernels to read.
+    pub(crate) fn upload_u64(
+        &self,
+        function: &'static str,
+        values: impl ExactSizeIterator<Item = usize>,
+    ) -> Result<CudaBuffer<u64>> {
+        let host: Vec<u64> = values.map(|v| v as u64).collect();
+        let mut buffer = self.uninit::<u64>(function, host.len())?;
+        self.copy_in(function, bytes_of(&host), &mut buffer)?;
+        Ok(buffer)
+    }
+
+    fn copy_in<E>(
+        &self,
+        function: &'static str,
+        host: &[u8],
+        buffer: &mut CudaBuffer<E>,
+    ) -> Result<()> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        let mut target = buffer.bytes.slice_mut(..host.len());
+        self.inner
+            .stream
+            .memcpy_htod(host, &mut target)
+            .map_err(|e| self.error(function, e))
+    }
+
+    /// Sets every byte of `buffer` to zero (`+0` for floats).
+    pub(crate) fn zero<E>(&self, function: &'static str, buffer: &mut CudaBuffer<E>) -> Result<()> {
+        self.inner
+            .stream
+            .memset_zeros(&mut buffer.bytes)
+            .map_err(|e| self.error(function, e))
+    }
+
+    /// The loaded function `<name>_<f32|f64>` of `family`, compiling and loading the
+    /// family's module the first time.
+    pub(crate) fn function<T: Float>(&self, family: Family, name: &str) -> Result<CudaFunction> {
+        let full = format!("{name}_{}", T::DTYPE.name());
+        let mut functions = self
+            .inner
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(function) = functions.get(&full) {
+            return Ok(function.clone());
+        }
+        let module = self.module(family)?;
+        let function = module
+            .load_function(&full)
+            .map_err(|e| self.error("Cuda::launch", format_args!("kernel {full}: {e}")))?;
+        functions.insert(full, function.clone());
+        Ok(function)
+    }
+
+    fn module(&self, family: Family) -> Result<Arc<CudaModule>> {
+        let cell = &self.inner.modules[family.index()];
+        if let Some(module) = cell.get() {
+            return Ok(Arc::clone(module));
+        }
+        let ptx = family.ptx(self.inner.arch)?;
+        let module =
+            self.inner.context.load_module(ptx).map_err(|e| {
+                self.error("Cuda::launch", format_args!("{}.cu: {e}", family.name()))
+            })?;
+        Ok(Arc::clone(cell.get_or_init(|| module)))
+    }
+
+    /// Launches `function` with `args` on the device's stream.
+    pub(crate) fn launch(
+        &self,
+        function: &'static str,
+        kernel: &CudaFunction,
+        config: LaunchConfig,
+        args: &[&dyn KernelArg],
+    ) -> Result<()> {
+        let mut builder = self.inner.stream.launch_builder(kernel);
+        for arg in args {
+            arg.push(&mut builder);
+        }
+        // SAFETY: the arguments match the kernel's parameter list (each family's Rust file
+        // passes them in the order of its `.cu` signature, pointers as u64 addresses of
+        // buffers that outlive the queued work: they are owned by the caller or released
+        // to this stream's cache, whose reuse is ordered after this kernel), and every
+        // index a kernel computes stays inside the sizes the Rust side checked.
+        unsafe { builder.launch(config) }
+            .map(|_| ())
+            .map_err(|e| self.error(function, e))
+    }
+}
+
+/// One kernel parameter.
+pub(crate) trait KernelArg {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>);
+}
+
+impl KernelArg for u64 {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
+        builder.arg(self);
+    }
+}
+
+impl KernelArg for i32 {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
+        builder.arg(self);
+    }
+}
+
+impl KernelArg for Strided {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
+        builder.arg(self);
+    }
+}
+
+/// A scalar of the element type, as the kernel's `T` parameter.
+pub(crate) enum Scalar {
+    F32(f32),
+    F64(f64),
+}
+
+impl Scalar {
+    pub(crate) fn of<T: Float>(value: T) -> Scalar {
+        match T::DTYPE {
+            rlgrad_core::DType::F32 => Scalar::F32(value.as_f64() as f32),
+            _ => Scalar::F64(value.as_f64()),
+        }
+    }
+}
+
+impl KernelArg for Scalar {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
+        match self {
+            Scalar::F32(v) => builder.arg(v),
+            Scalar::F64(v) => builder.arg(v),
+        };
+    }
+}
+
+/// Threads per block of the one-dimensional kernels (`BLOCK` in common.cuh).
+pub(crate) const BLOCK: u32 = 256;
+
+/// A grid-stride launch over `n` elements: enough blocks to fill any GPU, no more.
+pub(crate) fn grid(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(BLOCK as usize).clamp(1, 1 << 16) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn bytes_of<E: Copy>(values: &[E]) -> &[u8] {
+    // SAFETY: the element types are plain integers and floats (rlgrad's sealed `Element`
+    // types and u64) with no padding, so their memory is `size_of_val` initialized bytes,
+    // valid for the slice's lifetime.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
+}
+
+impl Device for Cuda {
+    type Buffer<E: Element> = CudaBuffer<E>;
+
+    fn name(&self) -> String {
+        format!("cuda:{}", self.inner.ordinal)
+    }
+
+    fn alloc_zeros<E: Element>(&self, len: usize) -> Result<CudaBuffer<E>> {
+        let mut buffer = self.uninit("Device::alloc_zeros", len)?;
+        self.zero("Device::alloc_zeros", &mut buffer)?;
+        Ok(buffer)
+    }
+
+    fn upload<E: Element>(&self, host: &[E]) -> Result<CudaBuffer<E>> {
+        let mut buffer = self.uninit("Device::upload", host.len())?;
+        self.copy_in("Device::upload", bytes_of(host), &mut buffer)?;
+        Ok(buffer)
+    }
+
+    /// A buffer from the cache when one of the same size is free, else a new one.
+    fn alloc_output<E: Element>(&self, len: usize) -> Result<Arc<CudaBuffer<E>>> {
+        Ok(Arc::new(self.uninit("Device::alloc_output", len)?))
+    }
+
+    /// Keeps the buffer in the cache (within its limit) when it is the last reference.
+    fn recycle<E: Element>(&self, buffer: Arc<CudaBuffer<E>>) {
+        if let Ok(buffer) = Arc::try_unwrap(buffer) {
+            self.release(buffer);
+        }
+    }
+
+    fn download<E: Element>(&self, buffer: &CudaBuffer<E>) -> Result<Vec<E>> {
+        let mut host =
+            rlgrad_core::cpu::alloc::try_zeroed::<E>(buffer.len, "Device::download", "buffer")?;
+        if buffer.len > 0 {
+            // SAFETY: as in `bytes_of`; every bit pattern is a valid value of these types,
+            // so the kernel's bytes written here are valid elements.
+            let target = unsafe {
+                std::slice::from_raw_parts_mut(
+                    host.as_mut_ptr().cast::<u8>(),
+                    std::mem::size_of_val(host.as_slice()),
+                )
+            };
+            let source = buffer.bytes.slice(..target.len());
+            self.inner
+                .stream
+                .memcpy_dtoh(&source, target)
+                .map_err(|e| self.error("Device::download", e))?;
+        }
+        self.synchronize()?;
+        Ok(host)
+    }
+
+    fn buffer_len<E: Element>(&self, buffer: &CudaBuffer<E>) -> usize {
+        buffer.len
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.inner
+            .stream
+            .synchronize()
+            .map_err(|e| self.error("Device::synchronize", e))
+    }
+}

@@ -1,0 +1,98 @@
+//! rlgrad-cuda: the [`Cuda`] device, every kernel trait of `rlgrad-core` on an NVIDIA GPU,
+//! giving the same bits as the [`Cpu`](rlgrad_core::Cpu) device.
+//!
+//! Change the device value and an rlgrad algorithm runs on the GPU: `Tensor<f32, Cuda>`,
+//! `Tape<f32, Cuda>`, the device-level functions of `rlgrad-returns`, `rlgrad-mask` and
+//! `rlgrad-optim` (`Optimizer::step_on`) all take it.
+//!
+//! ```no_run
+//! use rlgrad_core::kernels::{ReduceKernel, ReduceOp};
+//! use rlgrad_core::{Cpu, Device, Layout, Shape, View};
+//! use rlgrad_cuda::Cuda;
+//!
+//! let gpu = Cuda::new(0)?; // an error, not a panic, without a GPU
+//! let x: Vec<f32> = (0..100_000).map(|i| (i as f32).sin()).collect();
+//! let layout = Layout::contiguous(Shape::from([x.len()]));
+//! let mut sum = gpu.alloc_zeros(1)?;
+//! gpu.reduce(ReduceOp::Sum, View::new(&gpu.upload(&x)?, &layout), None, &mut sum)?;
+//! let mut cpu_sum = vec![0.0f32];
+//! Cpu::seq().reduce(ReduceOp::Sum, View::new(&x, &layout), None, &mut cpu_sum)?;
+//! assert_eq!(gpu.download(&sum)?[0].to_bits(), cpu_sum[0].to_bits());
+//! # Ok::<(), rlgrad_core::Error>(())
+//! ```
+//!
+//! # Guarantees
+//!
+//! - **Bit-identical to the Cpu**, by construction: every kernel follows its Cpu twin's
+//!   canonical order (documented at each kernel trait), in CUDA C++ compiled by NVRTC with
+//!   FMA contraction off, no flush to zero, IEEE division and square root. The sums use
+//!   the same 64-element leaves, 16 lanes and pairwise tree; matmul is rlgrad's GEMM (a
+//!   fused multiply-add chain over `k` per output; no cuBLAS, whose order is its own);
+//!   recurrences run sequentially in time per column; `exp`, `ln`, `tanh` and `powf` are
+//!   line-by-line ports of the `libm` crate the Cpu uses (checked bit for bit against it
+//!   on the host by `tests/host_math.rs`), not CUDA's `expf` and friends, which differ in
+//!   the last bits.
+//! - **One exception, NaN payloads**: where a result is NaN it is NaN on both devices,
+//!   but GPU arithmetic returns the canonical NaN (`0x7fffffff`) where x86 propagates an
+//!   operand's payload or returns `0xffc00000`, so the bit patterns of NaNs may differ.
+//!   Tests compare "same bits, or both NaN".
+//! - **Errors, not panics**: [`Cuda::new`] says why there is no GPU (no driver library,
+//!   no NVRTC, no device); kernels check their arguments as the Cpu's do, with the same
+//!   messages under `Cuda::*` names. A view with more than 8 dimensions left after merging
+//!   its dense ones is an error on this device.
+//! - **Allocation-free when warmed up**: outputs and scratch buffers come from a caching
+//!   allocator (free lists by size, half the GPU's memory at most by default, see
+//!   [`Cuda::set_cache_limit`]), as PyTorch's caching allocator does.
+//! - **Compiled once**: each kernel family is compiled by NVRTC the first time it runs,
+//!   once per process and device, and its PTX is cached on disk (see [`Family`]).
+//! - **Ordered**: a device has one stream; work runs in call order, and
+//!   [`Device::download`](rlgrad_core::Device::download) waits for it.
+//!
+//! # Building without CUDA
+//!
+//! cudarc loads `libcuda` and `libnvrtc` at run time (`dynamic-loading`), so this crate
+//! builds and its tests pass on a machine without a CUDA toolkit or a GPU; the GPU tests
+//! print that they were skipped and why. No other rlgrad crate depends on this one.
+//!
+//! # Plan: data parallelism over several GPUs
+//!
+//! Not built yet (it needs a machine with several GPUs to test). The plan keeps the
+//! determinism contract:
+//!
+//! 1. One [`Cuda`] per GPU (`Cuda::new(rank)`), one model replica each, the global batch
+//!    split into fixed, rank-ordered shards (shard `r` = rows `r * B / R ..`).
+//! 2. Gradients all-reduced with NCCL (cudarc's `nccl` feature), but not with
+//!    `ncclAllReduce(sum)`, whose ring or tree order depends on the topology and the NCCL
+//!    version. Instead an `ncclAllGather` of every rank's flat gradient buffer, then on
+//!    every rank the same kernel adds the `R` shards in rank order with the canonical
+//!    pairwise tree over ranks (`(g0 + g1) + (g2 + g3)`, ...), elementwise. Every rank gets
+//!    the same bits, and the result does not depend on NCCL's algorithm. Costs `R` times
+//!    the memory traffic of a ring all-reduce, which is fine for RL-sized models; for
+//!    large ones, a reduce-scatter with the same fixed-order tree per shard, then an
+//!    all-gather.
+//! 3. Because the per-rank gradient is itself a canonical reduction over its shard's
+//!    rows, the result equals a single-GPU run only if the loss reduction is written as
+//!    the same tree over shards; the plan documents the multi-GPU result as a function of
+//!    `R` (the same for every run with `R` GPUs), and tests it bit-identical across runs
+//!    and against a single-GPU emulation that runs the `R` shards one after the other.
+//! 4. The optimizer step then runs on every rank on identical gradients (no broadcast of
+//!    parameters), and a test checks that every rank's parameters have the same bits.
+
+mod compile;
+mod copy;
+mod device;
+mod elementwise;
+mod matmul;
+mod optim;
+mod recurrence;
+mod reduce;
+mod sequence;
+mod strided;
+
+pub use compile::{Family, nvrtc_available};
+pub use device::{Cuda, CudaBuffer};
+
+/// The README's examples, compiled as doctests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

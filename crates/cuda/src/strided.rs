@@ -1,0 +1,132 @@
+//! Strided views as kernel parameters, and the argument checks every kernel shares.
+
+use cudarc::driver::DeviceRepr;
+use rlgrad_core::{Error, Layout, Result, View};
+
+use crate::device::CudaBuffer;
+
+/// The most dimensions a view may keep after merging (`MAX_DIMS` in common.cuh).
+pub(crate) const MAX_DIMS: usize = 8;
+
+/// A strided view as the kernels read it (`struct Strided` in common.cuh).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Strided {
+    ndim: u32,
+    pad: u32,
+    offset: u64,
+    dims: [u64; MAX_DIMS],
+    strides: [u64; MAX_DIMS],
+}
+
+// SAFETY: `Strided` is `repr(C)` plain data laid out exactly as `struct Strided` in
+// common.cuh (two u32, then u64 fields), passed by value.
+unsafe impl DeviceRepr for Strided {}
+
+/// The kernel views of `N` layouts of one shape, with dimensions of size 1 dropped and
+/// neighbours merged where every layout allows it (so a dense view is one dimension of
+/// stride 1). An error when more than [`MAX_DIMS`] dimensions remain.
+pub(crate) fn strided<const N: usize>(
+    function: &'static str,
+    layouts: [&Layout; N],
+) -> Result<[Strided; N]> {
+    let dims = layouts[0].shape().dims();
+    let mut kept: Vec<(usize, [usize; N])> = Vec::with_capacity(dims.len());
+    for (d, &size) in dims.iter().enumerate() {
+        if size == 1 {
+            continue;
+        }
+        let strides: [usize; N] = std::array::from_fn(|j| layouts[j].strides()[d]);
+        match kept.last_mut() {
+            Some((outer, outer_strides))
+                if (0..N).all(|j| outer_strides[j] == strides[j] * size) =>
+            {
+                *outer *= size;
+                *outer_strides = strides;
+            }
+            _ => kept.push((size, strides)),
+        }
+    }
+    if kept.len() > MAX_DIMS {
+        return Err(Error::shape(
+            function,
+            "layout",
+            format_args!("a view of at most {MAX_DIMS} dimensions once dense ones are merged"),
+            format_args!("{} dimensions ({})", kept.len(), layouts[0].shape()),
+        ));
+    }
+    Ok(std::array::from_fn(|j| {
+        let mut view = Strided {
+            ndim: kept.len() as u32,
+            pad: 0,
+            offset: layouts[j].offset() as u64,
+            dims: [0; MAX_DIMS],
+            strides: [0; MAX_DIMS],
+        };
+        for (d, (size, strides)) in kept.iter().enumerate() {
+            view.dims[d] = *size as u64;
+            view.strides[d] = strides[j] as u64;
+        }
+        view
+    }))
+}
+
+/// `Ok` when every element `view` addresses lies inside its buffer.
+pub(crate) fn check_view<E>(
+    function: &'static str,
+    argument: &'static str,
+    view: View<'_, CudaBuffer<E>>,
+) -> Result<()> {
+    match view.layout.max_offset() {
+        Some(last) if last >= view.buffer.len() => Err(Error::shape(
+            function,
+            argument,
+            format_args!("a view inside its buffer of {} elements", view.buffer.len()),
+            format_args!("a layout reaching element {last}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `Ok` when `buffer` has `len` elements.
+pub(crate) fn check_len<E>(
+    function: &'static str,
+    argument: &'static str,
+    buffer: &CudaBuffer<E>,
+    len: usize,
+) -> Result<()> {
+    if buffer.len() == len {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            function,
+            argument,
+            format_args!("{len} elements"),
+            format_args!("{} elements", buffer.len()),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlgrad_core::{Dims, Shape};
+
+    #[test]
+    fn dense_views_merge_into_one_dimension() {
+        let dense = Layout::contiguous(Shape::from([2, 3, 4]));
+        let [view] = strided("t", [&dense]).unwrap();
+        assert_eq!((view.ndim, view.dims[0], view.strides[0]), (1, 24, 1));
+        let transposed = Layout::from_parts(Shape::from([3, 2]), Dims::from_slice(&[1, 3]), 5);
+        let [a, b] = strided("t", [&transposed, &Layout::contiguous(Shape::from([3, 2]))]).unwrap();
+        assert_eq!(
+            (a.ndim, a.offset, a.strides[..2].to_vec()),
+            (2, 5, vec![1, 3])
+        );
+        assert_eq!(b.strides[..2].to_vec(), vec![2, 1]);
+        let scalar = Layout::contiguous(Shape::scalar());
+        assert_eq!(strided("t", [&scalar]).unwrap()[0].ndim, 0);
+        let deep = Layout::from_parts(Shape::from(vec![2; 9]), Dims::from_slice(&[1; 9]), 0);
+        assert!(strided("t", [&deep]).is_err());
+    }
+}

@@ -1,0 +1,94 @@
+//! The generic code really is device-generic: `Tensor<f32, Cuda>` ops and a
+//! `Tape<f32, Cuda>` training step of a small MLP with Adam compile (this file), and with
+//! a GPU they give the Cpu's bits. Without a GPU the test prints that it was skipped.
+
+use rlgrad_autodiff::losses::{Reduction, mse_loss};
+use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
+use rlgrad_autodiff::{ApplyGradients, Tape};
+use rlgrad_core::kernels::OptimKernel;
+use rlgrad_core::{Cpu, Rng};
+use rlgrad_cuda::Cuda;
+use rlgrad_optim::{Adam, Optimizer};
+use rlgrad_tensor::{Tensor, TensorDevice};
+
+/// Results of a few tensor ops on `device`, as host vectors.
+fn tensor_ops<D: TensorDevice<f32>>(device: &D) -> Vec<Vec<f32>> {
+    let mut rng = Rng::new(1, "cuda-generic-tensor");
+    let a = Tensor::<f32, D>::rand_normal_on(device, [33, 17], 0.0, 1.0, &mut rng).unwrap();
+    let b = Tensor::<f32, D>::rand_normal_on(device, [17, 9], 0.0, 1.0, &mut rng).unwrap();
+    let bias = Tensor::<f32, D>::rand_normal_on(device, [9], 0.0, 1.0, &mut rng).unwrap();
+    let y = (&a.matmul(&b).unwrap() + &bias).unwrap();
+    vec![
+        y.to_vec().unwrap(),
+        y.tanh()
+            .unwrap()
+            .sum_axis(0, false)
+            .unwrap()
+            .to_vec()
+            .unwrap(),
+        vec![y.exp().unwrap().mean_all().unwrap()],
+        a.transpose(0, 1)
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .to_vec()
+            .unwrap(),
+        y.max_axis(1, true).unwrap().to_vec().unwrap(),
+    ]
+}
+
+/// Three Adam steps of a small MLP regression on `device`: the losses and the parameters.
+fn training<D: TensorDevice<f32> + OptimKernel<f32>>(device: &D) -> Vec<Vec<f32>> {
+    let mut rng = Rng::new(2, "cuda-generic-train");
+    let mut model = Mlp::<f32, D>::new_on(
+        device,
+        "model",
+        &[4, 32, 1],
+        Activation::Tanh,
+        Activation::Identity,
+        Init::TorchDefault,
+        &mut rng,
+    )
+    .unwrap();
+    let mut adam = Optimizer::new_on(device.clone(), Adam::torch(), 1e-2).unwrap();
+    let x = Tensor::<f32, D>::rand_normal_on(device, [64, 4], 0.0, 1.0, &mut rng).unwrap();
+    let y = x.sum_axis(1, true).unwrap();
+    let mut tape = Tape::new_on(device);
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        tape.reset();
+        let prediction = model.forward(&tape, &tape.constant(&x)).unwrap();
+        let loss = mse_loss(&prediction, &tape.constant(&y), Reduction::Mean).unwrap();
+        out.push(loss.to_vec().unwrap());
+        let grads = tape.gradient(&loss, &[&model]).unwrap();
+        adam.apply_gradients(&mut model, &grads).unwrap();
+    }
+    for p in model.parameters() {
+        out.push(p.value().to_vec().unwrap());
+    }
+    out
+}
+
+fn same(what: &str, cpu: &[Vec<f32>], gpu: &[Vec<f32>]) {
+    assert_eq!(cpu.len(), gpu.len());
+    for (k, (c, g)) in cpu.iter().zip(gpu).enumerate() {
+        let c: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
+        let g: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(c, g, "{what}: result {k}");
+    }
+}
+
+#[test]
+fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
+    let cpu = Cpu::seq();
+    let (cpu_ops, cpu_training) = (tensor_ops(&cpu), training(&cpu));
+    let gpu = match Cuda::new(0) {
+        Ok(gpu) => gpu,
+        Err(why) => {
+            println!("SKIPPED (no GPU): {why}");
+            return;
+        }
+    };
+    same("tensor ops", &cpu_ops, &tensor_ops(&gpu));
+    same("training", &cpu_training, &training(&gpu));
+}
