@@ -12,8 +12,7 @@ use crate::run::{Agent, Options, Summary, train};
 const PROGRAM: &str = "rlgrad-examples";
 
 /// The options every example takes, for `--help`.
-pub const COMMON_USAGE: &str = "\
-  --seed N               seed of every random stream (default 0)
+pub const COMMON_USAGE: &str = "  --seed N               seed of every random stream (default 0)
   --threads N            rayon threads (default: one per core); the results are the same
                          bits for every count
   --run-dir DIR          logs, checkpoints, learning curve, summary (default runs/NAME-seedN)
@@ -130,8 +129,8 @@ pub fn report(summary: &Summary) -> String {
         .as_ref()
         .map_or("none (no episode)".to_owned(), |p| p.display().to_string());
     format!(
-        "{agent}, seed {seed}, {threads} thread(s): {units} {unit}, {steps} environment steps, \
-         {episodes} episodes\n\
+        "{agent}, seed {seed}, {threads} thread(s): {episodes} episodes, {steps} environment \
+         steps\n\
          final score (mean return of the last {window} episodes): {score}\n\
          target (mean of the last {window} >= {threshold}): {reached}\n\
          this session: {seconds:.1} s, {rate:.0} environment steps/s\n\
@@ -143,8 +142,6 @@ pub fn report(summary: &Summary) -> String {
         agent = summary.agent,
         seed = summary.seed,
         threads = summary.threads,
-        units = summary.units,
-        unit = summary.unit,
         steps = summary.env_steps,
         episodes = summary.episodes,
         window = target.window,

@@ -352,10 +352,8 @@ impl Ppo {
                 restart(&mut self.critic_state, self.policy.critic.state_width());
             }
         }
-        let x = tape.constant(&Tensor::from_vec(
-            self.env.observations().to_vec(),
-            [b, dim],
-        )?);
+        // The bootstrap value sees what the policy sees: the normalized observations.
+        let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
         let (values, _) = self.policy.critic.step(tape, &x, &self.critic_state)?;
         values.to_vec()
     }
