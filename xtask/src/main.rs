@@ -1,6 +1,7 @@
 //! `cargo xtask`: the workspace driver.
 //!
 //! ```text
+//! cargo xtask demo                    the actor-critic trained on CartPole, curve and logs in runs/demo
 //! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, parity
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
@@ -13,10 +14,12 @@
 //! cargo xtask interop                 checkpoints and event files against Python's readers
 //! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
 //!                                     rlgrad beside the peers of ../shared/peers, as ratios
+//! cargo xtask examples-compare        each example's training beside its PyTorch twin
 //! ```
 
 mod compare;
 mod converge;
+mod examples;
 mod interop;
 mod parity;
 
@@ -27,6 +30,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  demo                       trains the actor-critic on CartPole until it solves it
+                             (progress bar); learning curve, TensorBoard logs, CSV and
+                             checkpoint in runs/demo
   test                       cargo fmt --check, clippy -D warnings, warning-free cargo doc,
                              cargo test, parity
   proptest [--cases N]       only the property tests (names starting prop_), N cases each
@@ -70,6 +76,8 @@ fn main() -> ExitCode {
         Some("converge") => converge::run(),
         Some("interop") => interop::run(),
         Some("compare") => compare::run(&args[1..]),
+        Some("demo") => examples::demo(),
+        Some("examples-compare") => examples::compare(&args[1..]),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             Ok(())

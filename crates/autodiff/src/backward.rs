@@ -14,6 +14,22 @@ use crate::custom::CustomOp;
 /// A recorded input: the node it comes from, or `None` for a constant (no gradient).
 pub(crate) type Input = Option<usize>;
 
+/// A gradient sent to an input by a backward rule.
+pub(crate) enum Grad<T: Float, D: TensorDevice<T>> {
+    /// A gradient of the input's whole shape.
+    Full(Tensor<T, D>),
+    /// The gradient of the part `start..start + len` along `axis` of an input of shape
+    /// `shape` (a `narrow`'s backward), zero elsewhere: the tape places the parts of one
+    /// input together, instead of a zero-padded tensor of the whole shape for each (a
+    /// recurrence that narrows one step out of `T` would otherwise cost `O(T^2)`).
+    Part {
+        axis: usize,
+        start: usize,
+        shape: Shape,
+        grad: Tensor<T, D>,
+    },
+}
+
 /// The binary ops with a gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arith {
@@ -178,19 +194,20 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
     }
 
     /// The gradients of the inputs from the gradient `g` of the output: `emit(input,
-    /// gradient)` for every recorded input that `needs(input)`, each of the input's shape.
+    /// gradient)` for every recorded input that `needs(input)`, each of the input's shape
+    /// (or, for `Narrow`, the part of it that the output was).
     pub(crate) fn backward(
         &self,
         g: &Tensor<T, D>,
         constants: &Constants<'_, T, D>,
         needs: &dyn Fn(usize) -> bool,
-        emit: &mut dyn FnMut(usize, Tensor<T, D>) -> Result<()>,
+        emit: &mut dyn FnMut(usize, Grad<T, D>) -> Result<()>,
     ) -> Result<()> {
         let wanted = |input: &Input| input.filter(|&i| needs(i));
         match self {
             Self::Leaf => Ok(()),
             Self::Unary { input, op, x, y } => {
-                emit(*input, unary_backward(*op, g, x, y, constants)?)
+                whole(emit, *input, unary_backward(*op, g, x, y, constants)?)
             }
             Self::Binary { lhs, rhs, op, a, b } => {
                 binary_backward(*op, g, a, b, wanted(lhs), wanted(rhs), constants, emit)
@@ -204,10 +221,18 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
             } => {
                 let zero = constants.zero;
                 if let Some(i) = wanted(on_true) {
-                    emit(i, sum_to(&condition.where_cond(g, zero)?, true_shape)?)?;
+                    whole(
+                        emit,
+                        i,
+                        sum_to(&condition.where_cond(g, zero)?, true_shape)?,
+                    )?;
                 }
                 if let Some(i) = wanted(on_false) {
-                    emit(i, sum_to(&condition.where_cond(zero, g)?, false_shape)?)?;
+                    whole(
+                        emit,
+                        i,
+                        sum_to(&condition.where_cond(zero, g)?, false_shape)?,
+                    )?;
                 }
                 Ok(())
             }
@@ -226,7 +251,7 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                     };
                     grad = (&grad / T::from_usize(count))?;
                 }
-                emit(*input, expand_back(&grad, *axis, *keepdim, in_shape)?)
+                whole(emit, *input, expand_back(&grad, *axis, *keepdim, in_shape)?)
             }
             Self::Extremum {
                 input,
@@ -242,47 +267,45 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                     None => hits.reshape([hits.numel()])?.sum_axis(0, false)?,
                 };
                 let share = expand_back(g, *axis, *keepdim, x.shape())?.div(&count)?;
-                emit(*input, hits.mul(&share)?)
+                whole(emit, *input, hits.mul(&share)?)
             }
             Self::Matmul { lhs, rhs, a, b } => {
                 if let Some(i) = wanted(lhs) {
-                    emit(i, sum_to(&g.matmul(&b.t()?)?, a.shape())?)?;
+                    whole(emit, i, sum_to(&g.matmul(&b.t()?)?, a.shape())?)?;
                 }
                 if let Some(i) = wanted(rhs) {
-                    emit(i, sum_to(&a.t()?.matmul(g)?, b.shape())?)?;
+                    whole(emit, i, sum_to(&a.t()?.matmul(g)?, b.shape())?)?;
                 }
                 Ok(())
             }
-            Self::Reshape { input, in_shape } => emit(*input, g.reshape(in_shape)?),
+            Self::Reshape { input, in_shape } => whole(emit, *input, g.reshape(in_shape)?),
             Self::Permute { input, order } => {
                 let mut inverse = Dims::from_elem(0, order.len());
                 for (i, &o) in order.iter().enumerate() {
                     inverse[o] = i;
                 }
-                emit(*input, g.permute(&inverse)?)
+                whole(emit, *input, g.permute(&inverse)?)
             }
-            Self::Broadcast { input, in_shape } => emit(*input, sum_to(g, in_shape)?),
+            Self::Broadcast { input, in_shape } => whole(emit, *input, sum_to(g, in_shape)?),
             Self::Narrow {
                 input,
                 axis,
                 start,
                 in_shape,
-            } => {
-                let dims = in_shape.dims();
-                let len = g.dims()[*axis];
-                let zeros = |size: usize| {
-                    let mut d = Dims::from(dims);
-                    d[*axis] = size;
-                    constants.zero.broadcast_to(Shape::from(d))
-                };
-                let (before, after) = (zeros(*start)?, zeros(dims[*axis] - start - len)?);
-                emit(*input, Tensor::concat(&[&before, g, &after], *axis)?)
-            }
+            } => emit(
+                *input,
+                Grad::Part {
+                    axis: *axis,
+                    start: *start,
+                    shape: in_shape.clone(),
+                    grad: g.clone(),
+                },
+            ),
             Self::Concat { inputs, axis } => {
                 let mut start = 0;
                 for &(input, len) in inputs {
                     if let Some(i) = wanted(&input) {
-                        emit(i, g.narrow(*axis, start, len)?)?;
+                        whole(emit, i, g.narrow(*axis, start, len)?)?;
                     }
                     start += len;
                 }
@@ -293,14 +316,14 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                 axis,
                 indices,
                 size,
-            } => emit(*input, g.index_add(*axis, indices, *size)?),
+            } => whole(emit, *input, g.index_add(*axis, indices, *size)?),
             Self::Softmax { input, axis, y } => {
                 let dot = g.mul(y)?.sum_axis(*axis, true)?;
-                emit(*input, y.mul(&g.sub(&dot)?)?)
+                whole(emit, *input, y.mul(&g.sub(&dot)?)?)
             }
             Self::LogSoftmax { input, axis, y } => {
                 let total = g.sum_axis(*axis, true)?;
-                emit(*input, g.sub(&y.exp()?.mul(&total)?)?)
+                whole(emit, *input, g.sub(&y.exp()?.mul(&total)?)?)
             }
             Self::Custom(node) => {
                 let CustomNode {
@@ -314,7 +337,7 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                 crate::custom::check_gradients(op.name(), &refs, &grads)?;
                 for (input, grad) in inputs.iter().zip(grads) {
                     if let (Some(i), Some(grad)) = (wanted(input), grad) {
-                        emit(i, grad)?;
+                        whole(emit, i, grad)?;
                     }
                 }
                 Ok(())
@@ -357,6 +380,15 @@ fn unary_backward<T: Float, D: TensorDevice<T>>(
     }
 }
 
+/// Sends `grad`, of `input`'s whole shape.
+fn whole<T: Float, D: TensorDevice<T>>(
+    emit: &mut dyn FnMut(usize, Grad<T, D>) -> Result<()>,
+    input: usize,
+    grad: Tensor<T, D>,
+) -> Result<()> {
+    emit(input, Grad::Full(grad))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn binary_backward<T: Float, D: TensorDevice<T>>(
     op: Arith,
@@ -366,13 +398,13 @@ fn binary_backward<T: Float, D: TensorDevice<T>>(
     lhs: Option<usize>,
     rhs: Option<usize>,
     constants: &Constants<'_, T, D>,
-    emit: &mut dyn FnMut(usize, Tensor<T, D>) -> Result<()>,
+    emit: &mut dyn FnMut(usize, Grad<T, D>) -> Result<()>,
 ) -> Result<()> {
     let mut send = |input: Option<usize>,
                     grad: &dyn Fn() -> Result<Tensor<T, D>>,
                     shape: &Shape| {
         match input {
-            Some(i) => emit(i, sum_to(&grad()?, shape)?),
+            Some(i) => whole(emit, i, sum_to(&grad()?, shape)?),
             None => Ok(()),
         }
     };

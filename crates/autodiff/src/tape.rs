@@ -3,11 +3,11 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use rlgrad_core::{Cpu, Error, Float, Result, Shape};
+use rlgrad_core::{Cpu, Dims, Error, Float, Result, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
-use crate::backward::{Constants, Op};
+use crate::backward::{Constants, Grad, Op};
 use crate::gradients::{Entry, Gradients};
 use crate::nn::Module;
 use crate::param::{Param, ParamId};
@@ -60,7 +60,7 @@ struct State<T: Float, D: TensorDevice<T>> {
     params: Vec<(ParamId, usize)>,
     consumed: bool,
     // Scratch of `gradient`, kept to be reused.
-    grads: Vec<Option<Tensor<T, D>>>,
+    grads: Vec<Accumulated<T, D>>,
     marks: Vec<Mark>,
 }
 
@@ -321,37 +321,35 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
             }
         }
         grads.clear();
-        grads.resize_with(count, || None);
+        grads.resize_with(count, Accumulated::default);
+        let zero = &self.zero;
         let result = (|| {
             if marks[loss_node] != Mark::Skip {
-                grads[loss_node] = Some(self.one.broadcast_to(loss_value.shape().clone())?);
+                let seed = self.one.broadcast_to(loss_value.shape().clone())?;
+                grads[loss_node].add(Grad::Full(seed), zero)?;
             }
-            let constants = Constants { zero: &self.zero };
+            let constants = Constants { zero };
             for i in (0..count).rev() {
                 if marks[i] == Mark::Skip {
                     continue;
                 }
-                let Some(g) = grads[i].take() else { continue };
+                let Some(g) = grads[i].take(zero)? else {
+                    continue;
+                };
                 let op = &nodes[i];
                 let needs = |input: usize| marks[input] != Mark::Skip;
-                let mut emit = |input: usize, grad: Tensor<T, D>| -> Result<()> {
-                    grads[input] = Some(match grads[input].take() {
-                        None => grad,
-                        Some(previous) => previous.add(&grad)?,
-                    });
-                    Ok(())
-                };
+                let mut emit = |input: usize, grad: Grad<T, D>| grads[input].add(grad, zero);
                 op.backward(&g, &constants, &needs, &mut emit)
                     .map_err(|e| e.in_function("Tape::gradient"))?;
                 if marks[i] == Mark::Source {
-                    grads[i] = Some(g);
+                    grads[i].add(Grad::Full(g), zero)?;
                 }
             }
             requested
                 .iter()
                 .map(|&(node, _)| {
                     node.filter(|&n| n < count)
-                        .and_then(|n| grads[n].clone())
+                        .and_then(|n| grads[n].sum.clone())
                         .map(|g| g.contiguous_whole())
                         .transpose()
                 })
@@ -359,6 +357,120 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         })();
         grads.clear();
         result
+    }
+}
+
+/// A part of a node's gradient not yet placed (see [`Grad::Part`]).
+struct Part<T: Float, D: TensorDevice<T>> {
+    axis: usize,
+    start: usize,
+    shape: Shape,
+    grad: Tensor<T, D>,
+}
+
+impl<T: Float, D: TensorDevice<T>> Part<T, D> {
+    fn end(&self) -> usize {
+        self.start + self.grad.dims()[self.axis]
+    }
+}
+
+/// The gradient of one node as its emissions arrive, in the reverse of the recording
+/// order: the sum of what arrived so far, and a run of parts (narrowed pieces of one axis
+/// that do not overlap) waiting to be placed. A run is placed as one tensor, the parts
+/// at their offsets and zeros between them, and added to the sum when something else
+/// arrives or the gradient is taken. Since no element of a run gets two parts, this is
+/// the sum of the emissions in their order, as if each part had come zero-padded to the
+/// whole shape (up to the sign of a zero sum), at a cost of one placement per run instead
+/// of one whole-shape tensor per part.
+struct Accumulated<T: Float, D: TensorDevice<T>> {
+    sum: Option<Tensor<T, D>>,
+    parts: SmallVec<[Part<T, D>; 4]>,
+}
+
+impl<T: Float, D: TensorDevice<T>> Default for Accumulated<T, D> {
+    fn default() -> Self {
+        Self {
+            sum: None,
+            parts: SmallVec::new(),
+        }
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Accumulated<T, D> {
+    /// Adds an emission (`zero` is a scalar zero, broadcast between placed parts).
+    fn add(&mut self, grad: Grad<T, D>, zero: &Tensor<T, D>) -> Result<()> {
+        match grad {
+            Grad::Full(grad) => {
+                self.place(zero)?;
+                self.add_to_sum(grad)
+            }
+            Grad::Part {
+                axis,
+                start,
+                shape,
+                grad,
+            } => {
+                let part = Part {
+                    axis,
+                    start,
+                    shape,
+                    grad,
+                };
+                let clashes = self.parts.iter().any(|p| {
+                    p.axis != part.axis
+                        || p.shape != part.shape
+                        || (part.start < p.end() && p.start < part.end())
+                });
+                if clashes {
+                    self.place(zero)?;
+                }
+                self.parts.push(part);
+                Ok(())
+            }
+        }
+    }
+
+    /// The whole gradient, taken out.
+    fn take(&mut self, zero: &Tensor<T, D>) -> Result<Option<Tensor<T, D>>> {
+        self.place(zero)?;
+        Ok(self.sum.take())
+    }
+
+    fn add_to_sum(&mut self, grad: Tensor<T, D>) -> Result<()> {
+        self.sum = Some(match self.sum.take() {
+            None => grad,
+            Some(previous) => previous.add(&grad)?,
+        });
+        Ok(())
+    }
+
+    /// Places the waiting parts, zeros between them, and adds them to the sum.
+    fn place(&mut self, zero: &Tensor<T, D>) -> Result<()> {
+        let Some(first) = self.parts.first() else {
+            return Ok(());
+        };
+        let (axis, shape) = (first.axis, first.shape.clone());
+        let zeros = |len: usize| {
+            let mut dims = Dims::from(shape.dims());
+            dims[axis] = len;
+            zero.broadcast_to(Shape::from(dims))
+        };
+        self.parts.sort_unstable_by_key(|p| p.start);
+        let mut pieces: SmallVec<[Tensor<T, D>; 9]> = SmallVec::new();
+        let mut at = 0;
+        for part in &self.parts {
+            if part.start > at {
+                pieces.push(zeros(part.start - at)?);
+            }
+            pieces.push(part.grad.clone());
+            at = part.end();
+        }
+        if at < shape.dims()[axis] {
+            pieces.push(zeros(shape.dims()[axis] - at)?);
+        }
+        self.parts.clear();
+        let refs: SmallVec<[&Tensor<T, D>; 9]> = pieces.iter().collect();
+        self.add_to_sum(Tensor::concat(&refs, axis)?)
     }
 }
 

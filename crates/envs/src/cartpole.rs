@@ -5,6 +5,7 @@ use std::f64::consts::PI;
 use rlgrad_core::Result;
 
 use crate::seeding::{NumpyRng, reseed};
+use crate::snapshot::{Snapshot, WordReader, WordWriter};
 use crate::space::{ActionElement, ActionSpace, BoxSpace, Discrete};
 use crate::{Env, Step, TimeLimit, Trig, check_finite, not_reset};
 
@@ -224,6 +225,44 @@ impl CartPole {
     }
 }
 
+/// The words of a CartPole snapshot: the state (flag and 4), the elapsed steps, the steps
+/// beyond termination (flag and count) and the generator (flag, seed, draws).
+const CARTPOLE_SNAPSHOT_WORDS: usize = 5 + 1 + 2 + 3;
+
+/// The state, the step counters and the generator's position.
+impl Snapshot for CartPole {
+    fn snapshot(&self) -> Vec<u64> {
+        let mut out = WordWriter::default();
+        out.option(self.state);
+        out.usize(self.time_limit.elapsed_steps);
+        out.flag(self.steps_beyond_terminated.is_some());
+        out.word(self.steps_beyond_terminated.unwrap_or(0));
+        out.rng(self.rng.as_ref());
+        out.finish()
+    }
+
+    fn restore(&mut self, snapshot: &[u64]) -> Result<()> {
+        self.restore_named("CartPole::restore", snapshot)
+    }
+}
+
+impl CartPole {
+    fn restore_named(&mut self, function: &'static str, snapshot: &[u64]) -> Result<()> {
+        let mut words = WordReader::new(function, snapshot, CARTPOLE_SNAPSHOT_WORDS, "a CartPole")?;
+        let state = words.option::<4>()?;
+        let elapsed_steps = words.usize()?;
+        let beyond_terminated = words.flag()?;
+        let beyond = words.word();
+        let rng = words.rng()?;
+        self.state = state;
+        self.observation = state.map_or([0.0; 4], |s| s.map(|v| v as f32));
+        self.time_limit.elapsed_steps = elapsed_steps;
+        self.steps_beyond_terminated = beyond_terminated.then_some(beyond);
+        self.rng = rng;
+        Ok(())
+    }
+}
+
 /// CartPole-v1 without the velocities: the observation is `[x, theta]`, so a policy has
 /// to infer motion from its history (RL Zoo's `CartPoleNoVel-v1`). Dynamics, rewards,
 /// seeding and episode ends are [`CartPole`]'s, bit for bit.
@@ -316,6 +355,20 @@ impl Env for CartPoleNoVelocity {
             terminated,
             truncated,
         })
+    }
+}
+
+/// A CartPole's snapshot: the observation follows from the state.
+impl Snapshot for CartPoleNoVelocity {
+    fn snapshot(&self) -> Vec<u64> {
+        self.cartpole.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u64]) -> Result<()> {
+        self.cartpole
+            .restore_named("CartPoleNoVelocity::restore", snapshot)?;
+        self.hide_velocities();
+        Ok(())
     }
 }
 

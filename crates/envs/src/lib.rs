@@ -13,7 +13,9 @@
 //! `terminated` / `truncated` flags. An action is a slice: `&[usize]` of length 1 for a
 //! discrete space, `&[f32]` of the box's dimension for a box. [`VecEnv`] steps `B`
 //! environments into flat `[B, obs_dim]` buffers and resets finished episodes in the same
-//! step, keeping their final observations for the truncation bootstrap.
+//! step, keeping their final observations for the truncation bootstrap. Every
+//! environment and `VecEnv` implements [`Snapshot`]: its whole state as `u64` words for a
+//! checkpoint, restored to continue bit for bit, mid-episode included.
 //!
 //! # Example: a random-policy CartPole episode
 //!
@@ -66,14 +68,16 @@
 //!   when both hold), CartPole's reward 0 and one `log::warn!` after termination.
 //! - **Errors, not panics**, for every input a caller can get wrong: a step before the
 //!   first reset, an action of the wrong length, a discrete action out of range, a NaN
-//!   torque, a non-finite state given to `reset_to_state`, a step limit of 0. An error
-//!   leaves the environment as it was.
+//!   torque, a non-finite state given to `reset_to_state`, a step limit of 0, a
+//!   snapshot of the wrong length or with a flag other than 0/1. An error leaves the
+//!   environment as it was.
 //! - [`VecEnv`]'s environment `i` equals environment `i` stepped alone, bit for bit, and
 //!   the wrapper allocates nothing after construction.
 
 mod cartpole;
 mod pendulum;
 mod seeding;
+mod snapshot;
 mod space;
 mod vector;
 
@@ -86,7 +90,8 @@ mod replay_with_c_library_trig;
 pub use cartpole::{CartPole, CartPoleNoVelocity};
 pub use pendulum::Pendulum;
 pub use rlgrad_core::{Error, Result};
-pub use seeding::NumpyRng;
+pub use seeding::{NumpyRng, NumpyRngState};
+pub use snapshot::Snapshot;
 pub use space::{ActionElement, ActionSpace, BoxSpace, Discrete};
 pub use vector::{Episode, VecEnv, VecStep};
 

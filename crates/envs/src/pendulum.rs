@@ -5,6 +5,7 @@ use std::f64::consts::PI;
 use rlgrad_core::Result;
 
 use crate::seeding::{NumpyRng, reseed};
+use crate::snapshot::{Snapshot, WordReader, WordWriter};
 use crate::space::{ActionElement, ActionSpace, BoxSpace};
 use crate::{Env, Step, TimeLimit, Trig, check_finite, not_reset};
 
@@ -174,6 +175,41 @@ impl Env for Pendulum {
             terminated: false,
             truncated: self.time_limit.tick(),
         })
+    }
+}
+
+/// The words of a Pendulum snapshot: the state (flag and 2), the elapsed steps and the
+/// generator (flag, seed, draws).
+const PENDULUM_SNAPSHOT_WORDS: usize = 3 + 1 + 3;
+
+/// The state, the step counter and the generator's position.
+impl Snapshot for Pendulum {
+    fn snapshot(&self) -> Vec<u64> {
+        let mut out = WordWriter::default();
+        out.option(self.state);
+        out.usize(self.time_limit.elapsed_steps);
+        out.rng(self.rng.as_ref());
+        out.finish()
+    }
+
+    fn restore(&mut self, snapshot: &[u64]) -> Result<()> {
+        let mut words = WordReader::new(
+            "Pendulum::restore",
+            snapshot,
+            PENDULUM_SNAPSHOT_WORDS,
+            "a Pendulum",
+        )?;
+        let state = words.option::<2>()?;
+        let elapsed_steps = words.usize()?;
+        let rng = words.rng()?;
+        self.state = state;
+        match state {
+            Some(state) => self.observe(state),
+            None => self.observation = [0.0; 3],
+        }
+        self.time_limit.elapsed_steps = elapsed_steps;
+        self.rng = rng;
+        Ok(())
     }
 }
 

@@ -25,6 +25,28 @@ use rlgrad_core::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct NumpyRng {
     pcg: Lcg128Xsl64,
+    seed: u64,
+    draws: u64,
+}
+
+/// Where a [`NumpyRng`] stands: the seed it was built from and the number of 64-bit
+/// outputs drawn since, which [`NumpyRng::from_state`] replays with PCG's O(log n) jump
+/// ahead (the PCG state itself is private to `rand_pcg`). Both are exact integers, so a
+/// state survives any lossless serialization.
+///
+/// ```
+/// use rlgrad_envs::NumpyRng;
+/// let mut rng = NumpyRng::new(42);
+/// rng.next_u64();
+/// let mut resumed = NumpyRng::from_state(rng.state());
+/// assert_eq!(resumed.next_u64(), rng.next_u64());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NumpyRngState {
+    /// The seed given to [`NumpyRng::new`].
+    pub seed: u64,
+    /// Outputs drawn since (each [`NumpyRng::next_u64`] is one).
+    pub draws: u64,
 }
 
 /// The words of NumPy's `SeedSequence` pool.
@@ -99,11 +121,31 @@ impl NumpyRng {
         // srandom, as rand_pcg's `new` implements it.
         Self {
             pcg: Lcg128Xsl64::new(join(state[0], state[1]), join(state[2], state[3])),
+            seed,
+            draws: 0,
         }
+    }
+
+    /// This generator's position, for [`NumpyRng::from_state`].
+    pub fn state(&self) -> NumpyRngState {
+        NumpyRngState {
+            seed: self.seed,
+            draws: self.draws,
+        }
+    }
+
+    /// The generator at `state`: it continues exactly as the one that gave `state`
+    /// would. Any state is valid (a made-up one is some position of some seed's stream).
+    pub fn from_state(state: NumpyRngState) -> Self {
+        let mut rng = Self::new(state.seed);
+        rng.pcg.advance(u128::from(state.draws));
+        rng.draws = state.draws;
+        rng
     }
 
     /// 64 random bits: NumPy's `bit_generator.random_raw()`.
     pub fn next_u64(&mut self) -> u64 {
+        self.draws = self.draws.wrapping_add(1);
         self.pcg.next_u64()
     }
 
@@ -155,5 +197,26 @@ mod tests {
             .next_u64();
         let mut fresh = NumpyRng::new(3);
         assert_eq!([first, second], [fresh.next_u64(), fresh.next_u64()]);
+    }
+
+    #[test]
+    fn a_state_resumes_the_stream() {
+        let mut rng = NumpyRng::new(u64::MAX);
+        for _ in 0..1000 {
+            rng.next_u64();
+        }
+        let state = rng.state();
+        assert_eq!(
+            state,
+            NumpyRngState {
+                seed: u64::MAX,
+                draws: 1000
+            }
+        );
+        let mut resumed = NumpyRng::from_state(state);
+        for _ in 0..10 {
+            assert_eq!(resumed.next_u64(), rng.next_u64());
+        }
+        assert_eq!(resumed.state(), rng.state());
     }
 }

@@ -2,6 +2,7 @@
 
 use rlgrad_core::{Error, Result, check};
 
+use crate::snapshot::{Snapshot, WordReader, WordWriter};
 use crate::space::{ActionElement, ActionSpace, BoxSpace};
 use crate::{Env, not_reset};
 
@@ -246,6 +247,75 @@ impl<E: Env> VecEnv<E> {
             truncated: &self.truncated,
             finished: &self.finished,
         })
+    }
+}
+
+/// Every environment's snapshot, with the wrapper's own state: whether it was reset, the
+/// episodes finished, and per environment the running episode's return and length and
+/// the observation to act on next. Words: `[reset flag, episodes finished]`, then per
+/// environment `[return bits, length, observation (obs_dim f32 bits), n, n words of its
+/// snapshot]`. What the last step returned (final observations, rewards, flags) is not
+/// kept: the next step does not depend on it.
+impl<E: Env + Snapshot> Snapshot for VecEnv<E> {
+    fn snapshot(&self) -> Vec<u64> {
+        let mut out = WordWriter::default();
+        out.flag(self.is_reset);
+        out.word(self.episodes_finished);
+        for (i, env) in self.envs.iter().enumerate() {
+            out.f64s(&[self.episode_returns[i]]);
+            out.usize(self.episode_lengths[i]);
+            out.f32s(&self.observations[i * self.obs_dim..(i + 1) * self.obs_dim]);
+            let words = env.snapshot();
+            out.usize(words.len());
+            out.words(&words);
+        }
+        out.finish()
+    }
+
+    fn restore(&mut self, snapshot: &[u64]) -> Result<()> {
+        const FUNCTION: &str = "VecEnv::restore";
+        let before: Vec<Vec<u64>> = self.envs.iter().map(Snapshot::snapshot).collect();
+        let expected = 2 + before
+            .iter()
+            .map(|words| 3 + self.obs_dim + words.len())
+            .sum::<usize>();
+        let kind = format!("{} environments like these", self.envs.len());
+        let mut words = WordReader::new(FUNCTION, snapshot, expected, &kind)?;
+        let is_reset = words.flag()?;
+        let episodes_finished = words.word();
+        let mut rows = Vec::with_capacity(self.envs.len());
+        for own in &before {
+            let [episode_return] = words.f64s();
+            let length = words.usize()?;
+            let observation = words.f32s(self.obs_dim)?;
+            if words.usize()? != own.len() {
+                return Err(Error::shape(
+                    FUNCTION,
+                    "snapshot",
+                    format_args!("{kind}: environment snapshots of {} words", own.len()),
+                    "another length",
+                ));
+            }
+            rows.push((episode_return, length, observation, words.words(own.len())));
+        }
+        for (i, row) in rows.iter().enumerate() {
+            if let Err(error) = self.envs[i].restore(row.3) {
+                for (env, words) in self.envs.iter_mut().zip(&before).take(i) {
+                    env.restore(words)
+                        .expect("an environment takes back its own snapshot");
+                }
+                return Err(error.in_function(FUNCTION));
+            }
+        }
+        for (i, (episode_return, length, observation, _)) in rows.into_iter().enumerate() {
+            self.episode_returns[i] = episode_return;
+            self.episode_lengths[i] = length;
+            self.observations[i * self.obs_dim..(i + 1) * self.obs_dim]
+                .copy_from_slice(&observation);
+        }
+        self.is_reset = is_reset;
+        self.episodes_finished = episodes_finished;
+        Ok(())
     }
 }
 

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use rlgrad_core::Rng;
 use rlgrad_core::strategies::config;
-use rlgrad_envs::{CartPole, CartPoleNoVelocity, Env, Episode, Pendulum, VecEnv};
+use rlgrad_envs::{CartPole, CartPoleNoVelocity, Env, Episode, Pendulum, Snapshot, VecEnv};
 
 /// Everything one step of B environments returns, as bits.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,8 +147,70 @@ fn check_vector_equals_alone<E: RandomActions + Clone>(
     Ok(())
 }
 
+/// Runs `actions` from a reset with `seed`; at step `cut`, the wrapper is snapshotted and
+/// the rest runs in a fresh wrapper restored from it. Returns the records after the cut.
+fn run_resumed<E: Env + Snapshot>(
+    make: impl Fn() -> E,
+    b: usize,
+    seed: u64,
+    actions: &[Vec<E::Action>],
+    cut: usize,
+) -> Vec<StepRecord> {
+    let mut first = VecEnv::from_fn(b, &make).unwrap();
+    first.reset(Some(seed)).unwrap();
+    for a in &actions[..cut] {
+        first.step(a).unwrap();
+    }
+    let mut resumed = VecEnv::from_fn(b, &make).unwrap();
+    resumed.restore(&first.snapshot()).unwrap();
+    assert_eq!(bits(resumed.observations()), bits(first.observations()));
+    actions[cut..]
+        .iter()
+        .map(|a| {
+            let step = resumed.step(a).unwrap();
+            StepRecord {
+                observations: bits(step.observations),
+                final_observations: bits(step.final_observations),
+                rewards: bits(step.rewards),
+                terminated: step.terminated.to_vec(),
+                truncated: step.truncated.to_vec(),
+                finished: step.finished.iter().map(episode_bits).collect(),
+            }
+        })
+        .collect()
+}
+
+fn check_resume_equals_uninterrupted<E: RandomActions + Snapshot>(
+    make: impl Fn() -> E,
+    b: usize,
+    steps: usize,
+    seed: u64,
+    cut: usize,
+) -> Result<(), TestCaseError> {
+    let actions = random_actions::<E>(steps, b, seed);
+    let cut = cut % (steps + 1);
+    let whole = run_vector(VecEnv::from_fn(b, &make).unwrap(), seed, &actions);
+    let resumed = run_resumed(make, b, seed, &actions, cut);
+    prop_assert_eq!(&whole[cut..], &resumed[..]);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config(64))]
+
+    #[test]
+    fn prop_snapshot_resumes_bit_for_bit(
+        b in 1usize..5,
+        steps in 1usize..300,
+        seed in 0u64..u64::MAX - 8,
+        cut in any::<usize>(),
+        limit in 1usize..60,
+    ) {
+        check_resume_equals_uninterrupted(CartPole::new, b, steps, seed, cut)?;
+        check_resume_equals_uninterrupted(|| CartPole::with_max_episode_steps(limit).unwrap(), b, steps, seed, cut)?;
+        check_resume_equals_uninterrupted(CartPoleNoVelocity::new, b, steps, seed, cut)?;
+        check_resume_equals_uninterrupted(|| Pendulum::with_max_episode_steps(limit).unwrap(), b, steps, seed, cut)?;
+    }
 
     #[test]
     fn prop_vector_env_equals_envs_stepped_alone(
@@ -316,4 +378,47 @@ fn vector_env_errors() {
     assert_eq!(step.observations.len(), 8);
     assert_eq!(envs.observations().len(), 8);
     assert_eq!(envs.single_action_space().action_len(), 1);
+}
+
+#[test]
+fn snapshots_refuse_what_they_cannot_mean_and_change_nothing() {
+    let mut cartpole = CartPole::new();
+    cartpole.reset(Some(3)).unwrap();
+    let saved = cartpole.snapshot();
+    let mut fresh = CartPole::new();
+    assert_eq!(
+        fresh.restore(&saved[..3]).unwrap_err().argument(),
+        Some("snapshot")
+    );
+    let mut bad_flag = saved.clone();
+    bad_flag[0] = 2;
+    let err = fresh.restore(&bad_flag).unwrap_err();
+    assert!(err.to_string().contains("0/1 flag at word 0"), "{err}");
+    assert_eq!(fresh.state(), None);
+    assert!(fresh.step(&[0]).is_err(), "still not reset");
+    assert!(Pendulum::new().restore(&saved).is_err());
+
+    // Before any reset, a snapshot restores "not reset yet".
+    let mut reset_one = CartPole::new();
+    reset_one.reset(Some(1)).unwrap();
+    reset_one.restore(&CartPole::new().snapshot()).unwrap();
+    assert!(reset_one.step(&[0]).is_err());
+    assert!(reset_one.reset(None).is_err());
+
+    // A wrapper refuses another number of environments, and a bad environment snapshot
+    // leaves every environment as it was.
+    let mut envs = VecEnv::from_fn(2, CartPole::new).unwrap();
+    envs.reset(Some(5)).unwrap();
+    envs.step(&[1, 0]).unwrap();
+    let two = envs.snapshot();
+    let mut three = VecEnv::from_fn(3, CartPole::new).unwrap();
+    assert!(three.restore(&two).is_err());
+    let mut other = VecEnv::from_fn(2, CartPole::new).unwrap();
+    other.reset(Some(9)).unwrap();
+    let before = other.snapshot();
+    let mut broken = two.clone();
+    let last_env_flag = broken.len() - CartPole::new().snapshot().len();
+    broken[last_env_flag] = 7;
+    assert!(other.restore(&broken).is_err());
+    assert_eq!(other.snapshot(), before);
 }

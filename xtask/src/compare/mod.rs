@@ -21,6 +21,11 @@ mod peers;
 mod report;
 mod workloads;
 
+pub(crate) use load::Snapshot;
+pub(crate) use machine::{Machine, Versions, line as machine_line};
+pub(crate) use peers::Peers;
+pub(crate) use report::utc_timestamp;
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -113,7 +118,7 @@ impl Options {
 }
 
 /// `CARGO_TARGET_DIR`, else `target/` of the workspace.
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
 }
 

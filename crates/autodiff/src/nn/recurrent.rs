@@ -298,17 +298,19 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
             }
             None => None,
         };
+        // Up to the shortest sequence every row is valid, and the step needs no masking.
+        let all_valid = seqs.map_or(steps, |s| s.lengths().iter().copied().min().unwrap_or(0));
         let zero = tape.constant(&Tensor::zeros_on(tape.device(), Shape::scalar())?);
         let mut outputs: SmallVec<[Var<'t, T, D>; 16]> = SmallVec::with_capacity(steps);
         for t in 0..steps {
             let (output, next) = self.advance(tape, &gates.narrow(0, t * batch, batch)?, &state)?;
             match &valid {
-                Some(valid) => {
+                Some(valid) if t >= all_valid => {
                     let here = valid.narrow(0, t, 1)?.squeeze(0)?;
                     state = Self::keep(&here, &next, &state)?;
                     outputs.push(Var::where_cond(&here, &output, &zero)?);
                 }
-                None => {
+                _ => {
                     state = next;
                     outputs.push(output);
                 }

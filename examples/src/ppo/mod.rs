@@ -1,0 +1,673 @@
+//! PPO with a recurrent policy on CartPole without velocities, and the same PPO with a
+//! memoryless policy for comparison.
+//!
+//! The hyper-parameters are RL Zoo's for sb3-contrib's `RecurrentPPO` on
+//! `CartPoleNoVel-v1`: 8 environments, 32-step rollouts, 20 epochs of one minibatch,
+//! gamma 0.98, GAE lambda 0.8, learning rate and clip range decaying linearly from 1e-3
+//! and 0.2 to 0 over the budget, no entropy bonus, value coefficient 0.5, gradients
+//! clipped to a global norm of 0.5, Adam with eps 1e-5; separate LSTMs (64 units) for the
+//! policy and the value, each followed by a 64-unit ReLU layer; observations normalized
+//! with running statistics (SB3's `VecNormalize` without reward normalization,
+//! [`Normalizer`]).
+//!
+//! One unit of training is a rollout of `8 x 32` steps and its update:
+//!
+//! 1. **Rollout** from a [`VecEnv`] (same-step auto-reset): the LSTM states of each
+//!    environment carry from step to step, are stored before every step, and restart at
+//!    zero with each episode. A truncated episode's final observation gets its value from
+//!    the critic's state after the last step: the truncation bootstrap.
+//! 2. **Advantages** by [`rlgrad_returns::gae`] over the `[T, B]` rollout with
+//!    Gymnasium's `terminated` / `truncated` flags and those final values.
+//! 3. **Sequences**: the rollout, made batch-major, is cut by
+//!    [`rlgrad_mask::chop_into_sequences`] at episode ends (and every 32 steps) into
+//!    padded sequences, each starting from the LSTM states stored at its first step.
+//! 4. **Update**: per epoch, the sequences are shuffled into minibatches of whole
+//!    sequences ([`rlgrad_mask::SequenceBatch::minibatches`]); the LSTMs run over each
+//!    padded minibatch, and the clipped surrogate, the value loss and the entropy are
+//!    masked means over the valid steps ([`rlgrad_autodiff::Var::masked_mean`]), the
+//!    advantages normalized over the valid steps ([`rlgrad_autodiff::Var::masked_normalize`],
+//!    unbiased std, eps 1e-8, as SB3).
+//!
+//! With [`Memory::None`] the LSTMs are dense layers: the policy sees only the current
+//! `[x, theta]`, and cannot know which way the pole moves.
+
+mod normalize;
+mod policy;
+
+pub use normalize::Normalizer;
+pub use policy::{Branch, Memory, Policy};
+
+use rlgrad_autodiff::{ApplyGradients, Tape};
+use rlgrad_checkpoint::{Checkpoint, Restore};
+use rlgrad_core::{Error, Result, Rng};
+use rlgrad_envs::{CartPoleNoVelocity, Snapshot, VecEnv};
+use rlgrad_mask::{ChopConfig, Column, SequenceBatch, chop_into_sequences};
+use rlgrad_optim::{Adam, Optimizer, Schedule};
+use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
+use rlgrad_tensor::Tensor;
+
+use crate::categorical;
+use crate::run::{Agent, EpisodeLog, Logger, Target};
+
+/// RL Zoo's hyper-parameters for `CartPoleNoVel-v1`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// An LSTM policy and value, or memoryless ones. Default LSTM.
+    pub memory: Memory,
+    /// Units of the LSTM (or dense layer) and of the hidden layer. Default 64.
+    pub units: usize,
+    /// Environments stepped together. Default 8.
+    pub num_envs: usize,
+    /// Steps per environment per rollout. Default 32.
+    pub rollout_steps: usize,
+    /// Passes over each rollout. Default 20.
+    pub epochs: usize,
+    /// Minibatches of whole sequences per epoch. Default 1 (RL Zoo's batch of 256 steps).
+    pub minibatches: usize,
+    /// The longest training sequence. Default 32.
+    pub max_seq_len: usize,
+    /// The discount. Default 0.98.
+    pub gamma: f32,
+    /// GAE's lambda. Default 0.8.
+    pub gae_lambda: f32,
+    /// The first learning rate, decaying linearly to 0 over the budget. Default 1e-3.
+    pub learning_rate: f64,
+    /// The first clip range, decaying linearly to 0 over the budget. Default 0.2.
+    pub clip_range: f64,
+    /// Weight of the entropy loss. Default 0.
+    pub ent_coef: f32,
+    /// Weight of the value loss. Default 0.5.
+    pub vf_coef: f32,
+    /// The global gradient norm clip. Default 0.5.
+    pub max_grad_norm: f64,
+    /// Adam's eps (SB3's). Default 1e-5.
+    pub adam_eps: f64,
+    /// Normalize observations with running statistics (RL Zoo's `normalize`). Default
+    /// true.
+    pub normalize_observations: bool,
+    /// Reached at a mean return of 475 over the last 50 episodes.
+    pub target: Target,
+}
+
+impl Config {
+    /// RL Zoo's configuration with the LSTM policy.
+    pub fn recurrent() -> Self {
+        Self {
+            memory: Memory::Lstm,
+            units: 64,
+            num_envs: 8,
+            rollout_steps: 32,
+            epochs: 20,
+            minibatches: 1,
+            max_seq_len: 32,
+            gamma: 0.98,
+            gae_lambda: 0.8,
+            learning_rate: 1e-3,
+            clip_range: 0.2,
+            ent_coef: 0.0,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            adam_eps: 1e-5,
+            normalize_observations: true,
+            target: Target {
+                window: 50,
+                threshold: 475.0,
+            },
+        }
+    }
+
+    /// The same PPO with memoryless networks of the same shape.
+    pub fn memoryless() -> Self {
+        Self {
+            memory: Memory::None,
+            ..Self::recurrent()
+        }
+    }
+
+    fn rollout_size(&self) -> u64 {
+        (self.num_envs * self.rollout_steps) as u64
+    }
+}
+
+/// SB3's linear schedule: the update that follows `u` rollouts of `rollout` steps uses
+/// `base * (1 - u * rollout / total)` (0 at the end of the budget `total`), constant over
+/// the `steps_per_update` optimizer steps of that update.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LinearPerUpdate {
+    base: f64,
+    steps_per_update: u64,
+    rollout: u64,
+    total: u64,
+}
+
+impl LinearPerUpdate {
+    /// SB3's `progress_remaining` during update `update` (1, 2, ...).
+    fn remaining(&self, update: u64) -> f64 {
+        (1.0 - (update * self.rollout) as f64 / self.total as f64).max(0.0)
+    }
+}
+
+impl Schedule for LinearPerUpdate {
+    fn lr(&self, step: u64) -> f64 {
+        self.base * self.remaining(step / self.steps_per_update + 1)
+    }
+}
+
+/// One rollout, time-major (`row = t * B + env`).
+#[derive(Debug, Default)]
+struct Rollout {
+    observations: Vec<f32>,
+    actions: Vec<usize>,
+    log_probs: Vec<f32>,
+    values: Vec<f32>,
+    rewards: Vec<f32>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+    final_values: Vec<f32>,
+    actor_states: Vec<f32>,
+    critic_states: Vec<f32>,
+}
+
+impl Rollout {
+    fn clear(&mut self) {
+        self.observations.clear();
+        self.actions.clear();
+        self.log_probs.clear();
+        self.values.clear();
+        self.rewards.clear();
+        self.terminated.clear();
+        self.truncated.clear();
+        self.final_values.clear();
+        self.actor_states.clear();
+        self.critic_states.clear();
+    }
+}
+
+/// The training sequences of one rollout and the recurrent states they start from.
+#[derive(Debug)]
+struct Chopped {
+    /// Columns: observations, actions, old log-probabilities, advantages, returns.
+    batch: SequenceBatch<f32>,
+    /// Batch-major rows (`env * T + t`) of the states stored before each step.
+    actor_states: Vec<f32>,
+    critic_states: Vec<f32>,
+}
+
+/// Per-update averages of the losses and diagnostics.
+#[derive(Debug, Default)]
+struct UpdateStats {
+    policy_loss: f64,
+    value_loss: f64,
+    entropy: f64,
+    approx_kl: f64,
+    clip_fraction: f64,
+    minibatches: usize,
+}
+
+/// The agent: policy and value networks, Adam, the environments and their recurrent
+/// states, two random streams (`actions`, `minibatches`).
+#[derive(Debug)]
+pub struct Ppo {
+    config: Config,
+    seed: u64,
+    budget: u64,
+    policy: Policy,
+    adam: Optimizer<f32>,
+    schedule: LinearPerUpdate,
+    env: VecEnv<CartPoleNoVelocity>,
+    normalizer: Option<Normalizer>,
+    /// What the policy sees of the environments' observations, `[B, obs]`.
+    observations: Vec<f32>,
+    actor_state: Vec<f32>,
+    critic_state: Vec<f32>,
+    actions_rng: Rng,
+    minibatch_rng: Rng,
+    episodes: EpisodeLog,
+    env_steps: u64,
+    updates: u64,
+    no_grad: Tape,
+    tape: Tape,
+    rollout: Rollout,
+}
+
+impl Ppo {
+    /// A fresh agent whose schedules run over `budget` environment steps: networks drawn
+    /// from stream `init` of `seed`, environments reset with `seed + i`.
+    pub fn new(config: Config, seed: u64, budget: u64) -> Result<Self> {
+        if budget == 0 {
+            return Err(Error::value("Ppo::new", "budget", "at least 1 step", 0));
+        }
+        let mut env = VecEnv::from_fn(config.num_envs, CartPoleNoVelocity::new)?;
+        env.reset(Some(seed))?;
+        let dim = env.single_observation_space().dim();
+        let mut normalizer = config.normalize_observations.then(|| Normalizer::new(dim));
+        let observations = observe(&mut normalizer, env.observations());
+        let policy = Policy::new(
+            config.memory,
+            dim,
+            2,
+            config.units,
+            &mut Rng::new(seed, "init"),
+        )?;
+        let schedule = LinearPerUpdate {
+            base: config.learning_rate,
+            steps_per_update: (config.epochs * config.minibatches) as u64,
+            rollout: config.rollout_size(),
+            total: budget,
+        };
+        let adam = Optimizer::new(
+            Adam {
+                eps: config.adam_eps,
+                ..Adam::torch()
+            },
+            schedule,
+        )?;
+        let b = config.num_envs;
+        Ok(Self {
+            actor_state: vec![0.0; b * policy.actor.state_width()],
+            critic_state: vec![0.0; b * policy.critic.state_width()],
+            policy,
+            adam,
+            schedule,
+            env,
+            normalizer,
+            observations,
+            actions_rng: Rng::new(seed, "actions"),
+            minibatch_rng: Rng::new(seed, "minibatches"),
+            episodes: EpisodeLog::default(),
+            env_steps: 0,
+            updates: 0,
+            no_grad: Tape::new().no_grad(),
+            tape: Tape::new(),
+            rollout: Rollout::default(),
+            config,
+            seed,
+            budget,
+        })
+    }
+
+    /// The networks.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Steps every environment `rollout_steps` times, recording the rollout; returns
+    /// `V(s_T)` of each environment, the bootstrap of the last step.
+    fn collect(&mut self) -> Result<Vec<f32>> {
+        let b = self.config.num_envs;
+        let dim = self.env.single_observation_space().dim();
+        let tape = &self.no_grad;
+        let rollout = &mut self.rollout;
+        rollout.clear();
+        for _ in 0..self.config.rollout_steps {
+            rollout.observations.extend_from_slice(&self.observations);
+            rollout.actor_states.extend_from_slice(&self.actor_state);
+            rollout.critic_states.extend_from_slice(&self.critic_state);
+            let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
+            let (logits, actor_next) = self.policy.actor.step(tape, &x, &self.actor_state)?;
+            let (values, critic_next) = self.policy.critic.step(tape, &x, &self.critic_state)?;
+            let log_probs = logits.log_softmax(1)?.to_vec()?;
+            let probabilities = logits.softmax(1)?.to_vec()?;
+            let actions: Vec<usize> = probabilities
+                .chunks_exact(2)
+                .map(|p| categorical::sample(p, &mut self.actions_rng))
+                .collect();
+            for (i, &a) in actions.iter().enumerate() {
+                rollout.log_probs.push(log_probs[i * 2 + a]);
+            }
+            rollout.values.extend(values.to_vec()?);
+            let step = self.env.step(&actions)?;
+            rollout.actions.extend_from_slice(&actions);
+            rollout.rewards.extend_from_slice(step.rewards);
+            rollout.terminated.extend_from_slice(step.terminated);
+            rollout.truncated.extend_from_slice(step.truncated);
+            self.observations = observe(&mut self.normalizer, step.observations);
+            self.actor_state = actor_next;
+            self.critic_state = critic_next;
+            let bootstrapped: Vec<bool> = (0..b)
+                .map(|i| step.truncated[i] && !step.terminated[i])
+                .collect();
+            if bootstrapped.contains(&true) {
+                let last = scaled(&self.normalizer, step.final_observations);
+                let last = tape.constant(&Tensor::from_vec(last, [b, dim])?);
+                let (final_values, _) = self.policy.critic.step(tape, &last, &self.critic_state)?;
+                let final_values = final_values.to_vec()?;
+                rollout.final_values.extend((0..b).map(|i| {
+                    if bootstrapped[i] {
+                        final_values[i]
+                    } else {
+                        0.0
+                    }
+                }));
+            } else {
+                rollout.final_values.extend(std::iter::repeat_n(0.0, b));
+            }
+            self.env_steps += b as u64;
+            for episode in step.finished {
+                self.episodes.push(self.env_steps, episode.episode_return);
+                let restart = |state: &mut [f32], width: usize| {
+                    state[episode.env * width..(episode.env + 1) * width].fill(0.0);
+                };
+                restart(&mut self.actor_state, self.policy.actor.state_width());
+                restart(&mut self.critic_state, self.policy.critic.state_width());
+            }
+        }
+        // The bootstrap value sees what the policy sees: the normalized observations.
+        let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
+        let (values, _) = self.policy.critic.step(tape, &x, &self.critic_state)?;
+        values.to_vec()
+    }
+
+    /// The rollout's advantages and returns, made batch-major and cut into sequences.
+    fn chop(&self, bootstrap: &[f32]) -> Result<Chopped> {
+        let (t, b) = (self.config.rollout_steps, self.config.num_envs);
+        let r = &self.rollout;
+        let out = gae(
+            TimeMajor::new(t, b),
+            &r.rewards,
+            &r.values,
+            bootstrap,
+            Episodes::gymnasium(
+                self.config.gamma,
+                &r.terminated,
+                &r.truncated,
+                &r.final_values,
+            ),
+            self.config.gae_lambda,
+        )?;
+        let dim = r.observations.len() / (t * b);
+        let actions: Vec<f32> = r.actions.iter().map(|&a| a as f32).collect();
+        let ended: Vec<bool> = r
+            .terminated
+            .iter()
+            .zip(&r.truncated)
+            .map(|(&a, &b)| a || b)
+            .collect();
+        let ended = transpose(&ended, t, b, 1)?;
+        // An id per episode piece: a new one after each end and at each environment's
+        // first step.
+        let mut ids = Vec::with_capacity(t * b);
+        let mut id = 0i64;
+        for (row, &end) in ended.iter().enumerate() {
+            if row % t == 0 {
+                id += 1;
+            }
+            ids.push(id);
+            if end {
+                id += 1;
+            }
+        }
+        let observations = transpose(&r.observations, t, b, dim)?;
+        let actions = transpose(&actions, t, b, 1)?;
+        let log_probs = transpose(&r.log_probs, t, b, 1)?;
+        let advantages = transpose(&out.advantages, t, b, 1)?;
+        let returns = transpose(&out.returns, t, b, 1)?;
+        let config = ChopConfig {
+            require_contiguous_episodes: true,
+            ..ChopConfig::new(self.config.max_seq_len)
+        };
+        let columns = [
+            (&observations, dim),
+            (&actions, 1),
+            (&log_probs, 1),
+            (&advantages, 1),
+            (&returns, 1),
+        ]
+        .map(|(data, width)| Column { data, width });
+        let batch = chop_into_sequences(&ids, &columns, config)?;
+        let actor_width = self.policy.actor.state_width();
+        let critic_width = self.policy.critic.state_width();
+        Ok(Chopped {
+            batch,
+            actor_states: transpose(&r.actor_states, t, b, actor_width)?,
+            critic_states: transpose(&r.critic_states, t, b, critic_width)?,
+        })
+    }
+
+    /// One gradient step on the minibatch `batch` of `sequences` with clip range `clip`.
+    fn learn_minibatch(
+        &mut self,
+        sequences: &Chopped,
+        batch: &SequenceBatch<f32>,
+        clip: f32,
+        stats: &mut UpdateStats,
+    ) -> Result<()> {
+        let seqs = batch.seqs();
+        let (s, t) = (seqs.batch(), seqs.max_len());
+        let column = |k: usize| batch.column(k).expect("five columns were chopped");
+        let dim = batch.width(0).expect("five columns were chopped");
+        let gather_states = |states: &[f32], width: usize| -> Vec<f32> {
+            batch
+                .starts()
+                .iter()
+                .flat_map(|&row| &states[row * width..(row + 1) * width])
+                .copied()
+                .collect()
+        };
+        let actor_state0 = gather_states(&sequences.actor_states, self.policy.actor.state_width());
+        let critic_state0 =
+            gather_states(&sequences.critic_states, self.policy.critic.state_width());
+        let actions: Vec<usize> = column(1).iter().map(|&a| a as usize).collect();
+
+        let data = |k: usize, shape: &[usize]| Tensor::from_vec(column(k).to_vec(), shape);
+        let (x, old_log_probs) = (data(0, &[s, t, dim])?, data(2, &[s, t])?);
+        let (advantages, returns) = (data(3, &[s, t])?, data(4, &[s, t])?);
+
+        self.tape.reset();
+        let tape = &self.tape;
+        let x = tape.constant(&x);
+        let old_log_probs = tape.constant(&old_log_probs);
+        let advantages = tape.constant(&advantages).masked_normalize(seqs, 1e-8, 1)?;
+        let returns = tape.constant(&returns);
+
+        let logits = self.policy.actor.run(tape, &x, seqs, &actor_state0)?;
+        let values = self
+            .policy
+            .critic
+            .run(tape, &x, seqs, &critic_state0)?
+            .reshape([s, t])?;
+        let all_log_probs = logits.log_softmax(1)?;
+        let log_probs = all_log_probs
+            .gather(1, &actions, [s * t, 1])?
+            .reshape([s, t])?;
+        let entropy = all_log_probs
+            .exp()?
+            .mul(&all_log_probs)?
+            .sum(1, false)?
+            .neg()?
+            .reshape([s, t])?;
+
+        let log_ratio = log_probs.sub(&old_log_probs)?;
+        let ratio = log_ratio.exp()?;
+        let surrogate = advantages.mul(&ratio)?;
+        let clipped = advantages.mul(&ratio.clamp(1.0 - clip, 1.0 + clip)?)?;
+        let policy_loss = surrogate.minimum(&clipped)?.masked_mean(seqs)?.neg()?;
+        let value_loss = returns.sub(&values)?.square()?.masked_mean(seqs)?;
+        let entropy_loss = entropy.masked_mean(seqs)?.neg()?;
+        let loss = policy_loss
+            .add(&entropy_loss.mul_scalar(self.config.ent_coef)?)?
+            .add(&value_loss.mul_scalar(self.config.vf_coef)?)?;
+        let mut grads = tape.gradient(&loss, &[&self.policy])?;
+        grads.clip_global_norm(self.config.max_grad_norm)?;
+        self.adam.apply_gradients(&mut self.policy, &grads)?;
+
+        // SB3's diagnostics: approx_kl = mean((ratio - 1) - log_ratio), and the share of
+        // steps whose ratio left the clip range.
+        let (log_ratio, ratio) = (log_ratio.detach(), ratio.detach());
+        let kl = ratio.add_scalar(-1.0)?.sub(&log_ratio)?.masked_mean(seqs)?;
+        let outside = tape.constant(
+            &ratio
+                .add_scalar(-1.0)?
+                .abs()?
+                .gt(&tape.constant(&Tensor::scalar(clip)))?,
+        );
+        stats.policy_loss += f64::from(policy_loss.to_scalar()?);
+        stats.value_loss += f64::from(value_loss.to_scalar()?);
+        stats.entropy -= f64::from(entropy_loss.to_scalar()?);
+        stats.approx_kl += f64::from(kl.to_scalar()?);
+        stats.clip_fraction += f64::from(outside.masked_mean(seqs)?.to_scalar()?);
+        stats.minibatches += 1;
+        Ok(())
+    }
+
+    /// `epochs` passes of minibatch steps over the rollout's sequences.
+    fn learn(&mut self, sequences: &Chopped) -> Result<UpdateStats> {
+        let clip = (self.config.clip_range * self.schedule.remaining(self.updates + 1)) as f32;
+        let mut stats = UpdateStats::default();
+        for _ in 0..self.config.epochs {
+            let groups = sequences
+                .batch
+                .minibatches(self.config.minibatches, &mut self.minibatch_rng)?;
+            for group in groups {
+                let batch = sequences.batch.select(&group)?;
+                self.learn_minibatch(sequences, &batch, clip, &mut stats)?;
+            }
+        }
+        Ok(stats)
+    }
+}
+
+/// The policy's view of environment observations `raw`: normalized after adding them
+/// to the statistics (what `VecNormalize` does with every reset and step), or as they are.
+fn observe(normalizer: &mut Option<Normalizer>, raw: &[f32]) -> Vec<f32> {
+    match normalizer {
+        Some(normalizer) => {
+            normalizer.update(raw);
+            normalizer.normalize(raw)
+        }
+        None => raw.to_vec(),
+    }
+}
+
+/// `raw` normalized with the current statistics, not added to them (`VecNormalize`'s
+/// final observations), or as it is.
+fn scaled(normalizer: &Option<Normalizer>, raw: &[f32]) -> Vec<f32> {
+    match normalizer {
+        Some(normalizer) => normalizer.normalize(raw),
+        None => raw.to_vec(),
+    }
+}
+
+impl Agent for Ppo {
+    const UNIT: &'static str = "steps";
+    /// RL Zoo's `n_timesteps`.
+    const DEFAULT_BUDGET: u64 = 100_000;
+    const DEFAULT_CHECKPOINT_EVERY: u64 = 10_000;
+
+    fn name(&self) -> &'static str {
+        match self.config.memory {
+            Memory::Lstm => "recurrent_ppo",
+            Memory::None => "ppo_mlp",
+        }
+    }
+
+    /// A rollout and its update.
+    fn advance(&mut self, log: &mut Logger) -> Result<()> {
+        let bootstrap = self.collect()?;
+        let sequences = self.chop(&bootstrap)?;
+        let stats = self.learn(&sequences)?;
+        self.updates += 1;
+        let n = stats.minibatches as f64;
+        let step = self.env_steps;
+        log.scalar("train/policy_loss", step, stats.policy_loss / n)?;
+        log.scalar("train/value_loss", step, stats.value_loss / n)?;
+        log.scalar("train/entropy", step, stats.entropy / n)?;
+        log.scalar("train/approx_kl", step, stats.approx_kl / n)?;
+        log.scalar("train/clip_fraction", step, stats.clip_fraction / n)?;
+        let lr = self.config.learning_rate * self.schedule.remaining(self.updates);
+        log.scalar("train/learning_rate", step, lr)
+    }
+
+    fn units(&self) -> u64 {
+        self.env_steps
+    }
+
+    fn env_steps(&self) -> u64 {
+        self.env_steps
+    }
+
+    fn episodes(&self) -> &EpisodeLog {
+        &self.episodes
+    }
+
+    fn target(&self) -> Target {
+        self.config.target
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{:?}, budget {}, seed {}",
+            self.config, self.budget, self.seed
+        )
+    }
+
+    fn save(&self, checkpoint: &mut Checkpoint) -> Result<()> {
+        checkpoint.put_module("", &self.policy)?;
+        checkpoint.put_optimizer("optim", &self.adam)?;
+        checkpoint.put_rng("rng/actions", &self.actions_rng)?;
+        checkpoint.put_rng("rng/minibatches", &self.minibatch_rng)?;
+        let env = self.env.snapshot();
+        checkpoint.put("env", &[env.len()], &env)?;
+        checkpoint.put("state/actor", &[self.actor_state.len()], &self.actor_state)?;
+        checkpoint.put(
+            "state/critic",
+            &[self.critic_state.len()],
+            &self.critic_state,
+        )?;
+        checkpoint.put_scalar("progress/env_steps", self.env_steps)?;
+        checkpoint.put_scalar("progress/updates", self.updates)?;
+        if let Some(normalizer) = &self.normalizer {
+            normalizer.save("normalizer", checkpoint)?;
+        }
+        self.episodes.save(checkpoint)
+    }
+
+    fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        let mut env = vec![0u64; self.env.snapshot().len()];
+        let (actor_len, critic_len) = (self.actor_state.len(), self.critic_state.len());
+        let mut plan = Restore::new();
+        plan.module("", &mut self.policy)
+            .optimizer("optim", &mut self.adam)
+            .rng("rng/actions", &mut self.actions_rng)
+            .rng("rng/minibatches", &mut self.minibatch_rng)
+            .slice("env", &[env.len()], &mut env)
+            .slice("state/actor", &[actor_len], &mut self.actor_state)
+            .slice("state/critic", &[critic_len], &mut self.critic_state)
+            .scalar("progress/env_steps", &mut self.env_steps)
+            .scalar("progress/updates", &mut self.updates);
+        if let Some(normalizer) = &mut self.normalizer {
+            normalizer.restore("normalizer", &mut plan);
+        }
+        self.episodes.restore(checkpoint, &mut plan)?;
+        checkpoint.restore(plan)?;
+        self.env.restore(&env)?;
+        // The statistics already hold the current observations.
+        self.observations = scaled(&self.normalizer, self.env.observations());
+        Ok(())
+    }
+
+    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
+        crate::named_values(&self.policy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_is_sb3s_linear_decay_per_update() {
+        let schedule = LinearPerUpdate {
+            base: 1e-3,
+            steps_per_update: 20,
+            rollout: 256,
+            total: 1024,
+        };
+        // Update 1 (optimizer steps 0..20) already counts its own rollout, as SB3 does.
+        assert_eq!(schedule.lr(0), 1e-3 * 0.75);
+        assert_eq!(schedule.lr(19), 1e-3 * 0.75);
+        assert_eq!(schedule.lr(20), 1e-3 * 0.5);
+        assert_eq!(schedule.lr(79), 0.0);
+        assert_eq!(schedule.lr(1000), 0.0);
+    }
+}
