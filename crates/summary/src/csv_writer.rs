@@ -1,12 +1,13 @@
 //! [`CsvWriter`]: scalars as CSV rows, for people without TensorBoard.
 
 use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rlgrad_core::{Error, Result};
 
 use crate::cadence::{Cadence, WriterOptions};
+use crate::output::Output;
 
 const HEADER: [&str; 4] = ["wall_time", "step", "tag", "value"];
 
@@ -34,9 +35,7 @@ const HEADER: [&str; 4] = ["wall_time", "step", "tag", "value"];
 /// ```
 #[derive(Debug)]
 pub struct CsvWriter {
-    path: PathBuf,
-    out: csv::Writer<File>,
-    cadence: Cadence,
+    output: Output<csv::Writer<File>>,
 }
 
 fn io_error(function: &'static str, action: &'static str, path: &Path, e: csv::Error) -> Error {
@@ -69,17 +68,19 @@ impl CsvWriter {
                 .and_then(|()| out.flush().map_err(csv::Error::from))
                 .map_err(|e| io_error(FUNCTION, "write", &path, e))?;
         }
-        Ok(Self { path, out, cadence })
+        Ok(Self {
+            output: Output { path, out, cadence },
+        })
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.output.path()
     }
 
     /// Whether `step` is recorded (a multiple of `record_every`).
     pub fn records(&self, step: u64) -> bool {
-        self.cadence.records(step)
+        self.output.cadence.records(step)
     }
 
     /// Appends the row for `value` under `tag` at `step`, if the step is recorded. An
@@ -95,43 +96,23 @@ impl CsvWriter {
         let wall_time = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        self.out
+        let output = &mut self.output;
+        output
+            .out
             .serialize((wall_time, step, tag, value))
-            .map_err(|e| io_error(FUNCTION, "write", &self.path, e))?;
-        if self.cadence.flush_due() {
-            self.flush_as(FUNCTION)?;
-        }
-        Ok(())
-    }
-
-    fn flush_as(&mut self, function: &'static str) -> Result<()> {
-        self.cadence.flushed();
-        self.out
-            .flush()
-            .map_err(|e| Error::io(function, "write", &self.path, &e))
+            .map_err(|e| io_error(FUNCTION, "write", &output.path, e))?;
+        output.recorded(FUNCTION)
     }
 
     /// Writes the buffered rows to the file.
     pub fn flush(&mut self) -> Result<()> {
-        self.flush_as("CsvWriter::flush")
+        self.output.flush("CsvWriter::flush")
     }
 
     /// Flushes and syncs the file to disk, reporting any error (dropping a writer flushes
     /// too, but silently).
     pub fn close(mut self) -> Result<()> {
-        const FUNCTION: &str = "CsvWriter::close";
-        self.flush_as(FUNCTION)?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .map_err(|e| Error::io(FUNCTION, "sync", &self.path, &e))
-    }
-}
-
-impl Drop for CsvWriter {
-    fn drop(&mut self) {
-        // Drop cannot report an error; `close` does.
-        let _ = self.out.flush();
+        self.output.close("CsvWriter::close")
     }
 }
 

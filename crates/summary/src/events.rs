@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,6 +12,7 @@ use rlgrad_core::{Error, Result};
 
 use crate::cadence::{Cadence, WriterOptions};
 use crate::histogram::histogram;
+use crate::output::Output;
 use crate::proto::{Event, Summary, SummaryValue, event, summary_value};
 use crate::record;
 use crate::series::Series;
@@ -60,9 +61,7 @@ static FILE_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// ```
 #[derive(Debug)]
 pub struct EventWriter {
-    path: PathBuf,
-    out: BufWriter<File>,
-    cadence: Cadence,
+    output: Output<BufWriter<File>>,
     scratch: Vec<u8>,
 }
 
@@ -131,9 +130,11 @@ impl EventWriter {
             .open(&path)
             .map_err(|e| Error::io(FUNCTION, "create", &path, &e))?;
         let mut writer = Self {
-            path,
-            out: BufWriter::new(file),
-            cadence,
+            output: Output {
+                path,
+                out: BufWriter::new(file),
+                cadence,
+            },
             scratch: Vec::new(),
         };
         let version = Event {
@@ -142,18 +143,18 @@ impl EventWriter {
             what: Some(event::What::FileVersion(FILE_VERSION.to_owned())),
         };
         writer.write(FUNCTION, &version)?;
-        writer.flush_as(FUNCTION)?;
+        writer.output.flush(FUNCTION)?;
         Ok(writer)
     }
 
     /// The event file's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.output.path()
     }
 
     /// Whether `step` is recorded (a multiple of `record_every`).
     pub fn records(&self, step: u64) -> bool {
-        self.cadence.records(step)
+        self.output.cadence.records(step)
     }
 
     /// Records scalar `value` under `tag` at `step` (TensorBoard stores it as `f32`), if
@@ -229,48 +230,27 @@ impl EventWriter {
             })),
         };
         self.write(function, &event)?;
-        if self.cadence.flush_due() {
-            self.flush_as(function)?;
-        }
-        Ok(())
+        self.output.recorded(function)
     }
 
     fn write(&mut self, function: &'static str, event: &Event) -> Result<()> {
         self.scratch.clear();
         record::frame(&event.encode_to_vec(), &mut self.scratch);
-        self.out
+        self.output
+            .out
             .write_all(&self.scratch)
-            .map_err(|e| Error::io(function, "write", &self.path, &e))
-    }
-
-    fn flush_as(&mut self, function: &'static str) -> Result<()> {
-        self.cadence.flushed();
-        self.out
-            .flush()
-            .map_err(|e| Error::io(function, "write", &self.path, &e))
+            .map_err(|e| Error::io(function, "write", &self.output.path, &e))
     }
 
     /// Writes the buffered records to the file.
     pub fn flush(&mut self) -> Result<()> {
-        self.flush_as("EventWriter::flush")
+        self.output.flush("EventWriter::flush")
     }
 
     /// Flushes and syncs the file to disk, reporting any error (dropping a writer flushes
     /// too, but silently).
     pub fn close(mut self) -> Result<()> {
-        const FUNCTION: &str = "EventWriter::close";
-        self.flush_as(FUNCTION)?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .map_err(|e| Error::io(FUNCTION, "sync", &self.path, &e))
-    }
-}
-
-impl Drop for EventWriter {
-    fn drop(&mut self) {
-        // Drop cannot report an error; `close` does.
-        let _ = self.out.flush();
+        self.output.close("EventWriter::close")
     }
 }
 

@@ -55,6 +55,7 @@ mod cadence;
 mod csv_writer;
 mod events;
 mod histogram;
+mod output;
 #[cfg(feature = "plot")]
 mod plot;
 mod proto;
