@@ -284,13 +284,7 @@ fn regex_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/compare/fixtures")
-            .join(name);
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
+    use crate::compare::fixture;
 
     #[test]
     fn reads_the_median_and_the_bytes_of_criterion_files() {

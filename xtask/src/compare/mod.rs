@@ -117,6 +117,15 @@ impl Options {
     }
 }
 
+/// The text of the test fixture `name` (`src/compare/fixtures/`).
+#[cfg(test)]
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/compare/fixtures")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// `CARGO_TARGET_DIR`, else `target/` of the workspace.
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))

@@ -223,13 +223,7 @@ pub fn failure_reasons(output: &str) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/compare/fixtures")
-            .join(name);
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
+    use crate::compare::fixture;
 
     #[test]
     fn parses_the_rows_versions_and_bandwidths_of_a_real_run() {

@@ -428,20 +428,13 @@ pub fn utc_timestamp(seconds: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::time::SystemTime;
 
     use super::super::bench::{Check, parse_benchmark, parse_estimates};
     use super::super::peers::{failure_reasons, parse};
     use super::super::workloads::find;
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/compare/fixtures")
-            .join(name);
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
+    use crate::compare::fixture;
 
     fn peer_round(json: &str, log: Option<&str>) -> Result<PeerRound, String> {
         Ok(PeerRound {
