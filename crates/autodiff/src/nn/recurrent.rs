@@ -281,8 +281,10 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
         }
         let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
         let gates = self.input_gates(tape, &time_major)?;
+        // Up to the shortest sequence every row is valid, and the step needs no masking.
+        let all_valid = seqs.map_or(steps, |s| s.lengths().iter().copied().min().unwrap_or(0));
         let valid = match seqs {
-            Some(s) => {
+            Some(s) if all_valid < steps => {
                 let flags: Vec<T> = (0..steps)
                     .flat_map(|t| {
                         s.lengths()
@@ -296,10 +298,8 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
                     [steps, batch, 1],
                 )?)
             }
-            None => None,
+            _ => None,
         };
-        // Up to the shortest sequence every row is valid, and the step needs no masking.
-        let all_valid = seqs.map_or(steps, |s| s.lengths().iter().copied().min().unwrap_or(0));
         let zero = tape.constant(&Tensor::zeros_on(tape.device(), Shape::scalar())?);
         let mut outputs: SmallVec<[Var<'t, T, D>; 16]> = SmallVec::with_capacity(steps);
         for t in 0..steps {
