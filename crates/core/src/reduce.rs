@@ -44,67 +44,13 @@ pub const LANES: usize = 16;
 /// Leaves per task below which a subtree is not split further for parallelism.
 const MIN_LEAVES_PER_TASK: usize = 512;
 
-/// The lane accumulators of one leaf, filled in canonical order by [`Leaf::push`] or
-/// [`Leaf::push_slice`]: the `k`-th value pushed goes to lane `k % LANES`.
+/// The lane accumulators of one leaf (or of a subtree of leaves, lane by lane).
 #[derive(Debug, Clone, Copy)]
-pub struct Leaf<T> {
+struct Leaf<T> {
     lanes: [T; LANES],
-    pushed: usize,
 }
 
 impl<T: Float> Leaf<T> {
-    fn new() -> Self {
-        Self {
-            lanes: [T::neg_zero(); LANES],
-            pushed: 0,
-        }
-    }
-
-    /// Adds the next value of the leaf.
-    #[inline(always)]
-    pub fn push(&mut self, value: T) {
-        let lane = self.pushed % LANES;
-        self.lanes[lane] = self.lanes[lane] + value;
-        self.pushed += 1;
-    }
-
-    /// Adds `map(v)` for the next values `v` of the leaf, in order.
-    #[inline(always)]
-    pub fn push_mapped(&mut self, values: &[T], map: impl Fn(T) -> T) {
-        self.push_zipped(values, values, |v, _| map(v));
-    }
-
-    /// Adds `map(a[k], b[k])` for `k` in order, up to the shorter of `a` and `b`.
-    #[inline(always)]
-    pub fn push_zipped(&mut self, a: &[T], b: &[T], map: impl Fn(T, T) -> T) {
-        let len = a.len().min(b.len());
-        let (mut a, mut b) = (&a[..len], &b[..len]);
-        // Align to a lane boundary, then add whole lane groups (the vectorized path).
-        while !self.pushed.is_multiple_of(LANES) && !a.is_empty() {
-            self.push(map(a[0], b[0]));
-            (a, b) = (&a[1..], &b[1..]);
-        }
-        let whole = a.len() - a.len() % LANES;
-        for (ga, gb) in a[..whole]
-            .chunks_exact(LANES)
-            .zip(b[..whole].chunks_exact(LANES))
-        {
-            for ((lane, &x), &y) in self.lanes.iter_mut().zip(ga).zip(gb) {
-                *lane = *lane + map(x, y);
-            }
-        }
-        self.pushed += whole;
-        for (&x, &y) in a[whole..].iter().zip(&b[whole..]) {
-            self.push(map(x, y));
-        }
-    }
-
-    /// Adds the next values of the leaf, in order.
-    #[inline(always)]
-    pub fn push_slice(&mut self, values: &[T]) {
-        self.push_mapped(values, |v| v);
-    }
-
     fn combine(mut self, right: Self) -> Self {
         for (l, r) in self.lanes.iter_mut().zip(right.lanes) {
             *l = *l + r;
@@ -205,6 +151,57 @@ where
     acc
 }
 
+/// Leaves that [`slice_subtree`] adds side by side (a power of two: a complete subtree).
+const QUAD: usize = 4;
+
+/// The canonical tree evaluated left to right in a fixed array, for the vectorized loops:
+/// a stack of complete power-of-two subtrees, merged by the carries of a binary counter
+/// (the same tree as [`tree_sequential`]). Its depth never exceeds the bits of the leaf
+/// count, which callers keep within `STACK`, a power of two.
+struct Counter<V, const STACK: usize> {
+    stack: [V; STACK],
+    depth: usize,
+}
+
+impl<V: Copy, const STACK: usize> Counter<V, STACK> {
+    #[inline(always)]
+    fn new(empty: V) -> Self {
+        Self {
+            stack: [empty; STACK],
+            depth: 0,
+        }
+    }
+
+    /// Pushes a complete subtree of `size` leaves (a power of two) that follows `done`
+    /// leaves, a multiple of `size`: the carries from that level up, which is what
+    /// pushing its leaves one by one would do.
+    #[inline(always)]
+    fn push(&mut self, done: usize, size: usize, mut value: V, add: impl Fn(&V, &V) -> V) {
+        // Masking the index with STACK - 1 lets the compiler drop the bounds checks.
+        let mut count = done / size + 1;
+        while count & 1 == 0 {
+            self.depth -= 1;
+            value = add(&self.stack[self.depth & (STACK - 1)], &value);
+            count >>= 1;
+        }
+        self.stack[self.depth & (STACK - 1)] = value;
+        self.depth += 1;
+    }
+
+    /// The root: the remaining subtrees merged from the right; `None` when empty.
+    #[inline(always)]
+    fn finish(self, add: impl Fn(&V, &V) -> V) -> Option<V> {
+        let (last, rest) = self.stack[..self.depth].split_last()?;
+        Some(rest.iter().rev().fold(*last, |acc, left| add(left, &acc)))
+    }
+}
+
+/// The lane-wise sum of two leaves' accumulators.
+#[inline(always)]
+fn add_lanes<T: Float>(a: &[T; LANES], b: &[T; LANES]) -> [T; LANES] {
+    std::array::from_fn(|j| a[j] + b[j])
+}
+
 /// The stack depth of [`slice_subtree`] for inputs of at most 128 leaves (8192 elements).
 const SHORT_STACK: usize = 8;
 
@@ -241,25 +238,30 @@ fn slice_subtree<T: Float, const STACK: usize>(
     leaves: Range<usize>,
     map: &impl Fn(T) -> T,
 ) -> [T; LANES] {
-    // Depth never exceeds the bits of the leaf count (at most STACK, a power of two, by
-    // the caller's choice); masking the index with STACK - 1 lets the compiler drop the
-    // bounds checks from the hot loop.
-    let mut stack = [[T::neg_zero(); LANES]; STACK];
-    let mut depth = 0usize;
-    let mut push_leaf = |done: usize, mut value: [T; LANES]| {
-        let mut count = done;
-        while count & 1 == 0 {
-            depth -= 1;
-            let left = stack[depth & (STACK - 1)];
-            value = std::array::from_fn(|j| left[j] + value[j]);
-            count >>= 1;
-        }
-        stack[depth & (STACK - 1)] = value;
-        depth += 1;
-    };
+    let mut tree = Counter::<[T; LANES], STACK>::new([T::neg_zero(); LANES]);
     let region = &x[leaves.start * LEAF_LEN..(leaves.end * LEAF_LEN).min(x.len())];
-    let mut full = region.chunks_exact(LEAF_LEN);
     let mut done = 0;
+    // Four leaves at a time, a complete subtree: their four chains of additions are
+    // independent, so they overlap instead of waiting on one another's latency.
+    let mut quads = region.chunks_exact(QUAD * LEAF_LEN);
+    for quad in &mut quads {
+        let mut value = [[T::neg_zero(); LANES]; QUAD];
+        for group in 0..LEAF_LEN / LANES {
+            for (leaf, lanes) in value.iter_mut().enumerate() {
+                let at = leaf * LEAF_LEN + group * LANES;
+                for (lane, &v) in lanes.iter_mut().zip(&quad[at..at + LANES]) {
+                    *lane = *lane + map(v);
+                }
+            }
+        }
+        let subtree = add_lanes(
+            &add_lanes(&value[0], &value[1]),
+            &add_lanes(&value[2], &value[3]),
+        );
+        tree.push(done, QUAD, subtree, add_lanes);
+        done += QUAD;
+    }
+    let mut full = quads.remainder().chunks_exact(LEAF_LEN);
     for leaf in &mut full {
         let mut value = [T::neg_zero(); LANES];
         for group in leaf.chunks_exact(LANES) {
@@ -267,69 +269,116 @@ fn slice_subtree<T: Float, const STACK: usize>(
                 value[j] = value[j] + map(group[j]);
             }
         }
+        tree.push(done, 1, value, add_lanes);
         done += 1;
-        push_leaf(done, value);
     }
     if !full.remainder().is_empty() {
         let mut value = [T::neg_zero(); LANES];
         for (k, &v) in full.remainder().iter().enumerate() {
             value[k % LANES] = value[k % LANES] + map(v);
         }
-        done += 1;
-        push_leaf(done, value);
+        tree.push(done, 1, value, add_lanes);
     }
-    let mut acc = stack[(depth - 1) & (STACK - 1)];
-    for left in stack[..depth - 1].iter().rev() {
-        acc = std::array::from_fn(|j| left[j] + acc[j]);
-    }
-    acc
+    tree.finish(add_lanes).unwrap_or([T::neg_zero(); LANES])
 }
 
-/// The canonical sum of `len` virtual elements: `fill(range, leaf)` must push the
-/// elements with indices `range` (one leaf, at most [`LEAF_LEN`] long) in order.
+/// Leaves per block of [`sum_gathered`]: a power of two, so that every block is a
+/// complete subtree of the canonical tree (the tree over blocks is then the tree over
+/// leaves), and few enough that a block (4 KiB of f32) stays in L1 between its gather and
+/// its sum.
+const GATHER_LEAVES: usize = 16;
+/// Elements per block of [`sum_gathered`].
+const GATHER_LEN: usize = GATHER_LEAVES * LEAF_LEN;
+
+/// The canonical sum of `len` virtual elements that are computed or gathered on the fly
+/// (masked sums over ragged rows, squared norms over several buffers).
 ///
-/// This is the building block for sums whose elements are computed or gathered on the fly
-/// (masked sums over ragged rows, squared norms, sums over several buffers).
-pub fn sum_leaves<T, F>(len: usize, par: Par, fill: F) -> T
-where
-    T: Float,
-    F: Fn(Range<usize>, &mut Leaf<T>) + Sync,
-{
-    sum_leaves_with(len, par, |_| (), |(), range, leaf| fill(range, leaf))
-}
-
-/// [`sum_leaves`] with a cursor: each run of consecutive leaves that one task reduces
-/// starts from `start(first_element)` and hands the cursor to `fill` leaf after leaf, so a
-/// gather can walk its index structure instead of searching it for every leaf.
-pub fn sum_leaves_with<T, S, I, F>(len: usize, par: Par, start: I, fill: F) -> T
+/// `gather(cursor, range, out)` must write the elements with indices `range` in order
+/// into `out` (`out.len() == range.len() <= 1024`); the ranges come in increasing order
+/// within a task. Each run of consecutive elements that one task reduces starts from the
+/// cursor `start(first_index)`, so a gather can walk its index structure instead of
+/// searching it for every block. The gathered blocks are summed by the vectorized loop of
+/// [`sum`]: the result is bitwise the canonical sum of the elements laid end to end.
+///
+/// ```
+/// use rlgrad_core::{reduce, Par};
+/// // The squares of two buffers, as if concatenated.
+/// let (a, b) = ([1.0f32, 2.0], [3.0f32; 100]);
+/// let squares = reduce::sum_gathered(102, Par::Seq, |_| (), |_, range, out| {
+///     for (i, o) in range.zip(out) {
+///         let v = if i < 2 { a[i] } else { b[i - 2] };
+///         *o = v * v;
+///     }
+/// });
+/// assert_eq!(squares, 905.0);
+/// ```
+pub fn sum_gathered<T, S, I, G>(len: usize, par: Par, start: I, gather: G) -> T
 where
     T: Float,
     I: Fn(usize) -> S + Sync,
-    F: Fn(&mut S, Range<usize>, &mut Leaf<T>) + Sync,
+    G: Fn(&mut S, Range<usize>, &mut [T]) + Sync,
 {
     let combine = |a: Leaf<T>, b: Leaf<T>| a.combine(b);
     tree_reduce_with(
         len.div_ceil(LEAF_LEN),
         par,
         |leaves| {
-            let mut cursor = start(leaves.start * LEAF_LEN);
-            tree_sequential(
+            crate::simd::widest(GatheredSubtree {
+                len,
                 leaves,
-                |i| {
-                    let mut leaf = Leaf::new();
-                    fill(
-                        &mut cursor,
-                        i * LEAF_LEN..((i + 1) * LEAF_LEN).min(len),
-                        &mut leaf,
-                    );
-                    leaf
-                },
-                &combine,
-            )
+                start: &start,
+                gather: &gather,
+                types: std::marker::PhantomData,
+            })
         },
         &combine,
     )
     .map_or_else(T::zero, Leaf::fold)
+}
+
+/// The subtree of [`sum_gathered`] over `leaves`, for [`crate::simd::widest`]: the gathers
+/// (often mapped copies) and the sums vectorize at the same width.
+struct GatheredSubtree<'a, T, S, I, G> {
+    len: usize,
+    leaves: Range<usize>,
+    start: &'a I,
+    gather: &'a G,
+    /// The element and cursor types, which only the closures name.
+    types: std::marker::PhantomData<fn(S) -> T>,
+}
+
+impl<T, S, I, G> crate::simd::Vectorized for GatheredSubtree<'_, T, S, I, G>
+where
+    T: Float,
+    I: Fn(usize) -> S,
+    G: Fn(&mut S, Range<usize>, &mut [T]),
+{
+    type Output = Leaf<T>;
+    #[inline(always)]
+    fn run(self) -> Leaf<T> {
+        let Self {
+            len,
+            leaves,
+            start,
+            gather,
+            types: _,
+        } = self;
+        let mut cursor = start(leaves.start * LEAF_LEN);
+        let mut block = [T::neg_zero(); GATHER_LEN];
+        // Blocks are complete subtrees of GATHER_LEAVES leaves: one counter step each.
+        let mut tree = Counter::<[T; LANES], { usize::BITS as usize }>::new([T::neg_zero(); LANES]);
+        for first in leaves.clone().step_by(GATHER_LEAVES) {
+            let last = (first + GATHER_LEAVES).min(leaves.end);
+            let range = first * LEAF_LEN..(last * LEAF_LEN).min(len);
+            let values = &mut block[..range.len()];
+            gather(&mut cursor, range, values);
+            let lanes = slice_subtree::<T, SHORT_STACK>(values, 0..last - first, &|v| v);
+            tree.push(first - leaves.start, GATHER_LEAVES, lanes, add_lanes);
+        }
+        Leaf {
+            lanes: tree.finish(add_lanes).unwrap_or([T::neg_zero(); LANES]),
+        }
+    }
 }
 
 /// The segment holding virtual index `index` of segments laid end to end, segment `k`
@@ -353,7 +402,7 @@ pub fn segment_of(offsets: &[usize], index: usize) -> Option<usize> {
 /// calls `visit(k, local)` for each piece, in order, where `local` indexes segment `k`.
 /// `cursor` is a segment at or before the one holding `range.start` and is advanced, so a
 /// run of leaves walks the segments once instead of searching them leaf by leaf (the
-/// cursor of [`sum_leaves_with`] for sums over ragged data). The walk stops at the first
+/// cursor of [`sum_gathered`] for sums over ragged data). The walk stops at the first
 /// index that no segment at or after `cursor` holds.
 #[inline(always)]
 pub fn for_each_segment(
@@ -396,7 +445,6 @@ where
                 leaves: range,
                 map: &map,
             }),
-            pushed: 0,
         },
         &combine,
     )
@@ -465,7 +513,6 @@ where
         for (j, sum) in sums.iter_mut().enumerate() {
             *sum = Leaf {
                 lanes: std::array::from_fn(|l| lanes[l][j]),
-                pushed: 0,
             }
             .fold();
         }
@@ -505,8 +552,7 @@ impl<T: Float, F: Fn(T, usize) -> T> ColumnBlock<'_, T, F> {
         let add = |a: &BlockLanes<T>, b: &BlockLanes<T>| -> BlockLanes<T> {
             std::array::from_fn(|l| std::array::from_fn(|j| a[l][j] + b[l][j]))
         };
-        let mut stack = [[[T::neg_zero(); COLUMN_BLOCK]; LANES]; STACK];
-        let mut depth = 0usize;
+        let mut tree = Counter::<BlockLanes<T>, STACK>::new([[T::neg_zero(); COLUMN_BLOCK]; LANES]);
         let leaves = self.rows.div_ceil(LEAF_LEN);
         for leaf in 0..leaves {
             let mut value = [[T::neg_zero(); COLUMN_BLOCK]; LANES];
@@ -518,23 +564,10 @@ impl<T: Float, F: Fn(T, usize) -> T> ColumnBlock<'_, T, F> {
                     *acc = *acc + (self.map)(v, self.first + j);
                 }
             }
-            let mut count = leaf + 1;
-            while count & 1 == 0 {
-                depth -= 1;
-                value = add(&stack[depth & (STACK - 1)], &value);
-                count >>= 1;
-            }
-            stack[depth & (STACK - 1)] = value;
-            depth += 1;
+            tree.push(leaf, 1, value, add);
         }
-        if depth == 0 {
-            return [[T::zero(); COLUMN_BLOCK]; LANES];
-        }
-        let mut acc = stack[(depth - 1) & (STACK - 1)];
-        for left in stack[..depth - 1].iter().rev() {
-            acc = add(left, &acc);
-        }
-        acc
+        tree.finish(add)
+            .unwrap_or([[T::zero(); COLUMN_BLOCK]; LANES])
     }
 }
 
@@ -717,15 +750,43 @@ mod tests {
     }
 
     #[test]
-    fn pushing_in_pieces_equals_pushing_at_once() {
-        let x: Vec<f32> = (0..64).map(|i| 1.0 + i as f32 * 1e-3).collect();
-        let mut whole = Leaf::new();
-        whole.push_slice(&x);
-        let mut pieces = Leaf::new();
-        pieces.push_slice(&x[..5]);
-        pieces.push_slice(&x[5..37]);
-        pieces.push(x[37]);
-        pieces.push_slice(&x[38..]);
-        assert_eq!(whole.fold().to_bits(), pieces.fold().to_bits());
+    fn gathered_sums_equal_the_sum_of_the_gathered_values() {
+        // Sizes around the leaf and block edges, and enough leaves for several tasks.
+        for len in [
+            0,
+            1,
+            63,
+            64,
+            65,
+            1023,
+            1024,
+            1025,
+            3000,
+            64 * 1024 + 7,
+            200_001,
+        ] {
+            let x: Vec<f32> = (0..len)
+                .map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 150.0)
+                .collect();
+            let want = sum(&x, Par::Seq).to_bits();
+            for par in [Par::Seq, Par::rayon(2), Par::rayon(3)] {
+                let starts = std::sync::Mutex::new(Vec::new());
+                let got = sum_gathered(
+                    len,
+                    par,
+                    |first| {
+                        starts.lock().unwrap().push(first);
+                        first
+                    },
+                    |next: &mut usize, range, out: &mut [f32]| {
+                        assert_eq!(*next, range.start, "ranges come in order from the cursor");
+                        out.copy_from_slice(&x[range.clone()]);
+                        *next = range.end;
+                    },
+                );
+                assert_eq!(got.to_bits(), want, "len {len}, {par:?}");
+                assert!(starts.lock().unwrap().iter().all(|s| s % LEAF_LEN == 0));
+            }
+        }
     }
 }

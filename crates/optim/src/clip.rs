@@ -17,16 +17,24 @@ fn sum_of_squares<T: Float>(grads: &[&[T]], scale: T, par: Par) -> T {
         offsets.push(offsets[offsets.len() - 1] + g.len());
     }
     let one = scale == T::one();
-    reduce::sum_leaves_with(
+    reduce::sum_gathered(
         total,
         par,
         |first| reduce::segment_of(&offsets, first).unwrap_or(0),
-        |tensor, range, leaf| {
+        |tensor, range, out| {
+            let mut rest = out;
             reduce::for_each_segment(&offsets, tensor, range, |k, local| {
+                let (squares, tail) = std::mem::take(&mut rest).split_at_mut(local.len());
+                rest = tail;
+                let grads = &grads[k][local];
                 if one {
-                    leaf.push_mapped(&grads[k][local], |g| g * g);
+                    for (o, &g) in squares.iter_mut().zip(grads) {
+                        *o = g * g;
+                    }
                 } else {
-                    leaf.push_mapped(&grads[k][local], |g| (g * scale) * (g * scale));
+                    for (o, &g) in squares.iter_mut().zip(grads) {
+                        *o = (g * scale) * (g * scale);
+                    }
                 }
             });
         },

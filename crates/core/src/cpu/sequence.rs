@@ -2,6 +2,8 @@
 //! following the canonical orders of [`crate::kernels::sequence`]. Work is split by whole
 //! sequences (or whole steps, for time-major data); copies are `memcpy`s of valid rows.
 
+use std::mem::MaybeUninit;
+
 use super::alloc;
 use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use crate::{Error, Float, Par, Result, check, reduce};
@@ -219,22 +221,30 @@ pub fn masked_sum<T: Float>(
         &scaled
     };
     let row = seqs.max_len() * features;
-    Ok(reduce::sum_leaves_with(
+    Ok(reduce::sum_gathered(
         values,
         par,
-        // Leaf runs start below `N * F`, where a sequence always holds the value; 0, a
+        // Blocks start below `N * F`, where a sequence always holds the value; 0, a
         // cursor at or before any sequence, would also do.
         |first| reduce::segment_of(offsets, first).unwrap_or(0),
-        |b, packed, leaf| {
+        |b, packed, out| {
+            let mut rest = out;
             reduce::for_each_segment(offsets, b, packed, |s, local| {
                 let run = s * row + local.start..s * row + local.end;
+                let (values, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
+                rest = tail;
                 match term {
-                    MaskedTerm::Value => leaf.push_slice(&x[run]),
+                    MaskedTerm::Value => values.copy_from_slice(&x[run]),
                     MaskedTerm::SquaredDeviation { mean } => {
-                        leaf.push_mapped(&x[run], |v| (v - mean) * (v - mean));
+                        for (o, &v) in values.iter_mut().zip(&x[run]) {
+                            *o = (v - mean) * (v - mean);
+                        }
                     }
                     MaskedTerm::Product { other, shift } => {
-                        leaf.push_zipped(&x[run.clone()], &other[run], |v, w| (v - shift) * w);
+                        for ((o, &v), &w) in values.iter_mut().zip(&x[run.clone()]).zip(&other[run])
+                        {
+                            *o = (v - shift) * w;
+                        }
                     }
                 }
             });
@@ -280,6 +290,22 @@ pub fn masked_map<T: Float>(
     map: MaskedMap<'_, [T], T>,
     out: &mut [T],
 ) -> Result<()> {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and `masked_map_uninit` writes only
+    // initialized values, so `out` stays initialized.
+    let out = unsafe { &mut *(std::ptr::from_mut(out) as *mut [MaybeUninit<T>]) };
+    masked_map_uninit(par, seqs, features, x, map, out)
+}
+
+/// [`masked_map`] into memory that may be uninitialized: on `Ok`, every element of `out`
+/// is written (an allocating caller then skips zeroing a buffer that it overwrites).
+pub fn masked_map_uninit<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    x: Option<&[T]>,
+    map: MaskedMap<'_, [T], T>,
+    out: &mut [MaybeUninit<T>],
+) -> Result<()> {
     let (_, len) = sizes("masked_map", seqs, features)?;
     let x = match x {
         Some(x) => {
@@ -320,25 +346,25 @@ pub fn masked_map<T: Float>(
             let range = b * row..b * row + valid.len();
             // The match is hoisted out of the loops so that each one vectorizes.
             match map {
-                MaskedMap::Fill(value) => valid.fill(value),
-                MaskedMap::PerSequence(values) => valid.fill(values[b]),
+                MaskedMap::Fill(value) => valid.fill(MaybeUninit::new(value)),
+                MaskedMap::PerSequence(values) => valid.fill(MaybeUninit::new(values[b])),
                 MaskedMap::Scale { shift, scale } => {
                     for (o, &v) in valid.iter_mut().zip(&x[range]) {
-                        *o = (v - shift) * scale;
+                        o.write((v - shift) * scale);
                     }
                 }
                 MaskedMap::Standardize { mean, denominator } => {
                     for (o, &v) in valid.iter_mut().zip(&x[range]) {
-                        *o = (v - mean) / denominator;
+                        o.write((v - mean) / denominator);
                     }
                 }
                 MaskedMap::StandardizeBackward { .. } => {
                     for ((o, &v), i) in valid.iter_mut().zip(&x[range.clone()]).zip(range) {
-                        *o = map.apply(v, b, i);
+                        o.write(map.apply(v, b, i));
                     }
                 }
             }
-            padding.fill(T::zero());
+            padding.fill(MaybeUninit::new(T::zero()));
         }
     });
     Ok(())
