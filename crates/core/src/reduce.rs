@@ -356,6 +356,27 @@ where
     type Output = Leaf<T>;
     #[inline(always)]
     fn run(self) -> Leaf<T> {
+        // As in `SliceSubtree`: a short stack for the common short sums, whose
+        // initialization would otherwise cost more than their blocks.
+        let blocks = self.leaves.len().div_ceil(GATHER_LEAVES);
+        if blocks <= 1 << (SHORT_STACK - 1) {
+            self.tree::<SHORT_STACK>()
+        } else {
+            self.tree::<{ usize::BITS as usize }>()
+        }
+    }
+}
+
+impl<T, S, I, G> GatheredSubtree<'_, T, S, I, G>
+where
+    T: Float,
+    I: Fn(usize) -> S,
+    G: Fn(&mut S, Range<usize>, &mut [T]),
+{
+    /// The canonical tree of the blocks, each a complete subtree of [`GATHER_LEAVES`]
+    /// leaves: one counter step per block.
+    #[inline(always)]
+    fn tree<const STACK: usize>(self) -> Leaf<T> {
         let Self {
             len,
             leaves,
@@ -365,8 +386,7 @@ where
         } = self;
         let mut cursor = start(leaves.start * LEAF_LEN);
         let mut block = [T::neg_zero(); GATHER_LEN];
-        // Blocks are complete subtrees of GATHER_LEAVES leaves: one counter step each.
-        let mut tree = Counter::<[T; LANES], { usize::BITS as usize }>::new([T::neg_zero(); LANES]);
+        let mut tree = Counter::<[T; LANES], STACK>::new([T::neg_zero(); LANES]);
         for first in leaves.clone().step_by(GATHER_LEAVES) {
             let last = (first + GATHER_LEAVES).min(leaves.end);
             let range = first * LEAF_LEN..(last * LEAF_LEN).min(len);
