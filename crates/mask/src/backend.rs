@@ -85,19 +85,7 @@ impl<T: Float> Backend<T> for Slices {
         x: Option<&[T]>,
         map: MaskedMap<'_, [T], T>,
     ) -> Result<Vec<T>> {
-        let len = rlgrad_core::check::product(function, "features", seqs.padded_steps(), features)?;
-        let mut out = rlgrad_core::cpu::alloc::try_with_capacity(len, function, "seqs")?;
-        kernel::masked_map_uninit(
-            self.0,
-            seqs,
-            features,
-            x,
-            map,
-            &mut out.spare_capacity_mut()[..len],
-        )?;
-        // SAFETY: `masked_map_uninit` returned `Ok`, so it wrote all `len` elements.
-        unsafe { out.set_len(len) };
-        Ok(out)
+        kernel::masked_map_new(self.0, function, seqs, features, x, map)
     }
 
     fn upload(&self, host: Vec<T>) -> Result<Vec<T>> {
