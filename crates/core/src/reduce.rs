@@ -401,6 +401,284 @@ where
     }
 }
 
+/// The canonical sum of `map(a[i], b[i])` over the elements of strided segments laid end
+/// to end: segment `k` is the `offsets[k + 1] - offsets[k]` elements at `k * stride..` of
+/// `a` and of `b` (the valid steps of a padded `[B, T, F]` batch, with `stride = T * F`).
+/// The mapped values are gathered block by block ([`sum_gathered`]), so the result is
+/// bitwise the canonical sum of the mapped values laid end to end. Pass `a` again as `b`
+/// when the map reads one buffer; [`sum_segments_plain`] is the faster plain sum.
+///
+/// An error when `offsets` does not start at 0, decreases, or holds a segment longer than
+/// `stride` or reaching past the end of `a` or `b`.
+///
+/// ```
+/// use rlgrad_core::{reduce, Par};
+/// // Two rows of 4 with 3 and 1 valid values.
+/// let x = [1.0f32, 2.0, 3.0, 9.0, 4.0, 9.0, 9.0, 9.0];
+/// let squares = reduce::sum_segments(Par::Seq, &[0, 3, 4], 4, &x, &x, |v, _| v * v)?;
+/// assert_eq!(squares, 30.0);
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+pub fn sum_segments<T, M>(
+    par: Par,
+    offsets: &[usize],
+    stride: usize,
+    a: &[T],
+    b: &[T],
+    map: M,
+) -> Result<T>
+where
+    T: Float,
+    M: Fn(T, T) -> T + Sync,
+{
+    check_segments("reduce::sum_segments", offsets, stride, a, b)?;
+    Ok(sum_gathered(
+        offsets.last().copied().unwrap_or(0),
+        par,
+        // Blocks start below the last offset, where a segment always holds the value.
+        |first| segment_of(offsets, first).unwrap_or(0),
+        |cursor, range, out| {
+            let mut rest = out;
+            for_each_segment(offsets, cursor, range, |k, local| {
+                let run = k * stride + local.start..k * stride + local.end;
+                let (values, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
+                rest = tail;
+                for ((o, &v), &w) in values.iter_mut().zip(&a[run.clone()]).zip(&b[run]) {
+                    *o = map(v, w);
+                }
+            });
+        },
+    ))
+}
+
+/// The checks of [`sum_segments`]: every segment inside both buffers.
+fn check_segments<T>(
+    function: &'static str,
+    offsets: &[usize],
+    stride: usize,
+    a: &[T],
+    b: &[T],
+) -> Result<()> {
+    if offsets.first().is_some_and(|&o| o != 0) {
+        return Err(Error::value(
+            function,
+            "offsets",
+            "offsets starting at 0",
+            format_args!("{}", offsets[0]),
+        ));
+    }
+    // Segment `k` ends by `(k + 1) * stride`, so every segment is inside a buffer when
+    // the segments fit their strides and the last one is inside: one cheap pass, then one
+    // bound.
+    let fits = |pair: &[usize]| pair[0] <= pair[1] && pair[1] - pair[0] <= stride;
+    if let Some(k) = offsets.windows(2).position(|pair| !fits(pair)) {
+        let (start, end) = (offsets[k], offsets[k + 1]);
+        return Err(if end < start {
+            Error::value(
+                function,
+                "offsets",
+                "non-decreasing offsets",
+                format_args!("{end} after {start} at index {}", k + 1),
+            )
+        } else {
+            Error::out_of_range(
+                function,
+                "offsets",
+                format_args!("segments of at most stride = {stride} elements"),
+                format_args!("{} elements in segment {k}", end - start),
+            )
+        });
+    }
+    if let [.., start, end] = *offsets {
+        let k = offsets.len() - 2;
+        let len = end - start;
+        let last_end = k
+            .checked_mul(stride)
+            .and_then(|first| first.checked_add(len));
+        if let Some((name, buffer)) = [("a", a), ("b", b)]
+            .into_iter()
+            .find(|(_, buffer)| last_end.is_none_or(|last_end| last_end > buffer.len()))
+        {
+            return Err(Error::out_of_range(
+                function,
+                name,
+                format_args!("segment {k} ({len} elements at {k} * {stride}) inside"),
+                format_args!("{} elements", buffer.len()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`sum_segments`] of the values of `x` themselves: the sum of every masked mean. With
+/// AVX-512 the `f32` version loads each group with one masked load straight from `x`
+/// (the lanes outside the segment come in as `-0.0`), whatever its alignment to the
+/// segment edges; the bits are those of [`sum_segments`] (and of [`sum`] over the gathered
+/// values) on every CPU.
+///
+/// ```
+/// use rlgrad_core::{reduce, Par};
+/// let x = [1.0f32, 2.0, 3.0, 9.0, 4.0, 9.0, 9.0, 9.0];
+/// assert_eq!(reduce::sum_segments_plain(Par::Seq, &[0, 3, 4], 4, &x)?, 10.0);
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+pub fn sum_segments_plain<T: Float>(
+    par: Par,
+    offsets: &[usize],
+    stride: usize,
+    x: &[T],
+) -> Result<T> {
+    check_segments("reduce::sum_segments_plain", offsets, stride, x, x)?;
+    #[cfg(target_arch = "x86_64")]
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        && std::arch::is_x86_feature_detected!("avx512f")
+    {
+        // SAFETY: `T` is `f32`, so the slice is one of `f32`.
+        let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) };
+        let len = offsets.last().copied().unwrap_or(0);
+        let combine = |l: Leaf<f32>, r: Leaf<f32>| l.combine(r);
+        let sum = tree_reduce_with(
+            len.div_ceil(LEAF_LEN),
+            par,
+            // SAFETY: the CPU has AVX-512F (checked above) and `check_segments` passed.
+            |leaves| unsafe { segments_avx512::subtree(offsets, stride, xs, leaves) },
+            &combine,
+        )
+        .map_or(0.0, Leaf::fold);
+        return Ok(T::from_f64(f64::from(sum)));
+    }
+    sum_segments(par, offsets, stride, x, x, |v, _| v)
+}
+
+/// The AVX-512 kernel of [`sum_segments_plain`] for `f32`.
+#[cfg(target_arch = "x86_64")]
+mod segments_avx512 {
+    use std::arch::x86_64::{
+        __m512, _mm512_add_ps, _mm512_loadu_ps, _mm512_mask_loadu_ps, _mm512_set1_ps,
+    };
+    use std::ops::Range;
+
+    use super::{Counter, LANES, LEAF_LEN, Leaf, SHORT_STACK, add_lanes, segment_of};
+
+    /// The canonical subtree of `leaves` (as [`super::SegmentSubtree`] computes it).
+    ///
+    /// # Safety
+    ///
+    /// The CPU supports AVX-512F, and `offsets`, `stride` and `x` passed
+    /// `check_segments`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn subtree(
+        offsets: &[usize],
+        stride: usize,
+        x: &[f32],
+        leaves: Range<usize>,
+    ) -> Leaf<f32> {
+        if leaves.len() <= 1 << (SHORT_STACK - 1) {
+            tree::<SHORT_STACK>(offsets, stride, x, leaves)
+        } else {
+            tree::<{ usize::BITS as usize }>(offsets, stride, x, leaves)
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn tree<const STACK: usize>(
+        offsets: &[usize],
+        stride: usize,
+        x: &[f32],
+        leaves: Range<usize>,
+    ) -> Leaf<f32> {
+        let len = offsets.last().copied().unwrap_or(0);
+        let end = (leaves.end * LEAF_LEN).min(len);
+        let neg_zero = _mm512_set1_ps(-0.0);
+        let mut tree = Counter::<[f32; LANES], STACK>::new([-0.0; LANES]);
+        let mut lanes = neg_zero;
+        let mut pushed = 0;
+        let mut push = |lanes: __m512| {
+            // SAFETY: `__m512` is 16 `f32`s.
+            let lanes: [f32; LANES] = unsafe { std::mem::transmute(lanes) };
+            tree.push(pushed, 1, lanes, add_lanes);
+            pushed += 1;
+        };
+        let mut index = leaves.start * LEAF_LEN;
+        let mut k = segment_of(offsets, index).unwrap_or(0);
+        while index < end {
+            while offsets[k + 1] <= index {
+                k += 1;
+            }
+            let piece_end = offsets[k + 1].min(end);
+            // Virtual index `v` of segment `k` sits at `v + shift` of `x`.
+            let shift = (k * stride).wrapping_sub(offsets[k]);
+            let at = |v: usize| x.as_ptr().wrapping_add(v.wrapping_add(shift));
+            // The group the piece starts inside, when it does not start one: lanes from
+            // `index % LANES` to the piece's end or the group's.
+            if !index.is_multiple_of(LANES) || piece_end - index < LANES {
+                let group_start = index - index % LANES;
+                let hi = (piece_end - group_start).min(LANES);
+                // SAFETY: lanes `index % LANES..hi` lie in segment `k`, inside `x`.
+                let values = unsafe { masked_group(at(group_start), index - group_start, hi) };
+                lanes = _mm512_add_ps(lanes, values);
+                index = group_start + hi;
+                if index.is_multiple_of(LEAF_LEN) {
+                    push(lanes);
+                    lanes = neg_zero;
+                }
+            }
+            // Whole groups: up to the end of the leaf, whole leaves, then what is left.
+            while !index.is_multiple_of(LEAF_LEN) && index + LANES <= piece_end {
+                // SAFETY: the whole group lies in segment `k`, inside `x`.
+                lanes = _mm512_add_ps(lanes, unsafe { _mm512_loadu_ps(at(index)) });
+                index += LANES;
+                if index.is_multiple_of(LEAF_LEN) {
+                    push(lanes);
+                    lanes = neg_zero;
+                }
+            }
+            while index + LEAF_LEN <= piece_end {
+                let mut leaf = neg_zero;
+                for group in 0..LEAF_LEN / LANES {
+                    // SAFETY: the whole leaf lies in segment `k`, inside `x`.
+                    let values = unsafe { _mm512_loadu_ps(at(index + group * LANES)) };
+                    leaf = _mm512_add_ps(leaf, values);
+                }
+                push(leaf);
+                index += LEAF_LEN;
+            }
+            while index + LANES <= piece_end {
+                // SAFETY: the whole group lies in segment `k`, inside `x`.
+                lanes = _mm512_add_ps(lanes, unsafe { _mm512_loadu_ps(at(index)) });
+                index += LANES;
+            }
+            // The piece's last values start a group that the next piece completes.
+            if index < piece_end {
+                // SAFETY: lanes `..piece_end - index` lie in segment `k`, inside `x`.
+                let values = unsafe { masked_group(at(index), 0, piece_end - index) };
+                lanes = _mm512_add_ps(lanes, values);
+                index = piece_end;
+            }
+        }
+        if !end.is_multiple_of(LEAF_LEN) {
+            push(lanes);
+        }
+        Leaf {
+            lanes: tree.finish(add_lanes).unwrap_or([-0.0; LANES]),
+        }
+    }
+
+    /// Lanes `lo..hi` of the group at `group`, `-0.0` in the others. The other lanes are
+    /// not read: a masked load touches no memory in its masked lanes, so `group` may
+    /// point before or past the segment.
+    ///
+    /// # Safety
+    ///
+    /// `lo <= hi <= 16`, and `group + lo..group + hi` are readable `f32`s.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn masked_group(group: *const f32, lo: usize, hi: usize) -> __m512 {
+        let keep = ((1u32 << hi) - 1) >> lo << lo;
+        // SAFETY: the caller guarantees the kept lanes.
+        unsafe { _mm512_mask_loadu_ps(_mm512_set1_ps(-0.0), keep as u16, group) }
+    }
+}
+
 /// The segment holding virtual index `index` of segments laid end to end, segment `k`
 /// spanning `offsets[k]..offsets[k + 1]` (non-decreasing `offsets` starting at 0); `None`
 /// when no segment holds it (`index` at or past the last offset). Empty segments are
@@ -767,6 +1045,95 @@ mod tests {
         for (offsets, mut cursor) in [(&[][..], 0), (&[0, 4][..], usize::MAX), (&[3, 1][..], 0)] {
             for_each_segment(offsets, &mut cursor, 0..4, |_, _| {});
         }
+    }
+
+    /// Segment lengths of every kind: empty, shorter than a group, straddling groups and
+    /// leaves, whole rows (so that the merged loads meet both ends of the buffer).
+    fn ragged_lengths(rng: &mut crate::Rng, batch: usize, stride: usize) -> Vec<usize> {
+        (0..batch)
+            .map(|b| match b % 5 {
+                0 => 0,
+                1 => rng.below(LANES.min(stride + 1) as u64) as usize,
+                2 => stride,
+                _ => rng.below(stride as u64 + 1) as usize,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn segment_sums_equal_the_sum_of_the_gathered_values() {
+        let mut rng = crate::Rng::new(11, "segments");
+        for (batch, stride) in [(1, 1), (3, 5), (7, 16), (40, 33), (64, 200), (300, 300)] {
+            let lengths = ragged_lengths(&mut rng, batch, stride);
+            let mut offsets = vec![0];
+            for &len in &lengths {
+                offsets.push(offsets[offsets.len() - 1] + len);
+            }
+            let a: Vec<f64> = (0..batch * stride).map(|_| rng.normal(0.0, 1e3)).collect();
+            let b: Vec<f64> = (0..batch * stride).map(|_| rng.normal(1.0, 1.0)).collect();
+            let map = |v: f64, w: f64| (v - 0.5) * w;
+            let gathered: Vec<f64> = lengths
+                .iter()
+                .enumerate()
+                .flat_map(|(k, &len)| (k * stride..k * stride + len).map(|i| map(a[i], b[i])))
+                .collect();
+            let want = sum(&gathered, Par::Seq).to_bits();
+            for par in [Par::Seq, Par::rayon(2), Par::rayon(3)] {
+                let got = sum_segments(par, &offsets, stride, &a, &b, map).unwrap();
+                assert_eq!(got.to_bits(), want, "{batch} x {stride}, {par:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_segment_sums_equal_the_sum_of_the_gathered_values() {
+        // The f32 sum has its own AVX-512 loop: leaves and groups split by segment edges
+        // at every offset, whole leaves inside segments, and tasks over several threads.
+        let mut rng = crate::Rng::new(12, "plain segments");
+        for (batch, stride) in [(1, 1), (5, 7), (9, 16), (40, 65), (256, 200), (600, 300)] {
+            for _ in 0..3 {
+                let lengths = ragged_lengths(&mut rng, batch, stride);
+                let mut offsets = vec![0];
+                for &len in &lengths {
+                    offsets.push(offsets[offsets.len() - 1] + len);
+                }
+                let x: Vec<f32> = (0..batch * stride).map(|_| rng.normal(0.0, 1e2)).collect();
+                let gathered: Vec<f32> = lengths
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, &len)| x[k * stride..k * stride + len].iter().copied())
+                    .collect();
+                let want = sum(&gathered, Par::Seq).to_bits();
+                for par in [Par::Seq, Par::rayon(2), Par::rayon(3)] {
+                    let got = sum_segments_plain(par, &offsets, stride, &x).unwrap();
+                    assert_eq!(got.to_bits(), want, "{batch} x {stride}, {par:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn segment_sums_refuse_offsets_that_do_not_fit() {
+        let x = [1.0f32; 8];
+        let refused = |offsets: &[usize], stride: usize, b: &[f32]| {
+            let err = sum_segments(Par::Seq, offsets, stride, &x, b, |v, _| v).unwrap_err();
+            assert!(err.to_string().contains("reduce::sum_segments"), "{err}");
+            err.argument()
+        };
+        assert_eq!(refused(&[1, 2], 4, &x), Some("offsets"));
+        assert_eq!(refused(&[0, 3, 2], 4, &x), Some("offsets"));
+        assert_eq!(refused(&[0, 5], 4, &x), Some("offsets"));
+        assert_eq!(refused(&[0, 4, 8, 9], 4, &x), Some("a"));
+        assert_eq!(refused(&[0, 4, 8], 4, &x[..7]), Some("b"));
+        assert_eq!(refused(&[0, 1, 2], usize::MAX, &x), Some("a"));
+        assert_eq!(
+            sum_segments(Par::Seq, &[], 4, &x, &x, |v, _| v).unwrap(),
+            0.0
+        );
+        assert_eq!(
+            sum_segments(Par::Seq, &[0, 0], 0, &x, &x, |v, _| v).unwrap(),
+            0.0
+        );
     }
 
     #[test]

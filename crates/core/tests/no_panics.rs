@@ -78,6 +78,8 @@ proptest! {
         let _ = reduce::mean_var(&values, ddof, par);
         let _ = (reduce::min(&values, par), reduce::max(&values, par));
         let _ = reduce::segment_of(&offsets, index);
+        let _ = reduce::sum_segments(par, &offsets, ddof, &values, &values, |v, w| v * w);
+        let _ = reduce::sum_segments_plain(par, &offsets, ddof, &values);
         let mut cursor = cursor;
         reduce::for_each_segment(&offsets, &mut cursor, start.min(end)..end, |_, _| {});
         prop_assert_eq!(cut(0.0f32, f32::NAN).to_bits(), 0);

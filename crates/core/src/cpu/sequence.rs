@@ -221,35 +221,16 @@ pub fn masked_sum<T: Float>(
         &scaled
     };
     let row = seqs.max_len() * features;
-    Ok(reduce::sum_gathered(
-        values,
-        par,
-        // Blocks start below `N * F`, where a sequence always holds the value; 0, a
-        // cursor at or before any sequence, would also do.
-        |first| reduce::segment_of(offsets, first).unwrap_or(0),
-        |b, packed, out| {
-            let mut rest = out;
-            reduce::for_each_segment(offsets, b, packed, |s, local| {
-                let run = s * row + local.start..s * row + local.end;
-                let (values, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
-                rest = tail;
-                match term {
-                    MaskedTerm::Value => values.copy_from_slice(&x[run]),
-                    MaskedTerm::SquaredDeviation { mean } => {
-                        for (o, &v) in values.iter_mut().zip(&x[run]) {
-                            *o = (v - mean) * (v - mean);
-                        }
-                    }
-                    MaskedTerm::Product { other, shift } => {
-                        for ((o, &v), &w) in values.iter_mut().zip(&x[run.clone()]).zip(&other[run])
-                        {
-                            *o = (v - shift) * w;
-                        }
-                    }
-                }
-            });
-        },
-    ))
+    match term {
+        MaskedTerm::Value => reduce::sum_segments_plain(par, offsets, row, x),
+        MaskedTerm::SquaredDeviation { mean } => {
+            reduce::sum_segments(par, offsets, row, x, x, |v, _| (v - mean) * (v - mean))
+        }
+        MaskedTerm::Product { other, shift } => {
+            reduce::sum_segments(par, offsets, row, x, other, |v, w| (v - shift) * w)
+        }
+    }
+    .map_err(|e| e.in_function("masked_sum"))
 }
 
 /// The canonical sum of each sequence's valid values of the `[B, T, F]` array `x`.

@@ -44,9 +44,23 @@ impl Sequences {
     /// Sequences of `lengths`, padded to `max_len` (`None`: the longest length). An error
     /// when a length exceeds `max_len` or the total overflows.
     pub fn new(lengths: &[usize], max_len: Option<usize>) -> Result<Self> {
-        let longest = lengths.iter().copied().max().unwrap_or(0);
+        // One pass builds the offsets and finds the longest length and any overflow; the
+        // errors are located afterwards, off the common path.
+        let mut offsets = alloc::try_with_capacity(lengths.len() + 1, "Sequences::new", "lengths")?;
+        let (mut total, mut overflow, mut longest) = (0usize, false, 0usize);
+        offsets.push(0usize);
+        offsets.extend(lengths.iter().map(|&len| {
+            let (next, wrapped) = total.overflowing_add(len);
+            (total, overflow, longest) = (next, overflow | wrapped, longest.max(len));
+            next
+        }));
         let max_len = max_len.unwrap_or(longest);
-        if let Some((b, &len)) = lengths.iter().enumerate().find(|&(_, &l)| l > max_len) {
+        if longest > max_len {
+            let (b, len) = lengths
+                .iter()
+                .enumerate()
+                .find(|&(_, &l)| l > max_len)
+                .expect("a length above max_len exists");
             return Err(Error::out_of_range(
                 "Sequences::new",
                 "lengths",
@@ -54,18 +68,13 @@ impl Sequences {
                 format_args!("length {len} at index {b}"),
             ));
         }
-        let mut offsets = alloc::try_with_capacity(lengths.len() + 1, "Sequences::new", "lengths")?;
-        offsets.push(0usize);
-        for &len in lengths {
-            let next = offsets[offsets.len() - 1].checked_add(len).ok_or_else(|| {
-                Error::shape(
-                    "Sequences::new",
-                    "lengths",
-                    "a total length that fits in usize",
-                    "an overflowing sum",
-                )
-            })?;
-            offsets.push(next);
+        if overflow {
+            return Err(Error::shape(
+                "Sequences::new",
+                "lengths",
+                "a total length that fits in usize",
+                "an overflowing sum",
+            ));
         }
         lengths.len().checked_mul(max_len).ok_or_else(|| {
             Error::shape(
