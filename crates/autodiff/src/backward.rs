@@ -274,7 +274,19 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                     whole(emit, i, sum_to(&g.matmul(&b.t()?)?, a.shape())?)?;
                 }
                 if let Some(i) = wanted(rhs) {
-                    whole(emit, i, sum_to(&a.t()?.matmul(g)?, b.shape())?)?;
+                    // A transposed weight (`x @ W^T`, every linear layer) gets `(g^T a)^T`:
+                    // the same products summed in the same order as `a^T g`, but the
+                    // transpose node then hands `W` a dense gradient, so that a weight used
+                    // at every step of a recurrence accumulates dense tensors, not views.
+                    let transposed = [a.ndim(), b.ndim(), g.ndim()] == [2; 3]
+                        && !b.is_contiguous()
+                        && b.t()?.is_contiguous();
+                    let grad = if transposed {
+                        g.t()?.matmul(a)?.t()?
+                    } else {
+                        a.t()?.matmul(g)?
+                    };
+                    whole(emit, i, sum_to(&grad, b.shape())?)?;
                 }
                 Ok(())
             }

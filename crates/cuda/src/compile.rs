@@ -37,11 +37,13 @@ pub enum Family {
     Sequence,
     /// `optim.cu`: the fused optimizer updates.
     Optim,
+    /// `cell.cu`: the fused LSTM cell, forward and backward.
+    Cell,
 }
 
 impl Family {
     /// Every family, in a fixed order.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Copy,
@@ -49,6 +51,7 @@ impl Family {
         Family::Recurrence,
         Family::Sequence,
         Family::Optim,
+        Family::Cell,
     ];
 
     /// The source file's stem (`"elementwise"`).
@@ -61,6 +64,7 @@ impl Family {
             Family::Recurrence => "recurrence",
             Family::Sequence => "sequence",
             Family::Optim => "optim",
+            Family::Cell => "cell",
         }
     }
 
@@ -80,6 +84,7 @@ impl Family {
             Family::Matmul => &["matmul"],
             Family::Recurrence => &["returns", "gae", "lambda_returns", "vtrace", "n_step"],
             Family::Sequence => &["pad", "unpad", "masked_map"],
+            Family::Cell => &["lstm_cell", "lstm_cell_backward"],
             Family::Optim => &[
                 "sgd",
                 "momentum_torch",
@@ -107,6 +112,7 @@ impl Family {
             Family::Recurrence => include_str!("cuda/recurrence.cu"),
             Family::Sequence => include_str!("cuda/sequence.cu"),
             Family::Optim => include_str!("cuda/optim.cu"),
+            Family::Cell => include_str!("cuda/cell.cu"),
         }
     }
 

@@ -78,6 +78,7 @@
 //! 4. The optimizer step then runs on every rank on identical gradients (no broadcast of
 //!    parameters), and a test checks that every rank's parameters have the same bits.
 
+mod cell;
 mod compile;
 mod copy;
 mod device;

@@ -3,14 +3,15 @@
 //! broadcast views, in f32 and f64. Without a GPU each test prints that it was skipped
 //! and why.
 
+use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::optim::{
     Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
 };
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
 use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use rlgrad_core::kernels::{
-    BinaryOp, CopyKernel, ElementwiseKernel, MatmulKernel, OptimKernel, RecurrenceKernel,
-    ReduceKernel, ReduceOp, SequenceKernel, UnaryOp,
+    BinaryOp, CellKernel, CopyKernel, ElementwiseKernel, MatmulKernel, OptimKernel,
+    RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel, UnaryOp,
 };
 use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Par, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
@@ -715,6 +716,87 @@ fn sequence_kernels_are_the_cpus() {
     if let Some(gpu) = gpu() {
         sequences::<f32>(&gpu);
         sequences::<f64>(&gpu);
+    }
+}
+
+fn lstm_cells<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(31, "cuda lstm cell");
+    for (batch, hidden) in [(0, 4), (1, 1), (3, 7), (37, 64)] {
+        let units = batch * hidden;
+        let gates: Vec<T> = data(&mut rng, 4 * units);
+        let c: Vec<T> = data(&mut rng, units);
+        let grad_state: Vec<T> = data(&mut rng, 2 * units);
+        let (mut cache, mut state) = (vec![T::zero(); 5 * units], vec![T::zero(); 2 * units]);
+        let forward = LstmForward {
+            gates: &gates,
+            c: &c,
+            cache: &mut cache,
+            state: &mut state,
+        };
+        cpu().lstm_cell(batch, hidden, forward).unwrap();
+        let (g_gates, g_c) = (gpu.upload(&gates).unwrap(), gpu.upload(&c).unwrap());
+        let mut g_cache = gpu.alloc_zeros(5 * units).unwrap();
+        let mut g_state = gpu.alloc_zeros(2 * units).unwrap();
+        let forward = LstmForward {
+            gates: &g_gates,
+            c: &g_c,
+            cache: &mut g_cache,
+            state: &mut g_state,
+        };
+        gpu.lstm_cell(batch, hidden, forward).unwrap();
+        same("lstm_cell cache", &cache, &gpu.download(&g_cache).unwrap());
+        same("lstm_cell state", &state, &gpu.download(&g_state).unwrap());
+        let (mut grad_gates, mut grad_c) = (vec![T::zero(); 4 * units], vec![T::zero(); units]);
+        let backward = LstmBackward {
+            cache: &cache,
+            c: &c,
+            grad_state: &grad_state,
+            grad_gates: &mut grad_gates,
+            grad_c: &mut grad_c,
+        };
+        cpu().lstm_cell_backward(batch, hidden, backward).unwrap();
+        let g_grad_state = gpu.upload(&grad_state).unwrap();
+        let mut g_grad_gates = gpu.alloc_zeros(4 * units).unwrap();
+        let mut g_grad_c = gpu.alloc_zeros(units).unwrap();
+        let backward = LstmBackward {
+            cache: &g_cache,
+            c: &g_c,
+            grad_state: &g_grad_state,
+            grad_gates: &mut g_grad_gates,
+            grad_c: &mut g_grad_c,
+        };
+        gpu.lstm_cell_backward(batch, hidden, backward).unwrap();
+        same(
+            "lstm_cell grad_gates",
+            &grad_gates,
+            &gpu.download(&g_grad_gates).unwrap(),
+        );
+        same(
+            "lstm_cell grad_c",
+            &grad_c,
+            &gpu.download(&g_grad_c).unwrap(),
+        );
+    }
+    let (short, c) = (
+        gpu.alloc_zeros::<T>(3).unwrap(),
+        gpu.alloc_zeros::<T>(2).unwrap(),
+    );
+    let (mut cache, mut state) = (gpu.alloc_zeros(10).unwrap(), gpu.alloc_zeros(4).unwrap());
+    let forward = LstmForward {
+        gates: &short,
+        c: &c,
+        cache: &mut cache,
+        state: &mut state,
+    };
+    let err = gpu.lstm_cell(2, 1, forward).unwrap_err();
+    assert_eq!(err.argument(), Some("gates"));
+}
+
+#[test]
+fn the_lstm_cell_is_the_cpus() {
+    if let Some(gpu) = gpu() {
+        lstm_cells::<f32>(&gpu);
+        lstm_cells::<f64>(&gpu);
     }
 }
 

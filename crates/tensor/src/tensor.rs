@@ -50,8 +50,21 @@ impl<T: Float, D: Device> Tensor<T, D> {
     }
 
     /// A new row-major tensor of `shape` whose buffer `fill` writes entirely (a kernel
-    /// call): the buffer comes from [`Device::alloc_output`], so it may be a recycled one.
-    pub(crate) fn from_kernel(
+    /// call): the buffer comes from [`Device::alloc_output`], so it may be a recycled one,
+    /// and goes back to the device if `fill` fails. For kernels of other crates (the fused
+    /// LSTM cell of `rlgrad-autodiff` writes two outputs by nesting two calls).
+    ///
+    /// ```
+    /// use rlgrad_core::Cpu;
+    /// use rlgrad_tensor::Tensor;
+    /// let t = Tensor::<f32>::from_kernel(&Cpu::default(), [2].into(), |out| {
+    ///     out.copy_from_slice(&[1.0, 2.0]);
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!(t.to_vec()?, [1.0, 2.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn from_kernel(
         device: &D,
         shape: Shape,
         fill: impl FnOnce(&mut D::Buffer<T>) -> Result<()>,

@@ -13,7 +13,7 @@ mod recurrent;
 pub use activation::Activation;
 pub use linear::{Init, Linear};
 pub use mlp::Mlp;
-pub use recurrent::{Cell, Gru, GruCell, Lstm, LstmCell, LstmState, Recurrent};
+pub use recurrent::{Cell, CellDevice, Gru, GruCell, Lstm, LstmCell, LstmState, Recurrent};
 
 use rlgrad_core::{Cpu, Device, Error, Float, Result};
 use rlgrad_tensor::{Tensor, TensorDevice};

@@ -2,13 +2,17 @@
 //! runner over padded batches with lengths.
 
 use std::marker::PhantomData;
+use std::sync::OnceLock;
 
+use rlgrad_core::kernels::CellKernel;
+use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::sequence::Sequences;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
 use super::Module;
+use crate::custom::CustomOp;
 use crate::param::Param;
 use crate::tape::{Tape, Var};
 
@@ -356,8 +360,101 @@ pub type Gru<T = f32, D = Cpu> = Recurrent<GruCell, T, D>;
 /// c' = f * c + i * g;   h' = o * tanh(c')
 /// ```
 ///
-/// Parameters as [`Recurrent`] says, with `gates = 4`.
+/// Parameters as [`Recurrent`] says, with `gates = 4`. After the two matmuls, a step is
+/// one fused op ([`CellKernel`], so the device must be a [`CellDevice`]) rather than a dozen
+/// elementwise ops over narrowed gates: the same formulas in the same order, so the same
+/// forward bits, and its backward follows the unfused ops' rules (a test finds the same
+/// gradient bits too).
 pub type Lstm<T = f32, D = Cpu> = Recurrent<LstmCell, T, D>;
+
+/// A device that runs tensors and the fused recurrent cells ([`CellKernel`]): what an
+/// [`Lstm`] needs.
+pub trait CellDevice<T: Float>: TensorDevice<T> + CellKernel<T> {}
+
+impl<T: Float, D: TensorDevice<T> + CellKernel<T>> CellDevice<T> for D {}
+
+/// The fused LSTM cell ([`CellKernel`]) as a custom op: `gates` `[B, 4H]` and `c` `[B, H]`
+/// in, `[2, B, H]` (`h'`, then `c'`) out. The forward's activations stay with the op for
+/// its backward, as the unfused ops keep their outputs.
+struct FusedLstmCell<T: Float, D: CellDevice<T>> {
+    cache: OnceLock<Tensor<T, D>>,
+}
+
+/// The dense buffer of a tensor made dense.
+fn buffer_of<T: Float, D: CellDevice<T>>(t: &Tensor<T, D>) -> &D::Buffer<T> {
+    t.dense_buffer()
+        .expect("Tensor::dense gives a dense buffer")
+}
+
+impl<T: Float, D: CellDevice<T>> FusedLstmCell<T, D> {
+    /// `[batch, hidden]` of the cell state input.
+    fn sizes(c: &Tensor<T, D>) -> Result<(usize, usize)> {
+        match *c.dims() {
+            [batch, hidden] => Ok((batch, hidden)),
+            _ => Err(Error::shape("lstm_cell", "c", "[B, H]", c.shape())),
+        }
+    }
+}
+
+impl<T: Float, D: CellDevice<T>> CustomOp<T, D> for FusedLstmCell<T, D> {
+    fn name(&self) -> &str {
+        "lstm_cell"
+    }
+
+    fn forward(&self, inputs: &[&Tensor<T, D>]) -> Result<Tensor<T, D>> {
+        let (gates, c) = (inputs[0].dense()?, inputs[1].dense()?);
+        let (batch, hidden) = Self::sizes(&c)?;
+        let device = c.device();
+        let mut state = None;
+        let cache = Tensor::from_kernel(device, [batch, 5 * hidden].into(), |cache| {
+            let written = Tensor::from_kernel(device, [2, batch, hidden].into(), |state| {
+                let buffers = LstmForward {
+                    gates: buffer_of(&gates),
+                    c: buffer_of(&c),
+                    cache,
+                    state,
+                };
+                device.lstm_cell(batch, hidden, buffers)
+            })?;
+            state = Some(written);
+            Ok(())
+        })?;
+        self.cache
+            .set(cache)
+            .map_err(|_| Error::state("lstm_cell", "forward", "one call per op", "a second"))?;
+        Ok(state.expect("the forward kernel wrote the state"))
+    }
+
+    fn backward(
+        &self,
+        inputs: &[&Tensor<T, D>],
+        _output: &Tensor<T, D>,
+        grad: &Tensor<T, D>,
+    ) -> Result<Vec<Option<Tensor<T, D>>>> {
+        let cache = self.cache.get().ok_or_else(|| {
+            Error::state("lstm_cell", "backward", "a forward first", "no forward")
+        })?;
+        let (c, grad) = (inputs[1].dense()?, grad.dense()?);
+        let (batch, hidden) = Self::sizes(&c)?;
+        let device = c.device();
+        let mut grad_c = None;
+        let grad_gates = Tensor::from_kernel(device, [batch, 4 * hidden].into(), |grad_gates| {
+            let written = Tensor::from_kernel(device, [batch, hidden].into(), |grad_c| {
+                let buffers = LstmBackward {
+                    cache: buffer_of(cache),
+                    c: buffer_of(&c),
+                    grad_state: buffer_of(&grad),
+                    grad_gates,
+                    grad_c,
+                };
+                device.lstm_cell_backward(batch, hidden, buffers)
+            })?;
+            grad_c = Some(written);
+            Ok(())
+        })?;
+        Ok(vec![Some(grad_gates), grad_c])
+    }
+}
 
 /// The state of an [`Lstm`]: hidden `h` and cell `c`, `[B, H]` each.
 #[derive(Debug, Clone)]
@@ -434,21 +531,22 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
     }
 }
 
-impl<T: Float, D: TensorDevice<T>> Lstm<T, D> {
+impl<T: Float, D: CellDevice<T>> Lstm<T, D> {
     fn cell<'t>(
         &self,
         tape: &'t Tape<T, D>,
         gi: &Var<'t, T, D>,
         state: &LstmState<'t, T, D>,
     ) -> Result<LstmState<'t, T, D>> {
-        let hidden = self.hidden;
         let gates = gi.add(&self.hidden_gates(tape, &state.h)?)?;
-        let gate = |k: usize| gates.narrow(1, k * hidden, hidden);
-        let (i, f) = (gate(0)?.sigmoid()?, gate(1)?.sigmoid()?);
-        let (g, o) = (gate(2)?.tanh()?, gate(3)?.sigmoid()?);
-        let c = f.mul(&state.c)?.add(&i.mul(&g)?)?;
-        let h = o.mul(&c.tanh()?)?;
-        Ok(LstmState { h, c })
+        let cell = FusedLstmCell {
+            cache: OnceLock::new(),
+        };
+        let next = tape.custom(cell, &[&gates, &state.c])?;
+        Ok(LstmState {
+            h: next.narrow(0, 0, 1)?.squeeze(0)?,
+            c: next.narrow(0, 1, 1)?.squeeze(0)?,
+        })
     }
 
     /// One step from `x` `[B, F]` and `state`.
@@ -512,7 +610,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
     }
 }
 
-impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
+impl<'t, T: Float, D: CellDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
     type State = LstmState<'t, T, D>;
 
     fn inputs(&self) -> usize {

@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod cache;
+pub mod cell;
 mod copy;
 mod elementwise;
 mod gemm;

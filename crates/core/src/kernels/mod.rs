@@ -14,13 +14,16 @@
 //! | reverse linear recurrences over `[T, B]` | [`RecurrenceKernel`] | returns |
 //! | ragged sequences: pad, unpad, masked sums and maps | [`SequenceKernel`] | mask |
 //! | fused optimizer updates | [`OptimKernel`] | optim |
+//! | fused recurrent cells (LSTM) | [`CellKernel`] | autodiff |
 
+pub mod cell;
 mod elementwise;
 pub mod optim;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;
 
+pub use cell::CellKernel;
 pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
 pub use optim::OptimKernel;
 pub use recurrence::RecurrenceKernel;

@@ -66,6 +66,12 @@ __device__ __forceinline__ float rl_tanh_t(float x) { return rl_tanhf(x); }
 __device__ __forceinline__ double rl_tanh_t(double x) { return rl_tanh(x); }
 __device__ __forceinline__ float rl_pow_t(float x, float y) { return rl_powf(x, y); }
 __device__ __forceinline__ double rl_pow_t(double x, double y) { return rl_pow(x, y); }
+// UnaryOp::Sigmoid: 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) otherwise (no overflow).
+template <typename T> __device__ __forceinline__ T rl_sigmoid_t(T x) {
+    if (x >= (T)0) return (T)1 / ((T)1 + rl_exp_t(-x));
+    T e = rl_exp_t(x);
+    return e / ((T)1 + e);
+}
 // |x|: the sign bit cleared, as Rust's `abs` does (NaN included).
 __device__ __forceinline__ float rl_abs_t(float x) {
     return __uint_as_float(__float_as_uint(x) & 0x7fffffffu);

@@ -12,12 +12,7 @@ template <typename T, int OP> __device__ __forceinline__ T unary_apply(T x, T a,
         case 4: return rl_sqrt_t(x);
         case 5: return rl_tanh_t(x);
         case 6: return (x > (T)0 || is_nan(x)) ? x : (T)0;
-        case 7:
-            if (x >= (T)0) return (T)1 / ((T)1 + rl_exp_t(-x));
-            {
-                T e = rl_exp_t(x);
-                return e / ((T)1 + e);
-            }
+        case 7: return rl_sigmoid_t(x);
         case 8: return x * x;
         case 9: return rl_pow_t(x, a);
         case 10: return x < a ? a : (x > b ? b : x);

@@ -1,0 +1,296 @@
+//! The Cpu fused LSTM cell ([`crate::kernels::CellKernel`]): rows split in halves over
+//! rayon tasks while each half still has `MIN_TASK` elements; each element is the
+//! canonical [`lstm_forward`] / [`lstm_backward`], so any split gives the same bits.
+
+use crate::kernels::CellKernel;
+use crate::kernels::cell::{
+    LstmBackward, LstmForward, check_cell_buffers, lstm_backward, lstm_forward,
+};
+use crate::{Float, Par, Result};
+
+use super::Cpu;
+
+/// Fewest elements (rows times units) worth a task of their own: each costs five
+/// transcendental functions.
+const MIN_TASK: usize = 1 << 13;
+
+/// Whether `rows` rows of `hidden` units are worth splitting in two tasks.
+fn worth_splitting(par: Par, rows: usize, hidden: usize) -> bool {
+    par.threads() > 1 && rows >= 2 && rows * hidden >= 2 * MIN_TASK
+}
+
+/// The forward over whole rows, halved over rayon tasks while worth it.
+fn forward_rows<T: Float>(
+    par: Par,
+    hidden: usize,
+    (gates, c): (&[T], &[T]),
+    (cache, h_next, c_next): (&mut [T], &mut [T], &mut [T]),
+) {
+    let rows = c.len() / hidden;
+    if worth_splitting(par, rows, hidden) {
+        let mid = rows / 2 * hidden;
+        let (gates, c) = (gates.split_at(4 * mid), c.split_at(mid));
+        let cache = cache.split_at_mut(5 * mid);
+        let (h_next, c_next) = (h_next.split_at_mut(mid), c_next.split_at_mut(mid));
+        par.join(
+            || forward_rows(par, hidden, (gates.0, c.0), (cache.0, h_next.0, c_next.0)),
+            || forward_rows(par, hidden, (gates.1, c.1), (cache.1, h_next.1, c_next.1)),
+        );
+        return;
+    }
+    let rows = gates
+        .chunks_exact(4 * hidden)
+        .zip(c.chunks_exact(hidden))
+        .zip(cache.chunks_exact_mut(5 * hidden))
+        .zip(
+            h_next
+                .chunks_exact_mut(hidden)
+                .zip(c_next.chunks_exact_mut(hidden)),
+        );
+    for (((gates, c), cache), (h_next, c_next)) in rows {
+        for j in 0..hidden {
+            let pre = std::array::from_fn(|k| gates[k * hidden + j]);
+            let (saved, (h, c_new)) = lstm_forward(pre, c[j]);
+            for (k, value) in saved.into_iter().enumerate() {
+                cache[k * hidden + j] = value;
+            }
+            (h_next[j], c_next[j]) = (h, c_new);
+        }
+    }
+}
+
+/// The backward over whole rows, halved over rayon tasks while worth it.
+fn backward_rows<T: Float>(
+    par: Par,
+    hidden: usize,
+    (cache, c, grad_h, grad_c_next): (&[T], &[T], &[T], &[T]),
+    (grad_gates, grad_c): (&mut [T], &mut [T]),
+) {
+    let rows = c.len() / hidden;
+    if worth_splitting(par, rows, hidden) {
+        let mid = rows / 2 * hidden;
+        let (cache, c) = (cache.split_at(5 * mid), c.split_at(mid));
+        let (grad_h, grad_c_next) = (grad_h.split_at(mid), grad_c_next.split_at(mid));
+        let (grad_gates, grad_c) = (grad_gates.split_at_mut(4 * mid), grad_c.split_at_mut(mid));
+        par.join(
+            || {
+                let inputs = (cache.0, c.0, grad_h.0, grad_c_next.0);
+                backward_rows(par, hidden, inputs, (grad_gates.0, grad_c.0));
+            },
+            || {
+                let inputs = (cache.1, c.1, grad_h.1, grad_c_next.1);
+                backward_rows(par, hidden, inputs, (grad_gates.1, grad_c.1));
+            },
+        );
+        return;
+    }
+    let rows = cache
+        .chunks_exact(5 * hidden)
+        .zip(c.chunks_exact(hidden))
+        .zip(
+            grad_h
+                .chunks_exact(hidden)
+                .zip(grad_c_next.chunks_exact(hidden)),
+        )
+        .zip(
+            grad_gates
+                .chunks_exact_mut(4 * hidden)
+                .zip(grad_c.chunks_exact_mut(hidden)),
+        );
+    for (((cache, c), (dh, dc_next)), (grad_gates, grad_c)) in rows {
+        for j in 0..hidden {
+            let saved = std::array::from_fn(|k| cache[k * hidden + j]);
+            let (gates, dc) = lstm_backward(saved, c[j], dh[j], dc_next[j]);
+            for (k, value) in gates.into_iter().enumerate() {
+                grad_gates[k * hidden + j] = value;
+            }
+            grad_c[j] = dc;
+        }
+    }
+}
+
+/// [`CellKernel::lstm_cell`] on slices.
+pub fn lstm_cell<T: Float>(
+    par: Par,
+    batch: usize,
+    hidden: usize,
+    buffers: LstmForward<'_, [T]>,
+) -> Result<()> {
+    let LstmForward {
+        gates,
+        c,
+        cache,
+        state,
+    } = buffers;
+    check_cell_buffers(
+        "lstm_cell",
+        batch,
+        hidden,
+        &[
+            ("gates", 4, gates.len()),
+            ("c", 1, c.len()),
+            ("cache", 5, cache.len()),
+            ("state", 2, state.len()),
+        ],
+    )?;
+    if hidden == 0 {
+        return Ok(());
+    }
+    let (h_next, c_next) = state.split_at_mut(batch * hidden);
+    forward_rows(par, hidden, (gates, c), (cache, h_next, c_next));
+    Ok(())
+}
+
+/// [`CellKernel::lstm_cell_backward`] on slices.
+pub fn lstm_cell_backward<T: Float>(
+    par: Par,
+    batch: usize,
+    hidden: usize,
+    buffers: LstmBackward<'_, [T]>,
+) -> Result<()> {
+    let LstmBackward {
+        cache,
+        c,
+        grad_state,
+        grad_gates,
+        grad_c,
+    } = buffers;
+    check_cell_buffers(
+        "lstm_cell_backward",
+        batch,
+        hidden,
+        &[
+            ("cache", 5, cache.len()),
+            ("c", 1, c.len()),
+            ("grad_state", 2, grad_state.len()),
+            ("grad_gates", 4, grad_gates.len()),
+            ("grad_c", 1, grad_c.len()),
+        ],
+    )?;
+    if hidden == 0 {
+        return Ok(());
+    }
+    let (grad_h, grad_c_next) = grad_state.split_at(batch * hidden);
+    backward_rows(
+        par,
+        hidden,
+        (cache, c, grad_h, grad_c_next),
+        (grad_gates, grad_c),
+    );
+    Ok(())
+}
+
+impl<T: Float> CellKernel<T> for Cpu {
+    fn lstm_cell(
+        &self,
+        batch: usize,
+        hidden: usize,
+        buffers: LstmForward<'_, Vec<T>>,
+    ) -> Result<()> {
+        lstm_cell(
+            self.par(),
+            batch,
+            hidden,
+            LstmForward {
+                gates: buffers.gates,
+                c: buffers.c,
+                cache: buffers.cache,
+                state: buffers.state,
+            },
+        )
+    }
+
+    fn lstm_cell_backward(
+        &self,
+        batch: usize,
+        hidden: usize,
+        buffers: LstmBackward<'_, Vec<T>>,
+    ) -> Result<()> {
+        lstm_cell_backward(
+            self.par(),
+            batch,
+            hidden,
+            LstmBackward {
+                cache: buffers.cache,
+                c: buffers.c,
+                grad_state: buffers.grad_state,
+                grad_gates: buffers.grad_gates,
+                grad_c: buffers.grad_c,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Rng;
+
+    fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
+        (0..n).map(|_| rng.normal(0.0, 2.0)).collect()
+    }
+
+    #[test]
+    fn every_split_gives_the_bits_of_the_element_formulas() {
+        let mut rng = Rng::new(4, "lstm cell");
+        // Rows and units around the task split (2 * MIN_TASK elements).
+        for (batch, hidden) in [(1, 1), (3, 5), (64, 256), (129, 128)] {
+            let gates = random(&mut rng, batch * 4 * hidden);
+            let c = random(&mut rng, batch * hidden);
+            let grad_state = random(&mut rng, 2 * batch * hidden);
+            let run = |par| {
+                let mut cache = vec![f32::NAN; 5 * batch * hidden];
+                let mut state = vec![f32::NAN; 2 * batch * hidden];
+                let forward = LstmForward {
+                    gates: &gates[..],
+                    c: &c[..],
+                    cache: &mut cache[..],
+                    state: &mut state[..],
+                };
+                lstm_cell(par, batch, hidden, forward).unwrap();
+                let mut grad_gates = vec![f32::NAN; 4 * batch * hidden];
+                let mut grad_c = vec![f32::NAN; batch * hidden];
+                let backward = LstmBackward {
+                    cache: &cache[..],
+                    c: &c[..],
+                    grad_state: &grad_state[..],
+                    grad_gates: &mut grad_gates[..],
+                    grad_c: &mut grad_c[..],
+                };
+                lstm_cell_backward(par, batch, hidden, backward).unwrap();
+                [cache, state, grad_gates, grad_c]
+                    .map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+            };
+            let one = run(Par::Seq);
+            assert_eq!(one, run(Par::rayon(2)), "{batch} x {hidden}");
+            assert_eq!(one, run(Par::rayon(3)), "{batch} x {hidden}");
+            let (b, j) = (batch - 1, hidden - 1);
+            let row = |k: usize| gates[b * 4 * hidden + k * hidden + j];
+            let (saved, (h, c_next)) =
+                lstm_forward([row(0), row(1), row(2), row(3)], c[b * hidden + j]);
+            assert_eq!(one[1][b * hidden + j], h.to_bits());
+            assert_eq!(one[1][(batch + b) * hidden + j], c_next.to_bits());
+            assert_eq!(one[0][b * 5 * hidden + 4 * hidden + j], saved[4].to_bits());
+        }
+    }
+
+    #[test]
+    fn wrong_lengths_are_errors() {
+        let (gates, c) = (vec![0.0f64; 8], vec![0.0f64; 2]);
+        let (mut cache, mut state) = (vec![0.0; 10], vec![0.0; 3]);
+        let err = lstm_cell(
+            Par::Seq,
+            2,
+            1,
+            LstmForward {
+                gates: &gates[..],
+                c: &c[..],
+                cache: &mut cache[..],
+                state: &mut state[..],
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.argument(), Some("state"));
+        assert!(err.to_string().contains("lstm_cell"), "{err}");
+    }
+}
