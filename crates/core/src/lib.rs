@@ -53,6 +53,7 @@ mod device;
 mod error;
 mod float;
 pub mod kernels;
+mod lanes;
 mod par;
 pub mod reduce;
 mod rng;

@@ -1,12 +1,14 @@
 //! The Cpu fused LSTM cell ([`crate::kernels::CellKernel`]): rows split in halves over
 //! rayon tasks while each half still has `MIN_TASK` elements; each element is the
-//! canonical [`lstm_forward`] / [`lstm_backward`], so any split gives the same bits.
+//! canonical [`lstm_forward`] / [`lstm_backward`], so any split gives the same bits. The
+//! `f32` forward runs 16 units at a time through the lane versions of `libm`'s sigmoid and
+//! tanh (`crate::lanes`), bitwise the scalar ones.
 
 use crate::kernels::CellKernel;
 use crate::kernels::cell::{
     LstmBackward, LstmForward, check_cell_buffers, lstm_backward, lstm_forward,
 };
-use crate::{Float, Par, Result};
+use crate::{Float, Par, Result, lanes};
 
 use super::Cpu;
 
@@ -38,6 +40,13 @@ fn forward_rows<T: Float>(
         );
         return;
     }
+    if let Some(job) = ForwardF32::of(
+        hidden,
+        (gates, c),
+        (&mut *cache, &mut *h_next, &mut *c_next),
+    ) {
+        return crate::simd::widest(job);
+    }
     let rows = gates
         .chunks_exact(4 * hidden)
         .zip(c.chunks_exact(hidden))
@@ -55,6 +64,85 @@ fn forward_rows<T: Float>(
                 cache[k * hidden + j] = value;
             }
             (h_next[j], c_next[j]) = (h, c_new);
+        }
+    }
+}
+
+/// The `f32` forward, [`lanes::LANES`] units at a time with the lane versions of the
+/// sigmoid and tanh (the bits of [`lstm_forward`], which the tests compare).
+struct ForwardF32<'a> {
+    hidden: usize,
+    gates: &'a [f32],
+    c: &'a [f32],
+    cache: &'a mut [f32],
+    h_next: &'a mut [f32],
+    c_next: &'a mut [f32],
+}
+
+impl<'a> ForwardF32<'a> {
+    /// The job when `T` is `f32`.
+    fn of<T: Float>(
+        hidden: usize,
+        (gates, c): (&'a [T], &'a [T]),
+        (cache, h_next, c_next): (&'a mut [T], &'a mut [T], &'a mut [T]),
+    ) -> Option<Self> {
+        Some(Self {
+            hidden,
+            gates: lanes::as_f32(gates)?,
+            c: lanes::as_f32(c)?,
+            cache: lanes::as_f32_mut(cache)?,
+            h_next: lanes::as_f32_mut(h_next)?,
+            c_next: lanes::as_f32_mut(c_next)?,
+        })
+    }
+}
+
+impl crate::simd::Vectorized for ForwardF32<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Self {
+            hidden,
+            gates,
+            c,
+            cache,
+            h_next,
+            c_next,
+        } = self;
+        let rows = gates
+            .chunks_exact(4 * hidden)
+            .zip(c.chunks_exact(hidden))
+            .zip(cache.chunks_exact_mut(5 * hidden))
+            .zip(
+                h_next
+                    .chunks_exact_mut(hidden)
+                    .zip(c_next.chunks_exact_mut(hidden)),
+            );
+        for (((gates, c), cache), (h_next, c_next)) in rows {
+            for start in (0..hidden).step_by(lanes::LANES) {
+                let units = (hidden - start).min(lanes::LANES);
+                // The lanes past `units` compute on zeros and are dropped.
+                let load = |x: &[f32], at: usize| {
+                    let mut values = [0.0f32; lanes::LANES];
+                    values[..units].copy_from_slice(&x[at..at + units]);
+                    values
+                };
+                let gate = |k: usize| load(gates, k * hidden + start);
+                let (i, f) = (lanes::sigmoid(&gate(0)), lanes::sigmoid(&gate(1)));
+                let (g, o) = (lanes::tanhf(&gate(2)), lanes::sigmoid(&gate(3)));
+                let c_old = load(c, start);
+                let c_new: [f32; lanes::LANES] =
+                    std::array::from_fn(|l| f[l] * c_old[l] + i[l] * g[l]);
+                let tanh_c = lanes::tanhf(&c_new);
+                for (k, saved) in [i, f, g, o, tanh_c].iter().enumerate() {
+                    let at = k * hidden + start;
+                    cache[at..at + units].copy_from_slice(&saved[..units]);
+                }
+                for l in 0..units {
+                    h_next[start + l] = o[l] * tanh_c[l];
+                }
+                c_next[start..start + units].copy_from_slice(&c_new[..units]);
+            }
         }
     }
 }
@@ -264,13 +352,23 @@ mod tests {
             let one = run(Par::Seq);
             assert_eq!(one, run(Par::rayon(2)), "{batch} x {hidden}");
             assert_eq!(one, run(Par::rayon(3)), "{batch} x {hidden}");
-            let (b, j) = (batch - 1, hidden - 1);
-            let row = |k: usize| gates[b * 4 * hidden + k * hidden + j];
-            let (saved, (h, c_next)) =
-                lstm_forward([row(0), row(1), row(2), row(3)], c[b * hidden + j]);
-            assert_eq!(one[1][b * hidden + j], h.to_bits());
-            assert_eq!(one[1][(batch + b) * hidden + j], c_next.to_bits());
-            assert_eq!(one[0][b * 5 * hidden + 4 * hidden + j], saved[4].to_bits());
+            // The f32 forward runs in lanes: every element against the scalar formula.
+            for b in 0..batch {
+                for j in 0..hidden {
+                    let pre = std::array::from_fn(|k| gates[b * 4 * hidden + k * hidden + j]);
+                    let (saved, (h, c_next)) = lstm_forward(pre, c[b * hidden + j]);
+                    assert_eq!(one[1][b * hidden + j], h.to_bits());
+                    assert_eq!(one[1][(batch + b) * hidden + j], c_next.to_bits());
+                    for (k, value) in saved.iter().enumerate() {
+                        let at = b * 5 * hidden + k * hidden + j;
+                        assert_eq!(
+                            one[0][at],
+                            value.to_bits(),
+                            "{batch} x {hidden}: {b} {j} {k}"
+                        );
+                    }
+                }
+            }
         }
     }
 

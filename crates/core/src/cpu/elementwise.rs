@@ -2,11 +2,12 @@
 //! outside them and each arm calls [`UnaryOp::apply`] / [`BinaryOp::apply`] on a constant
 //! variant), so that the loops vectorize and the canonical formula is still written once.
 //! Strided inputs are walked in runs (pieces of rows); a run whose strides are 1 or 0 (a
-//! dense row, a broadcast value) gets a plain slice loop.
+//! dense row, a broadcast value) gets a plain slice loop. The `f32` exp, tanh and sigmoid
+//! of dense inputs run through the lane versions of `crate::lanes` (the same bits).
 
 use super::{CHUNK, Cpu, MIN_TASK, check_output, check_view, dense, for_each_run};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
-use crate::{Error, Float, Par, Result, View};
+use crate::{Error, Float, Par, Result, View, lanes};
 
 fn same_shape<T>(
     function: &'static str,
@@ -63,6 +64,19 @@ pub(super) fn map<T: Float>(
             );
         }),
     }
+}
+
+/// `out[i] = f(x[i])` for the `f32` lane functions of [`lanes`] (the bits of the scalar
+/// `UnaryOp::apply`), [`lanes::LANES`] values at a time.
+fn lane_map<F>(par: Par, f: F, x: &[f32], out: &mut [f32])
+where
+    F: Fn(&[f32; lanes::LANES]) -> [f32; lanes::LANES] + Copy + Sync + Send,
+{
+    par.for_work(out.len(), MIN_TASK)
+        .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
+            let x = &x[ci * CHUNK..ci * CHUNK + chunk.len()];
+            crate::simd::widest(lanes::LaneMap { f, x, out: chunk });
+        });
 }
 
 /// `out[i] = f(a[i], b[i])` over two views of one shape.
@@ -125,6 +139,16 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         check_view("Cpu::unary", "x", x)?;
         check_output("Cpu::unary", out, x.layout.numel())?;
         let par = self.par;
+        if let Some(x) = dense(x)
+            && let (Some(x), Some(out)) = (lanes::as_f32(x), lanes::as_f32_mut(out))
+        {
+            match op {
+                UnaryOp::Exp => return Ok(lane_map(par, lanes::expf, x, out)),
+                UnaryOp::Tanh => return Ok(lane_map(par, lanes::tanhf, x, out)),
+                UnaryOp::Sigmoid => return Ok(lane_map(par, lanes::sigmoid, x, out)),
+                _ => {}
+            }
+        }
         macro_rules! each {
             ($($variant:pat => $constant:expr),* $(,)?) => {
                 match op {
@@ -226,5 +250,42 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
             );
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Device, Layout, Rng};
+
+    #[test]
+    fn lane_transcendentals_are_the_scalar_formulas() {
+        let mut rng = Rng::new(6, "lanes");
+        // An odd length (a short last group), a size that splits over tasks, and the
+        // values that send a group to the scalar fallback.
+        for len in [1, 37, 3 * MIN_TASK + 5] {
+            let mut x: Vec<f32> = (0..len).map(|_| rng.normal(0.0, 6.0)).collect();
+            for (i, special) in [f32::NAN, f32::INFINITY, -100.0, 95.0, 1e-30, -0.0]
+                .into_iter()
+                .enumerate()
+            {
+                x[(i * 7919) % len] = special;
+            }
+            let layout = Layout::contiguous(crate::Shape::from([len]));
+            for par in [Par::Seq, Par::rayon(2)] {
+                let cpu = Cpu::new(par);
+                for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Sigmoid] {
+                    let mut out = cpu.alloc_zeros::<f32>(len).unwrap();
+                    cpu.unary(op, View::new(&x, &layout), &mut out).unwrap();
+                    for (i, (&got, &v)) in out.iter().zip(&x).enumerate() {
+                        let want = op.apply(v);
+                        assert!(
+                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                            "{op:?}({v:e}) at {i}: {got:e} instead of {want:e}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
