@@ -52,21 +52,37 @@ impl<F: Fn(&Lanes) -> Lanes> crate::simd::Vectorized for LaneMap<'_, F> {
 
 type Lanes = [f32; LANES];
 
-const LN2_HI_EXP: f32 = 6.931_457_5e-1; // 0x3f317200
-const LN2_LO_EXP: f32 = 1.428_606_8e-6; // 0x35bfbe8e
-const INV_LN2: f32 = 1.442_695e0; // 0x3fb8aa3b
-const EXP_P1: f32 = 1.666_662_5e-1; // 0xaaaa8f.0p-26
-const EXP_P2: f32 = -2.766_733_3e-3; // -0xb55215.0p-32
+// libm's constants (expf.rs, expm1f.rs), by their bits.
+const LN2_HI_EXP: f32 = f32::from_bits(0x3f317200);
+const LN2_LO_EXP: f32 = f32::from_bits(0x35bfbe8e);
+const INV_LN2: f32 = f32::from_bits(0x3fb8aa3b);
+const EXP_P1: f32 = f32::from_bits(0x3e2aaa8f);
+const EXP_P2: f32 = f32::from_bits(0xbb355215);
 
-const LN2_HI_EXPM1: f32 = 6.931_381_2e-1; // 0x3f317180
-const LN2_LO_EXPM1: f32 = 9.058_001e-6; // 0x3717f7d1
-const EXPM1_Q1: f32 = -3.333_321_2e-2; // -0x888868.0p-28
-const EXPM1_Q2: f32 = 1.580_717e-3; // 0xcf3010.0p-33
+const LN2_HI_EXPM1: f32 = f32::from_bits(0x3f317180);
+const LN2_LO_EXPM1: f32 = f32::from_bits(0x3717f7d1);
+const EXPM1_Q1: f32 = f32::from_bits(0xbd088868);
+const EXPM1_Q2: f32 = f32::from_bits(0x3acf3010);
 
 /// `2^k` for `-126 <= k <= 127`.
 #[inline(always)]
 fn two_to(k: i32) -> f32 {
     f32::from_bits(((0x7f + k) as u32) << 23)
+}
+
+/// libm's `k` of the reduction `x = k ln2 + r`: `(x / ln2 +- 0.5) as i32` where the bits
+/// of `|x|` exceed `general_above`, `+-1` down to 0.5 ln2, 0 below.
+#[inline(always)]
+fn reduction_index(v: f32, general_above: u32) -> i32 {
+    let hx = v.to_bits() & 0x7fff_ffff;
+    let negative = v.to_bits() >> 31 != 0;
+    if hx > general_above {
+        (INV_LN2 * v + if negative { -0.5 } else { 0.5 }) as i32
+    } else if hx > 0x3eb1_7218 {
+        if negative { -1 } else { 1 }
+    } else {
+        0
+    }
 }
 
 /// `libm::expf` of each lane.
@@ -81,17 +97,8 @@ pub(crate) fn expf(x: &Lanes) -> Lanes {
     for j in 0..LANES {
         let v = x[j];
         let hx = v.to_bits() & 0x7fff_ffff;
-        let negative = v.to_bits() >> 31 != 0;
-        let half = if negative { -0.5 } else { 0.5 };
-        let sign = if negative { 1 } else { 0 };
         // libm's three reductions, as one: k = 0 gives hi = x and lo = 0 exactly.
-        let k = if hx > 0x3f85_1592 {
-            (INV_LN2 * v + half) as i32
-        } else if hx > 0x3eb1_7218 {
-            1 - sign - sign
-        } else {
-            0
-        };
+        let k = reduction_index(v, 0x3f85_1592);
         let kf = k as f32;
         let hi = v - kf * LN2_HI_EXP;
         let lo = kf * LN2_LO_EXP;
@@ -117,17 +124,9 @@ pub(crate) fn expm1f(x: &Lanes) -> Lanes {
     for j in 0..LANES {
         let v = x[j];
         let hx = v.to_bits() & 0x7fff_ffff;
-        let negative = v.to_bits() >> 31 != 0;
-        let half = if negative { -0.5 } else { 0.5 };
         // libm's reductions as one: k = +-1 gives hi = x -+ ln2_hi and lo = +-ln2_lo, and
-        // k = 0 gives hi = x, lo = 0, c = 0 exactly.
-        let k = if hx >= 0x3f85_1592 {
-            (INV_LN2 * v + half) as i32
-        } else if hx > 0x3eb1_7218 {
-            if negative { -1 } else { 1 }
-        } else {
-            0
-        };
+        // k = 0 gives hi = x, lo = 0, c = 0 exactly. (Its test is `hx >= 0x3f851592`.)
+        let k = reduction_index(v, 0x3f85_1591);
         let t = k as f32;
         let hi = v - t * LN2_HI_EXPM1;
         let lo = t * LN2_LO_EXPM1;

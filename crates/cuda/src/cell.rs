@@ -2,7 +2,7 @@
 //! element formulas of `rlgrad_core::kernels::cell`.
 
 use rlgrad_core::kernels::CellKernel;
-use rlgrad_core::kernels::cell::{LstmBackward, LstmForward, check_cell_buffers};
+use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::{Float, Result};
 
 use crate::compile::Family;
@@ -16,23 +16,13 @@ impl<T: Float> CellKernel<T> for Cuda {
         buffers: LstmForward<'_, CudaBuffer<T>>,
     ) -> Result<()> {
         const F: &str = "Cuda::lstm_cell";
+        buffers.check(F, batch, hidden, CudaBuffer::len)?;
         let LstmForward {
             gates,
             c,
             cache,
             state,
         } = buffers;
-        check_cell_buffers(
-            F,
-            batch,
-            hidden,
-            &[
-                ("gates", 4, gates.len()),
-                ("c", 1, c.len()),
-                ("cache", 5, cache.len()),
-                ("state", 2, state.len()),
-            ],
-        )?;
         let units = batch * hidden;
         if units == 0 {
             return Ok(());
@@ -60,6 +50,7 @@ impl<T: Float> CellKernel<T> for Cuda {
         buffers: LstmBackward<'_, CudaBuffer<T>>,
     ) -> Result<()> {
         const F: &str = "Cuda::lstm_cell_backward";
+        buffers.check(F, batch, hidden, CudaBuffer::len)?;
         let LstmBackward {
             cache,
             c,
@@ -67,18 +58,6 @@ impl<T: Float> CellKernel<T> for Cuda {
             grad_gates,
             grad_c,
         } = buffers;
-        check_cell_buffers(
-            F,
-            batch,
-            hidden,
-            &[
-                ("cache", 5, cache.len()),
-                ("c", 1, c.len()),
-                ("grad_state", 2, grad_state.len()),
-                ("grad_gates", 4, grad_gates.len()),
-                ("grad_c", 1, grad_c.len()),
-            ],
-        )?;
         let units = batch * hidden;
         if units == 0 {
             return Ok(());

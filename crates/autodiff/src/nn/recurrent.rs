@@ -386,6 +386,20 @@ fn buffer_of<T: Float, D: CellDevice<T>>(t: &Tensor<T, D>) -> &D::Buffer<T> {
         .expect("Tensor::dense gives a dense buffer")
 }
 
+/// Two new tensors of `shapes` that one kernel call `fill` writes entirely.
+fn two_outputs<T: Float, D: CellDevice<T>>(
+    device: &D,
+    (first, second): (Shape, Shape),
+    fill: impl FnOnce(&mut D::Buffer<T>, &mut D::Buffer<T>) -> Result<()>,
+) -> Result<(Tensor<T, D>, Tensor<T, D>)> {
+    let mut inner = None;
+    let outer = Tensor::from_kernel(device, first, |a| {
+        inner = Some(Tensor::from_kernel(device, second, |b| fill(a, b))?);
+        Ok(())
+    })?;
+    Ok((outer, inner.expect("the kernel wrote both outputs")))
+}
+
 impl<T: Float, D: CellDevice<T>> FusedLstmCell<T, D> {
     /// `[batch, hidden]` of the cell state input.
     fn sizes(c: &Tensor<T, D>) -> Result<(usize, usize)> {
@@ -405,24 +419,20 @@ impl<T: Float, D: CellDevice<T>> CustomOp<T, D> for FusedLstmCell<T, D> {
         let (gates, c) = (inputs[0].dense()?, inputs[1].dense()?);
         let (batch, hidden) = Self::sizes(&c)?;
         let device = c.device();
-        let mut state = None;
-        let cache = Tensor::from_kernel(device, [batch, 5 * hidden].into(), |cache| {
-            let written = Tensor::from_kernel(device, [2, batch, hidden].into(), |state| {
-                let buffers = LstmForward {
-                    gates: buffer_of(&gates),
-                    c: buffer_of(&c),
-                    cache,
-                    state,
-                };
-                device.lstm_cell(batch, hidden, buffers)
-            })?;
-            state = Some(written);
-            Ok(())
+        let shapes = ([batch, 5 * hidden].into(), [2, batch, hidden].into());
+        let (cache, state) = two_outputs(device, shapes, |cache, state| {
+            let buffers = LstmForward {
+                gates: buffer_of(&gates),
+                c: buffer_of(&c),
+                cache,
+                state,
+            };
+            device.lstm_cell(batch, hidden, buffers)
         })?;
         self.cache
             .set(cache)
             .map_err(|_| Error::state("lstm_cell", "forward", "one call per op", "a second"))?;
-        Ok(state.expect("the forward kernel wrote the state"))
+        Ok(state)
     }
 
     fn backward(
@@ -437,22 +447,18 @@ impl<T: Float, D: CellDevice<T>> CustomOp<T, D> for FusedLstmCell<T, D> {
         let (c, grad) = (inputs[1].dense()?, grad.dense()?);
         let (batch, hidden) = Self::sizes(&c)?;
         let device = c.device();
-        let mut grad_c = None;
-        let grad_gates = Tensor::from_kernel(device, [batch, 4 * hidden].into(), |grad_gates| {
-            let written = Tensor::from_kernel(device, [batch, hidden].into(), |grad_c| {
-                let buffers = LstmBackward {
-                    cache: buffer_of(cache),
-                    c: buffer_of(&c),
-                    grad_state: buffer_of(&grad),
-                    grad_gates,
-                    grad_c,
-                };
-                device.lstm_cell_backward(batch, hidden, buffers)
-            })?;
-            grad_c = Some(written);
-            Ok(())
+        let shapes = ([batch, 4 * hidden].into(), [batch, hidden].into());
+        let (grad_gates, grad_c) = two_outputs(device, shapes, |grad_gates, grad_c| {
+            let buffers = LstmBackward {
+                cache: buffer_of(cache),
+                c: buffer_of(&c),
+                grad_state: buffer_of(&grad),
+                grad_gates,
+                grad_c,
+            };
+            device.lstm_cell_backward(batch, hidden, buffers)
         })?;
-        Ok(vec![Some(grad_gates), grad_c])
+        Ok(vec![Some(grad_gates), Some(grad_c)])
     }
 }
 

@@ -5,9 +5,7 @@
 //! tanh (`crate::lanes`), bitwise the scalar ones.
 
 use crate::kernels::CellKernel;
-use crate::kernels::cell::{
-    LstmBackward, LstmForward, check_cell_buffers, lstm_backward, lstm_forward,
-};
+use crate::kernels::cell::{LstmBackward, LstmForward, lstm_backward, lstm_forward};
 use crate::{Float, Par, Result, lanes};
 
 use super::Cpu;
@@ -204,23 +202,13 @@ pub fn lstm_cell<T: Float>(
     hidden: usize,
     buffers: LstmForward<'_, [T]>,
 ) -> Result<()> {
+    buffers.check("lstm_cell", batch, hidden, <[T]>::len)?;
     let LstmForward {
         gates,
         c,
         cache,
         state,
     } = buffers;
-    check_cell_buffers(
-        "lstm_cell",
-        batch,
-        hidden,
-        &[
-            ("gates", 4, gates.len()),
-            ("c", 1, c.len()),
-            ("cache", 5, cache.len()),
-            ("state", 2, state.len()),
-        ],
-    )?;
     if hidden == 0 {
         return Ok(());
     }
@@ -236,6 +224,7 @@ pub fn lstm_cell_backward<T: Float>(
     hidden: usize,
     buffers: LstmBackward<'_, [T]>,
 ) -> Result<()> {
+    buffers.check("lstm_cell_backward", batch, hidden, <[T]>::len)?;
     let LstmBackward {
         cache,
         c,
@@ -243,18 +232,6 @@ pub fn lstm_cell_backward<T: Float>(
         grad_gates,
         grad_c,
     } = buffers;
-    check_cell_buffers(
-        "lstm_cell_backward",
-        batch,
-        hidden,
-        &[
-            ("cache", 5, cache.len()),
-            ("c", 1, c.len()),
-            ("grad_state", 2, grad_state.len()),
-            ("grad_gates", 4, grad_gates.len()),
-            ("grad_c", 1, grad_c.len()),
-        ],
-    )?;
     if hidden == 0 {
         return Ok(());
     }
@@ -275,17 +252,7 @@ impl<T: Float> CellKernel<T> for Cpu {
         hidden: usize,
         buffers: LstmForward<'_, Vec<T>>,
     ) -> Result<()> {
-        lstm_cell(
-            self.par(),
-            batch,
-            hidden,
-            LstmForward {
-                gates: buffers.gates,
-                c: buffers.c,
-                cache: buffers.cache,
-                state: buffers.state,
-            },
-        )
+        lstm_cell(self.par(), batch, hidden, buffers.into())
     }
 
     fn lstm_cell_backward(
@@ -294,18 +261,7 @@ impl<T: Float> CellKernel<T> for Cpu {
         hidden: usize,
         buffers: LstmBackward<'_, Vec<T>>,
     ) -> Result<()> {
-        lstm_cell_backward(
-            self.par(),
-            batch,
-            hidden,
-            LstmBackward {
-                cache: buffers.cache,
-                c: buffers.c,
-                grad_state: buffers.grad_state,
-                grad_gates: buffers.grad_gates,
-                grad_c: buffers.grad_c,
-            },
-        )
+        lstm_cell_backward(self.par(), batch, hidden, buffers.into())
     }
 }
 

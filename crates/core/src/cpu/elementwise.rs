@@ -68,7 +68,8 @@ pub(super) fn map<T: Float>(
 
 /// `out[i] = f(x[i])` for the `f32` lane functions of [`lanes`] (the bits of the scalar
 /// `UnaryOp::apply`), [`lanes::LANES`] values at a time.
-fn lane_map<F>(par: Par, f: F, x: &[f32], out: &mut [f32])
+/// Returns `true` (done), for the caller's dispatch.
+fn lane_map<F>(par: Par, f: F, x: &[f32], out: &mut [f32]) -> bool
 where
     F: Fn(&[f32; lanes::LANES]) -> [f32; lanes::LANES] + Copy + Sync + Send,
 {
@@ -77,6 +78,7 @@ where
             let x = &x[ci * CHUNK..ci * CHUNK + chunk.len()];
             crate::simd::widest(lanes::LaneMap { f, x, out: chunk });
         });
+    true
 }
 
 /// `out[i] = f(a[i], b[i])` over two views of one shape.
@@ -142,11 +144,14 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         if let Some(x) = dense(x)
             && let (Some(x), Some(out)) = (lanes::as_f32(x), lanes::as_f32_mut(out))
         {
-            match op {
-                UnaryOp::Exp => return Ok(lane_map(par, lanes::expf, x, out)),
-                UnaryOp::Tanh => return Ok(lane_map(par, lanes::tanhf, x, out)),
-                UnaryOp::Sigmoid => return Ok(lane_map(par, lanes::sigmoid, x, out)),
-                _ => {}
+            let done = match op {
+                UnaryOp::Exp => lane_map(par, lanes::expf, x, out),
+                UnaryOp::Tanh => lane_map(par, lanes::tanhf, x, out),
+                UnaryOp::Sigmoid => lane_map(par, lanes::sigmoid, x, out),
+                _ => false,
+            };
+            if done {
+                return Ok(());
             }
         }
         macro_rules! each {

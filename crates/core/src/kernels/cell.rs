@@ -124,16 +124,85 @@ pub trait CellKernel<T: Float>: Device {
     ) -> Result<()>;
 }
 
-/// `Ok` when each `(name, units per row, length)` has `batch * units` elements (the
-/// shapes of the [module docs](self), with `hidden` units per row of each part).
-pub fn check_cell_buffers(
+impl<B: ?Sized> LstmForward<'_, B> {
+    /// `Ok` when every buffer has the length of its shape for `batch` rows of `hidden`
+    /// units (`len` measures a buffer), else an error naming the first that does not.
+    pub fn check(
+        &self,
+        function: &'static str,
+        batch: usize,
+        hidden: usize,
+        len: impl Fn(&B) -> usize,
+    ) -> Result<()> {
+        check_lengths(
+            function,
+            (batch, hidden),
+            &[
+                ("gates", 4, len(self.gates)),
+                ("c", 1, len(self.c)),
+                ("cache", 5, len(self.cache)),
+                ("state", 2, len(self.state)),
+            ],
+        )
+    }
+}
+
+impl<B: ?Sized> LstmBackward<'_, B> {
+    /// As [`LstmForward::check`].
+    pub fn check(
+        &self,
+        function: &'static str,
+        batch: usize,
+        hidden: usize,
+        len: impl Fn(&B) -> usize,
+    ) -> Result<()> {
+        check_lengths(
+            function,
+            (batch, hidden),
+            &[
+                ("cache", 5, len(self.cache)),
+                ("c", 1, len(self.c)),
+                ("grad_state", 2, len(self.grad_state)),
+                ("grad_gates", 4, len(self.grad_gates)),
+                ("grad_c", 1, len(self.grad_c)),
+            ],
+        )
+    }
+}
+
+impl<'a, T> From<LstmForward<'a, Vec<T>>> for LstmForward<'a, [T]> {
+    fn from(b: LstmForward<'a, Vec<T>>) -> Self {
+        Self {
+            gates: b.gates,
+            c: b.c,
+            cache: b.cache,
+            state: b.state,
+        }
+    }
+}
+
+impl<'a, T> From<LstmBackward<'a, Vec<T>>> for LstmBackward<'a, [T]> {
+    fn from(b: LstmBackward<'a, Vec<T>>) -> Self {
+        Self {
+            cache: b.cache,
+            c: b.c,
+            grad_state: b.grad_state,
+            grad_gates: b.grad_gates,
+            grad_c: b.grad_c,
+        }
+    }
+}
+
+/// `Ok` when each `(name, parts, length)` has `parts * batch * hidden` elements.
+fn check_lengths(
     function: &'static str,
-    batch: usize,
-    hidden: usize,
+    (batch, hidden): (usize, usize),
     buffers: &[(&'static str, usize, usize)],
 ) -> Result<()> {
     for &(name, parts, len) in buffers {
-        let want = batch.checked_mul(hidden).and_then(|n| n.checked_mul(parts));
+        let want = batch
+            .checked_mul(hidden)
+            .and_then(|units| units.checked_mul(parts));
         if want != Some(len) {
             return Err(Error::shape(
                 function,
@@ -185,9 +254,17 @@ mod tests {
 
     #[test]
     fn buffer_checks_name_the_buffer() {
-        assert!(check_cell_buffers("f", 2, 3, &[("gates", 4, 24), ("c", 1, 6)]).is_ok());
-        let err = check_cell_buffers("f", 2, 3, &[("gates", 4, 24), ("c", 1, 5)]).unwrap_err();
-        assert_eq!(err.argument(), Some("c"));
-        assert!(check_cell_buffers("f", usize::MAX, 2, &[("c", 1, 0)]).is_err());
+        let (gates, c, mut cache, mut state) = ([0.0f32; 24], [0.0f32; 6], [0.0; 30], [0.0; 11]);
+        let forward = LstmForward {
+            gates: &gates[..],
+            c: &c[..],
+            cache: &mut cache[..],
+            state: &mut state[..],
+        };
+        let err = forward.check("f", 2, 3, <[f32]>::len).unwrap_err();
+        assert_eq!(err.argument(), Some("state"));
+        assert!(err.to_string().contains("2 x 2 x 3 elements"), "{err}");
+        assert!(forward.check("f", usize::MAX, 2, <[f32]>::len).is_err());
+        assert!(forward.check("f", 2, 4, <[f32]>::len).is_err());
     }
 }
