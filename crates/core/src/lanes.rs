@@ -71,13 +71,20 @@ fn two_to(k: i32) -> f32 {
 }
 
 /// libm's `k` of the reduction `x = k ln2 + r`: `(x / ln2 +- 0.5) as i32` where the bits
-/// of `|x|` exceed `general_above`, `+-1` down to 0.5 ln2, 0 below.
+/// of `|x|` exceed `general_above`, `+-1` down to 0.5 ln2, 0 below. For `|x| < 128` only
+/// (the fast paths' range).
 #[inline(always)]
 fn reduction_index(v: f32, general_above: u32) -> i32 {
     let hx = v.to_bits() & 0x7fff_ffff;
     let negative = v.to_bits() >> 31 != 0;
+    debug_assert!(v.abs() < 128.0);
+    let scaled = INV_LN2 * v + if negative { -0.5 } else { 0.5 };
+    // SAFETY: |scaled| < 186, finite and inside i32, where `as i32` truncates just the
+    // same; the unchecked form lets the conversion vectorize (`as` saturates, which the
+    // compiler does lane by lane).
+    let truncated = unsafe { scaled.to_int_unchecked::<i32>() };
     if hx > general_above {
-        (INV_LN2 * v + if negative { -0.5 } else { 0.5 }) as i32
+        truncated
     } else if hx > 0x3eb1_7218 {
         if negative { -1 } else { 1 }
     } else {
