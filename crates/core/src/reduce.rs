@@ -108,6 +108,18 @@ where
     Some(tree_range(0..leaves, par, grain, &subtree, combine))
 }
 
+/// The canonical sum of `len` elements whose subtrees of leaves `subtree` computes: the
+/// tree over the subtrees, then the fold of the root's lanes (`+0.0` when empty).
+fn leaf_sum<T, S>(len: usize, par: Par, subtree: S) -> T
+where
+    T: Float,
+    S: Fn(Range<usize>) -> Leaf<T> + Sync,
+{
+    let combine = |a: Leaf<T>, b: Leaf<T>| a.combine(b);
+    tree_reduce_with(len.div_ceil(LEAF_LEN), par, subtree, &combine)
+        .map_or_else(T::zero, Leaf::fold)
+}
+
 fn tree_range<V, S, C>(range: Range<usize>, par: Par, grain: usize, subtree: &S, combine: &C) -> V
 where
     V: Send,
@@ -318,22 +330,15 @@ where
     I: Fn(usize) -> S + Sync,
     G: Fn(&mut S, Range<usize>, &mut [T]) + Sync,
 {
-    let combine = |a: Leaf<T>, b: Leaf<T>| a.combine(b);
-    tree_reduce_with(
-        len.div_ceil(LEAF_LEN),
-        par,
-        |leaves| {
-            crate::simd::widest(GatheredSubtree {
-                len,
-                leaves,
-                start: &start,
-                gather: &gather,
-                types: std::marker::PhantomData,
-            })
-        },
-        &combine,
-    )
-    .map_or_else(T::zero, Leaf::fold)
+    leaf_sum(len, par, |leaves| {
+        crate::simd::widest(GatheredSubtree {
+            len,
+            leaves,
+            start: &start,
+            gather: &gather,
+            types: std::marker::PhantomData,
+        })
+    })
 }
 
 /// The subtree of [`sum_gathered`] over `leaves`, for [`crate::simd::widest`]: the gathers
@@ -432,23 +437,39 @@ where
     M: Fn(T, T) -> T + Sync,
 {
     check_segments("reduce::sum_segments", offsets, stride, a, b)?;
-    Ok(sum_gathered(
+    Ok(segments_sum(par, offsets, stride, a, b, map))
+}
+
+/// [`sum_segments`] of segments that callers have already checked (a [`Sequences`]'s
+/// offsets over buffers of its padded length).
+///
+/// [`Sequences`]: crate::kernels::sequence::Sequences
+pub(crate) fn segments_sum<T, M>(
+    par: Par,
+    offsets: &[usize],
+    stride: usize,
+    a: &[T],
+    b: &[T],
+    map: M,
+) -> T
+where
+    T: Float,
+    M: Fn(T, T) -> T + Sync,
+{
+    sum_gathered(
         offsets.last().copied().unwrap_or(0),
         par,
         // Blocks start below the last offset, where a segment always holds the value.
         |first| segment_of(offsets, first).unwrap_or(0),
         |cursor, range, out| {
-            let mut rest = out;
-            for_each_segment(offsets, cursor, range, |k, local| {
+            fill_from_segments(offsets, cursor, range, out, |k, local, values| {
                 let run = k * stride + local.start..k * stride + local.end;
-                let (values, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
-                rest = tail;
                 for ((o, &v), &w) in values.iter_mut().zip(&a[run.clone()]).zip(&b[run]) {
                     *o = map(v, w);
                 }
             });
         },
-    ))
+    )
 }
 
 /// The checks of [`sum_segments`]: every segment inside both buffers.
@@ -529,25 +550,28 @@ pub fn sum_segments_plain<T: Float>(
     x: &[T],
 ) -> Result<T> {
     check_segments("reduce::sum_segments_plain", offsets, stride, x, x)?;
+    Ok(plain_segments_sum(par, offsets, stride, x))
+}
+
+/// [`sum_segments_plain`] of segments that callers have already checked.
+pub(crate) fn plain_segments_sum<T: Float>(
+    par: Par,
+    offsets: &[usize],
+    stride: usize,
+    x: &[T],
+) -> T {
     #[cfg(target_arch = "x86_64")]
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+    if let Some(xs) = crate::lanes::as_f32(x)
         && std::arch::is_x86_feature_detected!("avx512f")
     {
-        // SAFETY: `T` is `f32`, so the slice is one of `f32`.
-        let xs = unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) };
         let len = offsets.last().copied().unwrap_or(0);
-        let combine = |l: Leaf<f32>, r: Leaf<f32>| l.combine(r);
-        let sum = tree_reduce_with(
-            len.div_ceil(LEAF_LEN),
-            par,
-            // SAFETY: the CPU has AVX-512F (checked above) and `check_segments` passed.
-            |leaves| unsafe { segments_avx512::subtree(offsets, stride, xs, leaves) },
-            &combine,
-        )
-        .map_or(0.0, Leaf::fold);
-        return Ok(T::from_f64(f64::from(sum)));
+        // SAFETY: the CPU has AVX-512F (checked above) and the segments were checked.
+        let sum: f32 = leaf_sum(len, par, |leaves| unsafe {
+            segments_avx512::subtree(offsets, stride, xs, leaves)
+        });
+        return T::from_f64(f64::from(sum));
     }
-    sum_segments(par, offsets, stride, x, x, |v, _| v)
+    segments_sum(par, offsets, stride, x, x, |v, _| v)
 }
 
 /// The AVX-512 kernel of [`sum_segments_plain`] for `f32`.
@@ -560,12 +584,11 @@ mod segments_avx512 {
 
     use super::{Counter, LANES, LEAF_LEN, Leaf, SHORT_STACK, add_lanes, segment_of};
 
-    /// The canonical subtree of `leaves` (as [`super::SegmentSubtree`] computes it).
+    /// The canonical subtree of `leaves`, as [`super::sum_segments`] computes it.
     ///
     /// # Safety
     ///
-    /// The CPU supports AVX-512F, and `offsets`, `stride` and `x` passed
-    /// `check_segments`.
+    /// The CPU supports AVX-512F, and `offsets`, `stride` and `x` pass `check_segments`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn subtree(
         offsets: &[usize],
@@ -727,26 +750,48 @@ pub fn for_each_segment(
     }
 }
 
+/// [`for_each_segment`] for a [`sum_gathered`] block: `out` holds the elements `range`,
+/// and `fill(k, local, piece)` writes the `piece` of it that segment `k`'s elements
+/// `local` occupy.
+///
+/// ```
+/// use rlgrad_core::reduce::fill_from_segments;
+/// let parts = [&[1.0f32, 2.0][..], &[3.0, 4.0, 5.0][..]];
+/// let mut out = [0.0; 3];
+/// fill_from_segments(&[0, 2, 5], &mut 0, 1..4, &mut out, |k, local, piece| {
+///     piece.copy_from_slice(&parts[k][local]);
+/// });
+/// assert_eq!(out, [2.0, 3.0, 4.0]);
+/// ```
+#[inline(always)]
+pub fn fill_from_segments<T>(
+    offsets: &[usize],
+    cursor: &mut usize,
+    range: Range<usize>,
+    out: &mut [T],
+    mut fill: impl FnMut(usize, Range<usize>, &mut [T]),
+) {
+    let mut rest = out;
+    for_each_segment(offsets, cursor, range, |k, local| {
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(local.len());
+        rest = tail;
+        fill(k, local, piece);
+    });
+}
+
 /// The canonical sum of `map(x[i])`.
 pub fn sum_map<T, F>(x: &[T], par: Par, map: F) -> T
 where
     T: Float,
     F: Fn(T) -> T + Sync,
 {
-    let combine = |a: Leaf<T>, b: Leaf<T>| a.combine(b);
-    tree_reduce_with(
-        x.len().div_ceil(LEAF_LEN),
-        par,
-        |range| Leaf {
-            lanes: crate::simd::widest(SliceSubtree {
-                x,
-                leaves: range,
-                map: &map,
-            }),
-        },
-        &combine,
-    )
-    .map_or_else(T::zero, Leaf::fold)
+    leaf_sum(x.len(), par, |range| Leaf {
+        lanes: crate::simd::widest(SliceSubtree {
+            x,
+            leaves: range,
+            map: &map,
+        }),
+    })
 }
 
 /// The canonical sum of `x`.

@@ -22,10 +22,7 @@ fn sum_of_squares<T: Float>(grads: &[&[T]], scale: T, par: Par) -> T {
         par,
         |first| reduce::segment_of(&offsets, first).unwrap_or(0),
         |tensor, range, out| {
-            let mut rest = out;
-            reduce::for_each_segment(&offsets, tensor, range, |k, local| {
-                let (squares, tail) = std::mem::take(&mut rest).split_at_mut(local.len());
-                rest = tail;
+            reduce::fill_from_segments(&offsets, tensor, range, out, |k, local, squares| {
                 let grads = &grads[k][local];
                 if one {
                     for (o, &g) in squares.iter_mut().zip(grads) {

@@ -221,16 +221,17 @@ pub fn masked_sum<T: Float>(
         &scaled
     };
     let row = seqs.max_len() * features;
-    match term {
-        MaskedTerm::Value => reduce::sum_segments_plain(par, offsets, row, x),
+    // The sequences' offsets and the lengths checked above are `check_segments`'s
+    // conditions: the unchecked sums do not walk the offsets a second time.
+    Ok(match term {
+        MaskedTerm::Value => reduce::plain_segments_sum(par, offsets, row, x),
         MaskedTerm::SquaredDeviation { mean } => {
-            reduce::sum_segments(par, offsets, row, x, x, |v, _| (v - mean) * (v - mean))
+            reduce::segments_sum(par, offsets, row, x, x, |v, _| (v - mean) * (v - mean))
         }
         MaskedTerm::Product { other, shift } => {
-            reduce::sum_segments(par, offsets, row, x, other, |v, w| (v - shift) * w)
+            reduce::segments_sum(par, offsets, row, x, other, |v, w| (v - shift) * w)
         }
-    }
-    .map_err(|e| e.in_function("masked_sum"))
+    })
 }
 
 /// The canonical sum of each sequence's valid values of the `[B, T, F]` array `x`.
