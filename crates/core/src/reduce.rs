@@ -171,15 +171,18 @@ const QUAD: usize = 4;
 /// (the same tree as [`tree_sequential`]). Its depth never exceeds the bits of the leaf
 /// count, which callers keep within `STACK`, a power of two.
 struct Counter<V, const STACK: usize> {
-    stack: [V; STACK],
+    /// Entries below `depth` are written; the others are not read. (Initializing the
+    /// whole stack would cost more than a short sum: an entry of [`sum_columns`] is a
+    /// kibibyte.)
+    stack: [std::mem::MaybeUninit<V>; STACK],
     depth: usize,
 }
 
 impl<V: Copy, const STACK: usize> Counter<V, STACK> {
     #[inline(always)]
-    fn new(empty: V) -> Self {
+    fn new() -> Self {
         Self {
-            stack: [empty; STACK],
+            stack: [std::mem::MaybeUninit::uninit(); STACK],
             depth: 0,
         }
     }
@@ -193,10 +196,13 @@ impl<V: Copy, const STACK: usize> Counter<V, STACK> {
         let mut count = done / size + 1;
         while count & 1 == 0 {
             self.depth -= 1;
-            value = add(&self.stack[self.depth & (STACK - 1)], &value);
+            // SAFETY: every entry below the depth before this decrement was written (a
+            // carry pops only what an earlier push stored: `done / size` counts them).
+            let left = unsafe { self.stack[self.depth & (STACK - 1)].assume_init_ref() };
+            value = add(left, &value);
             count >>= 1;
         }
-        self.stack[self.depth & (STACK - 1)] = value;
+        self.stack[self.depth & (STACK - 1)].write(value);
         self.depth += 1;
     }
 
@@ -204,7 +210,12 @@ impl<V: Copy, const STACK: usize> Counter<V, STACK> {
     #[inline(always)]
     fn finish(self, add: impl Fn(&V, &V) -> V) -> Option<V> {
         let (last, rest) = self.stack[..self.depth].split_last()?;
-        Some(rest.iter().rev().fold(*last, |acc, left| add(left, &acc)))
+        // SAFETY: the entries below `depth` were written by `push`.
+        let last = unsafe { last.assume_init() };
+        Some(rest.iter().rev().fold(last, |acc, left| {
+            // SAFETY: as above.
+            add(unsafe { left.assume_init_ref() }, &acc)
+        }))
     }
 }
 
@@ -250,7 +261,7 @@ fn slice_subtree<T: Float, const STACK: usize>(
     leaves: Range<usize>,
     map: &impl Fn(T) -> T,
 ) -> [T; LANES] {
-    let mut tree = Counter::<[T; LANES], STACK>::new([T::neg_zero(); LANES]);
+    let mut tree = Counter::<[T; LANES], STACK>::new();
     let region = &x[leaves.start * LEAF_LEN..(leaves.end * LEAF_LEN).min(x.len())];
     let mut done = 0;
     // Four leaves at a time, a complete subtree: their four chains of additions are
@@ -391,7 +402,7 @@ where
         } = self;
         let mut cursor = start(leaves.start * LEAF_LEN);
         let mut block = [T::neg_zero(); GATHER_LEN];
-        let mut tree = Counter::<[T; LANES], STACK>::new([T::neg_zero(); LANES]);
+        let mut tree = Counter::<[T; LANES], STACK>::new();
         for first in leaves.clone().step_by(GATHER_LEAVES) {
             let last = (first + GATHER_LEAVES).min(leaves.end);
             let range = first * LEAF_LEN..(last * LEAF_LEN).min(len);
@@ -613,7 +624,7 @@ mod segments_avx512 {
         let len = offsets.last().copied().unwrap_or(0);
         let end = (leaves.end * LEAF_LEN).min(len);
         let neg_zero = _mm512_set1_ps(-0.0);
-        let mut tree = Counter::<[f32; LANES], STACK>::new([-0.0; LANES]);
+        let mut tree = Counter::<[f32; LANES], STACK>::new();
         let mut lanes = neg_zero;
         let mut pushed = 0;
         let mut push = |lanes: __m512| {
@@ -844,27 +855,80 @@ where
     debug_assert_eq!(x.len(), rows * cols);
     debug_assert_eq!(out.len(), cols);
     let par = par.for_work(rows * cols, 1 << 16);
+    let leaves = rows.div_ceil(LEAF_LEN);
     par.for_each_chunk_mut(out, COLUMN_BLOCK, |block, sums| {
-        let job = ColumnBlock {
-            x,
-            rows,
-            cols,
-            first: block * COLUMN_BLOCK,
-            map: &map,
+        let subtree = |i: usize, stack: &mut ColumnStack<T>| -> BlockLanes<T> {
+            *crate::simd::widest(ColumnSubtree {
+                block: BlockColumns {
+                    x,
+                    rows,
+                    cols,
+                    first: block * COLUMN_BLOCK,
+                    map: &map,
+                },
+                leaves: i * COLUMN_SUBTREE..((i + 1) * COLUMN_SUBTREE).min(leaves),
+                stack,
+            })
         };
-        let lanes = crate::simd::widest(job);
-        for (j, sum) in sums.iter_mut().enumerate() {
-            *sum = Leaf {
-                lanes: std::array::from_fn(|l| lanes[l][j]),
+        let mut stack = [const { std::mem::MaybeUninit::uninit() }; COLUMN_STACK];
+        let mut root = match leaves.div_ceil(COLUMN_SUBTREE) {
+            0 => return sums.fill(T::zero()),
+            // Up to 512 rows (most bias gradients): one job, without the tree over jobs.
+            1 => subtree(0, &mut stack),
+            jobs => tree_reduce(
+                jobs,
+                Par::Seq,
+                |i| {
+                    subtree(
+                        i,
+                        &mut [const { std::mem::MaybeUninit::uninit() }; COLUMN_STACK],
+                    )
+                },
+                |mut left, right| {
+                    add_lanes_in_place(&mut left, &right);
+                    left
+                },
+            )
+            .expect("at least one job"),
+        };
+        let mut width = LANES / 2;
+        while width > 0 {
+            for j in 0..width {
+                root[j] = add_block_rows(&root[j], &root[j + width]);
             }
-            .fold();
+            width /= 2;
         }
+        sums.copy_from_slice(&root[0][..sums.len()]);
     });
 }
 
-/// The lanes of the canonical tree of a block of up to [`COLUMN_BLOCK`] columns, for
-/// [`crate::simd::widest`].
-struct ColumnBlock<'a, T, F> {
+/// Leaves per [`ColumnSubtree`] job (a power of two, so that the jobs are complete
+/// subtrees of the canonical tree).
+const COLUMN_SUBTREE: usize = 8;
+/// The depth of a job's binary counter: the bits of [`COLUMN_SUBTREE`].
+const COLUMN_STACK: usize = COLUMN_SUBTREE.ilog2() as usize + 1;
+
+/// The values of one row of a block, or the accumulators of one lane for every column of
+/// a block.
+type BlockRow<T> = [T; COLUMN_BLOCK];
+/// The lane accumulators of a leaf (or of a subtree, lane by lane) for a block of columns.
+type BlockLanes<T> = [BlockRow<T>; LANES];
+/// The subtrees a [`ColumnSubtree`] job has not merged yet (only those below its depth
+/// are written: an entry is a kibibyte or two, not worth initializing).
+type ColumnStack<T> = [std::mem::MaybeUninit<BlockLanes<T>>; COLUMN_STACK];
+
+/// The lane accumulators of the canonical subtree of a range of at most
+/// [`COLUMN_SUBTREE`] leaves of a block of up to [`COLUMN_BLOCK`] columns, for
+/// [`crate::simd::widest`], computed in place in `stack`.
+struct ColumnSubtree<'a, T, F> {
+    block: BlockColumns<'a, T, F>,
+    leaves: Range<usize>,
+    stack: &'a mut ColumnStack<T>,
+}
+
+/// A block of up to [`COLUMN_BLOCK`] columns of the row-major `[rows, cols]` matrix `x`,
+/// from column `first`, mapped by `map`.
+struct BlockColumns<'a, T, F> {
     x: &'a [T],
     rows: usize,
     cols: usize,
@@ -872,46 +936,91 @@ struct ColumnBlock<'a, T, F> {
     map: &'a F,
 }
 
-type BlockLanes<T> = [[T; COLUMN_BLOCK]; LANES];
+impl<'a, T: Float, F: Fn(T, usize) -> T> crate::simd::Vectorized for ColumnSubtree<'a, T, F> {
+    type Output = &'a mut BlockLanes<T>;
 
-impl<T: Float, F: Fn(T, usize) -> T> crate::simd::Vectorized for ColumnBlock<'_, T, F> {
-    type Output = BlockLanes<T>;
+    /// The same binary-counter walk over the leaves as [`slice_subtree`], with every
+    /// value a block of columns: each addition of the canonical order of one column is
+    /// done for the whole block at once (one vector addition when the block fills a
+    /// register), and every leaf is summed and merged where it lies in the stack.
     #[inline(always)]
-    fn run(self) -> BlockLanes<T> {
-        if self.rows.div_ceil(LEAF_LEN) <= 1 << (SHORT_STACK - 1) {
-            self.tree::<SHORT_STACK>()
-        } else {
-            self.tree::<{ usize::BITS as usize }>()
+    fn run(self) -> &'a mut BlockLanes<T> {
+        let Self {
+            block,
+            leaves,
+            stack,
+        } = self;
+        debug_assert!(!leaves.is_empty() && leaves.len() <= COLUMN_SUBTREE);
+        let mut depth = 0;
+        for (done, leaf) in leaves.enumerate() {
+            block.add_leaf(
+                stack[depth].write([[T::neg_zero(); COLUMN_BLOCK]; LANES]),
+                leaf,
+            );
+            let mut count = done + 1;
+            while count & 1 == 0 {
+                merge(stack, depth - 1);
+                depth -= 1;
+                count >>= 1;
+            }
+            depth += 1;
+        }
+        while depth > 1 {
+            merge(stack, depth - 2);
+            depth -= 1;
+        }
+        // SAFETY: the first leaf wrote entry 0, and merges only write below themselves.
+        unsafe { stack[0].assume_init_mut() }
+    }
+}
+
+/// Entry `at` of a job's stack becomes the sum of itself (the left subtree) and entry
+/// `at + 1`, both written by the job.
+#[inline(always)]
+fn merge<T: Float>(stack: &mut ColumnStack<T>, at: usize) {
+    let (left, right) = stack.split_at_mut(at + 1);
+    // SAFETY: the walk merges only entries it wrote (entries below its depth).
+    let (left, right) = unsafe { (left[at].assume_init_mut(), right[0].assume_init_ref()) };
+    add_lanes_in_place(left, right);
+}
+
+impl<T: Float, F: Fn(T, usize) -> T> BlockColumns<'_, T, F> {
+    /// Adds the mapped values of leaf `leaf`'s rows in the block's columns to `lanes` (row
+    /// `k` of the leaf to lane `k % LANES`; the columns past the last one, whose sums are
+    /// not kept, get nothing).
+    #[inline(always)]
+    fn add_leaf(&self, lanes: &mut BlockLanes<T>, leaf: usize) {
+        let rows = &self.x[leaf * LEAF_LEN * self.cols..]
+            [..(LEAF_LEN.min(self.rows - leaf * LEAF_LEN)) * self.cols];
+        let columns = self.first..(self.first + COLUMN_BLOCK).min(self.cols);
+        for group in rows.chunks(LANES * self.cols) {
+            for (lane, row) in lanes.iter_mut().zip(group.chunks_exact(self.cols)) {
+                if let Ok(values) = <&BlockRow<T>>::try_from(&row[columns.clone()]) {
+                    let mapped: BlockRow<T> =
+                        std::array::from_fn(|j| (self.map)(values[j], self.first + j));
+                    *lane = add_block_rows(lane, &mapped);
+                } else {
+                    for (j, (acc, &v)) in lane.iter_mut().zip(&row[columns.clone()]).enumerate() {
+                        *acc = *acc + (self.map)(v, self.first + j);
+                    }
+                }
+            }
         }
     }
 }
 
-impl<T: Float, F: Fn(T, usize) -> T> ColumnBlock<'_, T, F> {
-    /// The same binary-counter walk over the leaves as [`slice_subtree`], with every
-    /// value a block of columns.
-    #[inline(always)]
-    fn tree<const STACK: usize>(&self) -> BlockLanes<T> {
-        let width = COLUMN_BLOCK.min(self.cols - self.first);
-        let add = |a: &BlockLanes<T>, b: &BlockLanes<T>| -> BlockLanes<T> {
-            std::array::from_fn(|l| std::array::from_fn(|j| a[l][j] + b[l][j]))
-        };
-        let mut tree = Counter::<BlockLanes<T>, STACK>::new([[T::neg_zero(); COLUMN_BLOCK]; LANES]);
-        let leaves = self.rows.div_ceil(LEAF_LEN);
-        for leaf in 0..leaves {
-            let mut value = [[T::neg_zero(); COLUMN_BLOCK]; LANES];
-            let rows = leaf * LEAF_LEN..((leaf + 1) * LEAF_LEN).min(self.rows);
-            for (k, r) in rows.enumerate() {
-                let row = &self.x[r * self.cols + self.first..][..width];
-                let lane = &mut value[k % LANES];
-                for (j, (acc, &v)) in lane.iter_mut().zip(row).enumerate() {
-                    *acc = *acc + (self.map)(v, self.first + j);
-                }
-            }
-            tree.push(leaf, 1, value, add);
-        }
-        tree.finish(add)
-            .unwrap_or([[T::zero(); COLUMN_BLOCK]; LANES])
+/// `left += right`, lane by lane and column by column (`left` is the left operand).
+#[inline(always)]
+fn add_lanes_in_place<T: Float>(left: &mut BlockLanes<T>, right: &BlockLanes<T>) {
+    for (l, &r) in left.as_flattened_mut().iter_mut().zip(right.as_flattened()) {
+        *l = *l + r;
     }
+}
+
+/// The column-by-column sum of two rows of a block.
+#[inline(always)]
+fn add_block_rows<T: Float>(a: &BlockRow<T>, b: &BlockRow<T>) -> BlockRow<T> {
+    std::array::from_fn(|j| a[j] + b[j])
 }
 
 /// NaN-propagating minimum of two values; the first wins a tie (so `min(-0, +0) = -0`).
@@ -964,23 +1073,37 @@ pub fn max<T: Float>(x: &[T], par: Par) -> Result<T> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn column_sums_are_the_canonical_sums_of_the_columns() {
-        let mut rng = crate::Rng::new(3, "columns");
-        for rows in [0, 1, 63, 64, 65, 1000, 9000] {
+    fn check_column_sums<T: Float>(name: &str) {
+        let mut rng = crate::Rng::new(3, name);
+        // Row counts around the leaf (64 rows) and the job (512 rows) boundaries, and past
+        // many jobs; column counts inside, at and around the block of 16.
+        for rows in [0, 1, 63, 64, 65, 511, 512, 513, 1000, 9000] {
             for cols in [1, 5, 16, 17, 40] {
-                let x: Vec<f32> = (0..rows * cols).map(|_| rng.normal(0.0, 1.0)).collect();
+                let x: Vec<T> = (0..rows * cols)
+                    .map(|_| T::from_f64(rng.normal(0.0, 1.0)))
+                    .collect();
+                let scale = |v: T, c: usize| v * T::from_usize(c + 1);
                 for par in [Par::Seq, Par::rayon(3)] {
-                    let mut out = vec![f32::NAN; cols];
-                    sum_columns(&x, rows, cols, par, |v, c| v * (c as f32 + 1.0), &mut out);
+                    let mut out = vec![T::nan(); cols];
+                    sum_columns(&x, rows, cols, par, scale, &mut out);
                     for (c, got) in out.iter().enumerate() {
-                        let column: Vec<f32> = (0..rows).map(|r| x[r * cols + c]).collect();
-                        let want = sum_map(&column, Par::Seq, |v| v * (c as f32 + 1.0));
-                        assert_eq!(got.to_bits(), want.to_bits(), "{rows} x {cols}, column {c}");
+                        let column: Vec<T> = (0..rows).map(|r| x[r * cols + c]).collect();
+                        let want = sum_map(&column, Par::Seq, |v| scale(v, c));
+                        assert_eq!(
+                            got.to_bits_u64(),
+                            want.to_bits_u64(),
+                            "{name}: {rows} x {cols}, column {c}"
+                        );
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn column_sums_are_the_canonical_sums_of_the_columns() {
+        check_column_sums::<f32>("columns f32");
+        check_column_sums::<f64>("columns f64");
     }
 
     /// The recursive definition of the module docs, written as plainly as possible.
