@@ -368,11 +368,13 @@ impl<'a> RowCursor<'a> {
     }
 
     /// Buffer offset of the current row's first element.
+    #[inline]
     pub fn start(&self) -> usize {
         self.start
     }
 
     /// Stride between consecutive elements of a row.
+    #[inline]
     pub fn inner_stride(&self) -> usize {
         self.inner_stride
     }
@@ -383,6 +385,7 @@ impl<'a> RowCursor<'a> {
     }
 
     /// Moves to the next row (wrapping to the first after the last).
+    #[inline]
     pub fn advance(&mut self) {
         for axis in (0..self.outer.len()).rev() {
             self.index[axis] += 1;

@@ -5,7 +5,7 @@
 //! dense row, a broadcast value) gets a plain slice loop. The `f32` exp, tanh and sigmoid
 //! of dense inputs run through the lane versions of `crate::lanes` (the same bits).
 
-use super::{CHUNK, Cpu, MIN_TASK, check_output, check_view, dense, for_each_run};
+use super::{CHUNK, Cpu, MIN_TASK, Run, check_output, check_view, dense, for_each_run, runs};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use crate::{Error, Float, Par, Result, View, lanes};
 
@@ -35,34 +35,57 @@ pub(super) fn map<T: Float>(
     out: &mut [T],
     f: impl Fn(T) -> T + Sync + Send,
 ) {
-    let par = par.for_work(out.len(), MIN_TASK);
-    match dense(x) {
-        Some(src) => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            for (o, &v) in chunk.iter_mut().zip(&src[ci * CHUNK..]) {
+    par.for_work(out.len(), MIN_TASK)
+        .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
+            crate::simd::widest(MapChunk {
+                x,
+                first: ci * CHUNK,
+                out: chunk,
+                f: &f,
+            });
+        });
+}
+
+/// `out[i] = f(x[first + i])` for one chunk of [`map`], compiled for each instruction set
+/// (the loops over dense pieces then run at the vector unit's full width).
+struct MapChunk<'a, T, F> {
+    x: View<'a, Vec<T>>,
+    first: usize,
+    out: &'a mut [T],
+    f: &'a F,
+}
+
+impl<T: Float, F: Fn(T) -> T> crate::simd::Vectorized for MapChunk<'_, T, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Self { x, first, out, f } = self;
+        if let Some(src) = dense(x) {
+            for (o, &v) in out.iter_mut().zip(&src[first..]) {
                 *o = f(v);
             }
-        }),
-        None => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            for_each_run(
-                [x.layout],
-                ci * CHUNK,
-                chunk.len(),
-                |pos, [s], [st], count| {
-                    let run = &mut chunk[pos..pos + count];
-                    match st {
-                        1 => run
-                            .iter_mut()
-                            .zip(&x.buffer[s..s + count])
-                            .for_each(|(o, &v)| *o = f(v)),
-                        0 => run.fill(f(x.buffer[s])),
-                        _ => run
-                            .iter_mut()
-                            .enumerate()
-                            .for_each(|(i, o)| *o = f(x.buffer[s + i * st])),
-                    }
-                },
-            );
-        }),
+            return;
+        }
+        for Run {
+            pos,
+            starts: [s],
+            strides: [st],
+            count,
+        } in runs([x.layout], first, out.len())
+        {
+            let run = &mut out[pos..pos + count];
+            match st {
+                1 => run
+                    .iter_mut()
+                    .zip(&x.buffer[s..s + count])
+                    .for_each(|(o, &v)| *o = f(v)),
+                0 => run.fill(f(x.buffer[s])),
+                _ => run
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(i, o)| *o = f(x.buffer[s + i * st])),
+            }
+        }
     }
 }
 
@@ -90,49 +113,81 @@ fn zip<T: Float>(
     out: &mut [T],
     f: impl Fn(T, T) -> T + Sync + Send,
 ) {
-    let par = par.for_work(out.len(), MIN_TASK);
-    match (dense(a), dense(b)) {
-        (Some(a), Some(b)) => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            let (a, b) = (&a[ci * CHUNK..], &b[ci * CHUNK..]);
-            for ((o, &x), &y) in chunk.iter_mut().zip(a).zip(b) {
+    par.for_work(out.len(), MIN_TASK)
+        .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
+            crate::simd::widest(ZipChunk {
+                a,
+                b,
+                first: ci * CHUNK,
+                out: chunk,
+                f: &f,
+            });
+        });
+}
+
+/// `out[i] = f(a[first + i], b[first + i])` for one chunk of [`zip`], compiled for each
+/// instruction set.
+struct ZipChunk<'a, T, F> {
+    a: View<'a, Vec<T>>,
+    b: View<'a, Vec<T>>,
+    first: usize,
+    out: &'a mut [T],
+    f: &'a F,
+}
+
+impl<T: Float, F: Fn(T, T) -> T> crate::simd::Vectorized for ZipChunk<'_, T, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Self {
+            a,
+            b,
+            first,
+            out,
+            f,
+        } = self;
+        if let (Some(a), Some(b)) = (dense(a), dense(b)) {
+            for ((o, &x), &y) in out.iter_mut().zip(&a[first..]).zip(&b[first..]) {
                 *o = f(x, y);
             }
-        }),
-        _ => par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            for_each_run(
-                [a.layout, b.layout],
-                ci * CHUNK,
-                chunk.len(),
-                |pos, [sa, sb], [ta, tb], count| {
-                    let run = &mut chunk[pos..pos + count];
-                    match (ta, tb) {
-                        (1, 1) => {
-                            let (x, y) = (&a.buffer[sa..sa + count], &b.buffer[sb..sb + count]);
-                            for ((o, &x), &y) in run.iter_mut().zip(x).zip(y) {
-                                *o = f(x, y);
-                            }
-                        }
-                        (1, 0) => {
-                            let y = b.buffer[sb];
-                            for (o, &x) in run.iter_mut().zip(&a.buffer[sa..sa + count]) {
-                                *o = f(x, y);
-                            }
-                        }
-                        (0, 1) => {
-                            let x = a.buffer[sa];
-                            for (o, &y) in run.iter_mut().zip(&b.buffer[sb..sb + count]) {
-                                *o = f(x, y);
-                            }
-                        }
-                        _ => {
-                            for (i, o) in run.iter_mut().enumerate() {
-                                *o = f(a.buffer[sa + i * ta], b.buffer[sb + i * tb]);
-                            }
-                        }
+            return;
+        }
+        // A bias added to every row is a run of stride 1 against a run of stride 1 over
+        // the same few values again and again: each run is a slice loop.
+        for Run {
+            pos,
+            starts: [sa, sb],
+            strides: [ta, tb],
+            count,
+        } in runs([a.layout, b.layout], first, out.len())
+        {
+            let run = &mut out[pos..pos + count];
+            match (ta, tb) {
+                (1, 1) => {
+                    let (x, y) = (&a.buffer[sa..sa + count], &b.buffer[sb..sb + count]);
+                    for ((o, &x), &y) in run.iter_mut().zip(x).zip(y) {
+                        *o = f(x, y);
                     }
-                },
-            );
-        }),
+                }
+                (1, 0) => {
+                    let y = b.buffer[sb];
+                    for (o, &x) in run.iter_mut().zip(&a.buffer[sa..sa + count]) {
+                        *o = f(x, y);
+                    }
+                }
+                (0, 1) => {
+                    let x = a.buffer[sa];
+                    for (o, &y) in run.iter_mut().zip(&b.buffer[sb..sb + count]) {
+                        *o = f(x, y);
+                    }
+                }
+                _ => {
+                    for (i, o) in run.iter_mut().enumerate() {
+                        *o = f(a.buffer[sa + i * ta], b.buffer[sb + i * tb]);
+                    }
+                }
+            }
+        }
     }
 }
 

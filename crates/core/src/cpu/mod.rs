@@ -144,32 +144,79 @@ fn dense<'a, E>(view: View<'a, Vec<E>>) -> Option<&'a [E]> {
         .then(|| &view.buffer[view.layout.offset()..view.layout.offset() + view.layout.numel()])
 }
 
-/// Calls `f(out_pos, starts, strides, count)` for the runs (pieces of rows) that cover the
-/// row-major element range `start..start + len` of `N` layouts of one shape: the elements
-/// `out_pos + i` for `i < count` live at `starts[j] + i * strides[j]` of layout `j`.
+/// Calls `f(out_pos, starts, strides, count)` for the [`runs`] of `N` layouts of one shape
+/// over the row-major element range `start..start + len`.
 fn for_each_run<const N: usize>(
     layouts: [&Layout; N],
     start: usize,
     len: usize,
     mut f: impl FnMut(usize, [usize; N], [usize; N], usize),
 ) {
-    let inner = layouts[0].inner_len();
-    if inner == 0 || len == 0 {
-        return;
+    for run in runs(layouts, start, len) {
+        f(run.pos, run.starts, run.strides, run.count);
     }
-    let mut cursors = layouts.map(|l| crate::shape::RowCursor::new(l, start / inner));
-    let strides = std::array::from_fn(|j| cursors[j].inner_stride());
-    let mut col = start % inner;
-    let mut pos = 0;
-    while pos < len {
-        let count = (inner - col).min(len - pos);
-        let starts = std::array::from_fn(|j| cursors[j].start() + col * strides[j]);
-        f(pos, starts, strides, count);
-        pos += count;
-        col = 0;
-        for cursor in &mut cursors {
-            cursor.advance();
+}
+
+/// A piece of a row shared by `N` layouts of one shape: the elements `pos + i` (row-major,
+/// counted from the start of the range walked) for `i < count` live at
+/// `starts[j] + i * strides[j]` of layout `j`.
+struct Run<const N: usize> {
+    pos: usize,
+    starts: [usize; N],
+    strides: [usize; N],
+    count: usize,
+}
+
+/// The runs (pieces of rows) that cover the row-major element range `start..start + len`
+/// of `N` layouts of one shape. (An iterator rather than a callback, so that a loop over
+/// runs compiles inside its caller, vector instruction set included.)
+#[inline(always)]
+fn runs<const N: usize>(layouts: [&Layout; N], start: usize, len: usize) -> Runs<'_, N> {
+    let inner = layouts[0].inner_len();
+    let cursors = layouts.map(|l| crate::shape::RowCursor::new(l, start / inner.max(1)));
+    Runs {
+        strides: std::array::from_fn(|j| cursors[j].inner_stride()),
+        cursors,
+        inner,
+        col: start % inner.max(1),
+        pos: 0,
+        len: if inner == 0 { 0 } else { len },
+    }
+}
+
+/// The iterator of [`runs`].
+struct Runs<'a, const N: usize> {
+    cursors: [crate::shape::RowCursor<'a>; N],
+    strides: [usize; N],
+    inner: usize,
+    col: usize,
+    pos: usize,
+    len: usize,
+}
+
+impl<const N: usize> Iterator for Runs<'_, N> {
+    type Item = Run<N>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Run<N>> {
+        if self.pos >= self.len {
+            return None;
         }
+        let count = (self.inner - self.col).min(self.len - self.pos);
+        let run = Run {
+            pos: self.pos,
+            starts: std::array::from_fn(|j| self.cursors[j].start() + self.col * self.strides[j]),
+            strides: self.strides,
+            count,
+        };
+        self.pos += count;
+        self.col = 0;
+        if self.pos < self.len {
+            for cursor in &mut self.cursors {
+                cursor.advance();
+            }
+        }
+        Some(run)
     }
 }
 
