@@ -25,32 +25,38 @@ pub struct Shape(Dims);
 
 impl Shape {
     /// A shape from its dimensions.
+    #[inline]
     pub fn new(dims: &[usize]) -> Self {
         Self(Dims::from_slice(dims))
     }
 
     /// The shape of a scalar, `[]`.
+    #[inline]
     pub fn scalar() -> Self {
         Self(Dims::new())
     }
 
     /// The dimensions.
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
     /// The number of dimensions.
+    #[inline]
     pub fn ndim(&self) -> usize {
         self.0.len()
     }
 
     /// The number of elements (1 for a scalar). Saturates at `usize::MAX`; see
     /// [`Shape::checked_numel`] for shapes that came from a caller.
+    #[inline]
     pub fn numel(&self) -> usize {
         self.checked_numel().unwrap_or(usize::MAX)
     }
 
     /// The number of elements, or `None` when it overflows `usize`.
+    #[inline]
     pub fn checked_numel(&self) -> Option<usize> {
         self.0.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
     }
@@ -68,6 +74,7 @@ impl Shape {
     }
 
     /// Row-major (C order) strides in elements: the last dimension has stride 1.
+    #[inline]
     pub fn strides(&self) -> Dims {
         let mut strides = Dims::from_elem(0, self.0.len());
         let mut step = 1usize;
@@ -218,6 +225,7 @@ pub struct Layout {
 
 impl Layout {
     /// The row-major layout of `shape` at offset 0.
+    #[inline]
     pub fn contiguous(shape: Shape) -> Self {
         let strides = shape.strides();
         Self {
@@ -229,6 +237,7 @@ impl Layout {
 
     /// A layout from its parts. The caller guarantees that every element it addresses
     /// lies inside the buffer it is used with; [`Layout::max_offset`] tells the extent.
+    #[inline]
     pub fn from_parts(shape: Shape, strides: Dims, offset: usize) -> Self {
         debug_assert_eq!(shape.ndim(), strides.len());
         Self {
@@ -239,27 +248,32 @@ impl Layout {
     }
 
     /// The shape of the view.
+    #[inline]
     pub fn shape(&self) -> &Shape {
         &self.shape
     }
 
     /// The strides, in elements.
+    #[inline]
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
     /// The offset of the first element, in elements.
+    #[inline]
     pub fn offset(&self) -> usize {
         self.offset
     }
 
     /// The number of elements of the view.
+    #[inline]
     pub fn numel(&self) -> usize {
         self.shape.numel()
     }
 
     /// Whether the view is row-major and dense (a plain slice starting at `offset`).
     /// Dimensions of size 1 may have any stride.
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
         let mut expected = 1usize;
         for (&dim, &stride) in self.shape.dims().iter().zip(&self.strides).rev() {
@@ -307,6 +321,7 @@ impl Layout {
     }
 
     /// The length of the last dimension (1 for a scalar).
+    #[inline]
     pub fn inner_len(&self) -> usize {
         self.shape.dims().last().copied().unwrap_or(1)
     }
@@ -380,6 +395,7 @@ impl<'a> RowCursor<'a> {
     }
 
     /// Elements per row.
+    #[inline]
     pub fn inner_len(&self) -> usize {
         self.inner_len
     }

@@ -340,6 +340,9 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
 /// `layout` viewed as `shape` (which it broadcasts to): new leading axes and axes of
 /// size 1 that grow get stride 0.
 pub(crate) fn broadcast_layout(layout: &Layout, shape: &Shape) -> Layout {
+    if layout.shape() == shape {
+        return layout.clone();
+    }
     let pad = shape.ndim() - layout.shape().ndim();
     let strides: Dims = shape
         .dims()

@@ -21,6 +21,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -49,7 +50,29 @@ pub fn cached_bytes() -> usize {
     CACHE.try_with(|cache| cache.borrow().bytes).unwrap_or(0)
 }
 
-type FreeLists<E> = HashMap<usize, Vec<Arc<Vec<E>>>>;
+type FreeLists<E> = HashMap<usize, Vec<Arc<Vec<E>>>, BuildHasherDefault<LengthHasher>>;
+
+/// The hash of a buffer length for [`FreeLists`]: one multiplication (Fibonacci hashing)
+/// instead of SipHash, whose flooding resistance a map keyed by our own buffer lengths does
+/// not need, and which cost a tenth of a small elementwise op.
+#[derive(Default)]
+struct LengthHasher(u64);
+
+impl Hasher for LengthHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, len: usize) {
+        self.0 = (len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 #[derive(Default)]
 struct Cache {
