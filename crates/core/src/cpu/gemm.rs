@@ -287,6 +287,59 @@ mod x86 {
         _mm256_fmadd_pd
     );
 
+    /// `dst[j * dst_stride + i] = rows[i][j]` for `i, j < 16`: a 16 x 16 block of `f32`
+    /// transposed in registers (pairs of elements, then of pairs, then 128-bit quarters).
+    ///
+    /// # Safety
+    ///
+    /// The CPU supports AVX-512F; each `rows[i]` points at 16 readable `f32`, and
+    /// `dst + j * dst_stride` at 16 writable `f32` for every `j < 16`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose_16x16(rows: [*const f32; 16], dst: *mut f32, dst_stride: usize) {
+        // SAFETY: the caller's contract covers every load and store.
+        unsafe {
+            let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(rows[i]));
+            let t: [__m512; 16] = std::array::from_fn(|i| {
+                let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+                if i % 2 == 0 {
+                    _mm512_unpacklo_ps(a, b)
+                } else {
+                    _mm512_unpackhi_ps(a, b)
+                }
+            });
+            let r: [__m512; 16] = std::array::from_fn(|i| {
+                let group = i / 4 * 4;
+                let (a, b) = (
+                    _mm512_castps_pd(t[group + (i % 4) / 2]),
+                    _mm512_castps_pd(t[group + (i % 4) / 2 + 2]),
+                );
+                _mm512_castpd_ps(if i % 2 == 0 {
+                    _mm512_unpacklo_pd(a, b)
+                } else {
+                    _mm512_unpackhi_pd(a, b)
+                })
+            });
+            let t: [__m512; 16] = std::array::from_fn(|i| {
+                let (half, q) = (i / 8 * 8, i % 4);
+                let (a, b) = (r[half + q], r[half + 4 + q]);
+                if i % 8 < 4 {
+                    _mm512_shuffle_f32x4::<0x88>(a, b)
+                } else {
+                    _mm512_shuffle_f32x4::<0xdd>(a, b)
+                }
+            });
+            for j in 0..16 {
+                let (a, b) = (t[j % 8], t[8 + j % 8]);
+                let row = if j < 8 {
+                    _mm512_shuffle_f32x4::<0x88>(a, b)
+                } else {
+                    _mm512_shuffle_f32x4::<0xdd>(a, b)
+                };
+                _mm512_storeu_ps(dst.add(j * dst_stride), row);
+            }
+        }
+    }
+
     #[target_feature(enable = "avx512f,fma")]
     pub(super) fn avx512<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
         if same::<T, f32>() {
@@ -355,7 +408,7 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         return outer_product(m, n, a, b, c, row_stride, col_stride);
     }
     if n == 1 {
-        return matrix_vector(m, k, a, b, c, row_stride);
+        return matrix_vector(m, k, a, b, c, row_stride, b_pack);
     }
     for jc in (0..n).step_by(NC) {
         let nc = NC.min(n - jc);
@@ -414,11 +467,13 @@ fn outer_product<T: Float>(
     }
 }
 
-/// Rows of a matrix-vector product computed side by side (independent chains, so the
-/// fused multiply-adds overlap).
-const GEMV_ROWS: usize = 8;
+/// Rows of a matrix-vector product computed side by side: their chains over `k` are
+/// independent, so each step is a few vector fused multiply-adds that overlap.
+const GEMV_ROWS: usize = 32;
 
 /// `c = a @ b` for `n = 1`: the chain of each row over `k`, [`GEMV_ROWS`] rows at a time.
+/// Rows that are not side by side in memory (a row-major `a`, the last block) are first
+/// copied column by column into `pack`, as many steps at a time as it holds.
 #[inline(always)]
 fn matrix_vector<T: Float>(
     m: usize,
@@ -427,46 +482,48 @@ fn matrix_vector<T: Float>(
     b: Strided<'_, T>,
     c: &mut [T],
     row_stride: usize,
+    pack: &mut [T],
 ) {
     let x_at = |p: usize| b.data[b.offset + p * b.row_stride];
-    let mut first = 0;
-    while first + GEMV_ROWS <= m {
+    let steps = pack.len() / GEMV_ROWS;
+    assert!(steps >= 1, "a packing buffer of at least one step");
+    let step = |acc: &mut [T; GEMV_ROWS], column: &[T; GEMV_ROWS], x: T| {
+        *acc = std::array::from_fn(|r| column[r].mul_add(x, acc[r]));
+    };
+    for first in (0..m).step_by(GEMV_ROWS) {
+        let rows = GEMV_ROWS.min(m - first);
         let mut acc = [T::neg_zero(); GEMV_ROWS];
-        if a.row_stride == 1 {
-            // The rows of a block sit side by side in memory at every step.
+        if a.row_stride == 1 && rows == GEMV_ROWS {
             for p in 0..k {
                 let start = a.offset + first + p * a.col_stride;
-                let column: &[T; GEMV_ROWS] = a.data[start..start + GEMV_ROWS]
+                let column = a.data[start..start + GEMV_ROWS]
                     .try_into()
                     .expect("a block of GEMV_ROWS elements");
-                let x = x_at(p);
-                for (acc, &v) in acc.iter_mut().zip(column) {
-                    *acc = v.mul_add(x, *acc);
-                }
+                step(&mut acc, column, x_at(p));
             }
         } else {
-            let rows: [&[T]; GEMV_ROWS] = std::array::from_fn(|r| {
-                let start = a.offset + (first + r) * a.row_stride;
-                &a.data[start..start + (k - 1) * a.col_stride + 1]
-            });
-            for p in 0..k {
-                let x = x_at(p);
-                for (acc, row) in acc.iter_mut().zip(&rows) {
-                    *acc = row[p * a.col_stride].mul_add(x, *acc);
+            for done in (0..k).step_by(steps) {
+                let count = steps.min(k - done);
+                let block = &mut pack[..count * GEMV_ROWS];
+                // The missing rows of the last block repeat its last row (dropped below).
+                let row_starts: [usize; GEMV_ROWS] = std::array::from_fn(|r| {
+                    a.offset + (first + r.min(rows - 1)) * a.row_stride + done * a.col_stride
+                });
+                if a.col_stride == 1 {
+                    interleave_lines(a.data, &row_starts, block, GEMV_ROWS);
+                } else {
+                    for (r, &start) in row_starts.iter().enumerate() {
+                        scatter_line(a.data, start, a.col_stride, block, GEMV_ROWS, r);
+                    }
+                }
+                for (p, column) in block.as_chunks::<GEMV_ROWS>().0.iter().enumerate() {
+                    step(&mut acc, column, x_at(done + p));
                 }
             }
         }
-        for (r, &value) in acc.iter().enumerate() {
+        for (r, &value) in acc.iter().enumerate().take(rows) {
             c[(first + r) * row_stride] = value;
         }
-        first += GEMV_ROWS;
-    }
-    for i in first..m {
-        let mut acc = T::neg_zero();
-        for p in 0..k {
-            acc = a.data[a.offset + i * a.row_stride + p * a.col_stride].mul_add(x_at(p), acc);
-        }
-        c[i * row_stride] = acc;
     }
 }
 
@@ -497,6 +554,69 @@ fn scatter_line<T: Copy>(
     }
 }
 
+/// Contiguous lines of `data` laid side by side: `steps[p * width + lane] =
+/// data[starts[lane] + p]` for every step `p < steps.len() / width` and every
+/// `lane < starts.len()` (other lanes are left as they are). A transposition: for `f32`
+/// on a CPU with AVX-512 it runs in 16 x 16 blocks in registers, since the scalar copy
+/// (or the scatter LLVM makes of it) costs a cycle or more per element.
+#[inline(always)]
+fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], width: usize) {
+    let count = steps.len() / width;
+    if count == 0 {
+        return;
+    }
+    assert!(starts.len() <= width, "no more lines than lanes");
+    for &start in starts {
+        assert!(start + count <= data.len(), "the lines lie inside the data");
+    }
+    let mut done_lanes = 0;
+    let mut done_steps = 0;
+    #[cfg(target_arch = "x86_64")]
+    if T::DTYPE == DType::F32 && std::arch::is_x86_feature_detected!("avx512f") {
+        let (data, steps) = (as_f32(data), as_f32_mut(steps));
+        done_lanes = starts.len() / 16 * 16;
+        done_steps = count / 16 * 16;
+        for lane in (0..done_lanes).step_by(16) {
+            for p in (0..done_steps).step_by(16) {
+                // SAFETY: the CPU supports AVX-512F (checked just above); lines
+                // `lane..lane + 16` hold steps `p..p + 16` (every line holds `count`
+                // steps, asserted above), and `steps` holds 16 steps of `width >= lane +
+                // 16` lanes from step `p` (`p + 16 <= count`, `lane + 16 <= starts.len()
+                // <= width`).
+                unsafe {
+                    x86::transpose_16x16(
+                        std::array::from_fn(|i| data.as_ptr().add(starts[lane + i] + p)),
+                        steps.as_mut_ptr().add(p * width + lane),
+                        width,
+                    );
+                }
+            }
+        }
+    }
+    for (lane, &start) in starts.iter().enumerate() {
+        let first_step = if lane < done_lanes { done_steps } else { 0 };
+        for (p, step) in steps.chunks_exact_mut(width).enumerate().skip(first_step) {
+            step[lane] = data[start + p];
+        }
+    }
+}
+
+/// `values` as `f32` (which `T` is; checked by the caller through `T::DTYPE`).
+#[cfg(target_arch = "x86_64")]
+fn as_f32<T: Float>(values: &[T]) -> &[f32] {
+    assert_eq!(T::DTYPE, DType::F32, "f32 values");
+    // SAFETY: `T` is `f32` (its DTYPE says so and only f32 has that DTYPE).
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
+}
+
+/// `values` as `f32`, mutably (see [`as_f32`]).
+#[cfg(target_arch = "x86_64")]
+fn as_f32_mut<T: Float>(values: &mut [T]) -> &mut [f32] {
+    assert_eq!(T::DTYPE, DType::F32, "f32 values");
+    // SAFETY: as in `as_f32`.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), values.len()) }
+}
+
 /// `B[pc.., jc..]` (`kc x nc`) into panels of `NR` columns, each `kc` steps of `NR`
 /// values; columns past `nc` are zero.
 #[inline(always)]
@@ -520,16 +640,20 @@ fn pack_b<T: Float, const NR: usize>(
             }
             continue;
         }
-        for lane in 0..NR {
-            let col = first + lane;
-            if col < nc {
-                let start = b.offset + pc * b.row_stride + (jc + col) * b.col_stride;
+        let lanes = NR.min(nc - first);
+        if b.row_stride == 1 {
+            // A transposed `B` (the weight of `g @ W^T`): its columns are the lines.
+            let starts: [usize; NR] =
+                std::array::from_fn(|lane| b.offset + pc + (jc + first + lane) * b.col_stride);
+            interleave_lines(b.data, &starts[..lanes], chunk, NR);
+        } else {
+            for lane in 0..lanes {
+                let start = b.offset + pc * b.row_stride + (jc + first + lane) * b.col_stride;
                 scatter_line(b.data, start, b.row_stride, chunk, NR, lane);
-            } else {
-                chunk
-                    .chunks_exact_mut(NR)
-                    .for_each(|step| step[lane] = T::zero());
             }
+        }
+        for step in chunk.chunks_exact_mut(NR) {
+            step[lanes..].fill(T::zero());
         }
     }
 }
@@ -670,6 +794,42 @@ mod tests {
         c
     }
 
+    /// Every element of `interleave_lines` against its definition, over line and step
+    /// counts around the 16 x 16 blocks, in f32 (the transposing kernel where the CPU has
+    /// AVX-512) and f64.
+    fn check_interleave<T: Float>() {
+        let data: Vec<T> = (0..5000).map(|i| T::from_usize(i)).collect();
+        for lanes in [1, 15, 16, 17, 32] {
+            for count in [1, 15, 16, 17, 40] {
+                let width = 32;
+                let starts: Vec<usize> = (0..lanes).map(|l| 7 + l * 113).collect();
+                let mut steps = vec![T::nan(); count * width];
+                interleave_lines(&data, &starts, &mut steps, width);
+                for p in 0..count {
+                    for lane in 0..width {
+                        let got = steps[p * width + lane];
+                        if lane < lanes {
+                            let want = data[starts[lane] + p];
+                            assert_eq!(
+                                got.to_bits_u64(),
+                                want.to_bits_u64(),
+                                "{lanes} lines, {count} steps, step {p}, lane {lane}"
+                            );
+                        } else {
+                            assert!(got.is_nan(), "lane {lane} past the lines was written");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn interleaved_lines_are_the_transposition() {
+        check_interleave::<f32>();
+        check_interleave::<f64>();
+    }
+
     #[test]
     fn every_blocking_and_version_gives_the_canonical_bits() {
         let mut rng = crate::Rng::new(9, "gemm");
@@ -719,6 +879,15 @@ mod tests {
             }
             .transposed();
             run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c));
+            let transposed_b: Vec<f64> = (0..n * k).map(|x| at(&sb, x % k, x / k)).collect();
+            let tb = Strided {
+                data: &transposed_b,
+                offset: 0,
+                row_stride: k,
+                col_stride: 1,
+            }
+            .transposed();
+            run("transposed rhs", &|c| dispatch(m, n, k, sa, tb, c));
             // The blocked product with `kernel`, on this thread's packing buffer.
             let blocked_with = |c: &mut [f64], kernel: &dyn Fn(Operands<'_, f64>, &mut [f64])| {
                 with_pack::<f64, _>(KC * NC, |b_pack| {
