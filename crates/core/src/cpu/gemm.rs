@@ -842,6 +842,8 @@ mod tests {
             (100, 1, 64),
             (300, 7, 700),
             (2, 40, 3),
+            // Parallel over rows with several blocks of B along both k and n.
+            (60, 1100, 300),
         ] {
             let a: Vec<f64> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();
             let b: Vec<f64> = (0..k * n).map(|_| rng.normal(0.0, 1.0)).collect();
