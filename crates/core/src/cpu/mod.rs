@@ -104,7 +104,7 @@ impl Device for Cpu {
 /// small enough to balance two to four threads on mid-sized tensors.
 const CHUNK: usize = 1 << 14;
 /// Fewest elements worth a task of their own (see [`Par::for_work`]).
-const MIN_TASK: usize = 1 << 16;
+const MIN_TASK: usize = 1 << 15;
 
 /// `Ok` when every element `view` addresses lies inside its buffer.
 fn check_view<E>(

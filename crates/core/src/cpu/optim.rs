@@ -14,7 +14,7 @@ use crate::{Error, Float, Par, Result};
 /// Elements per chunk of work.
 const CHUNK: usize = 1 << 14;
 /// Fewest elements worth a task of their own.
-const MIN_TASK: usize = 1 << 16;
+const MIN_TASK: usize = 1 << 15;
 
 /// One parameter's update: the rule with its step scalars, the parameter, its gradient
 /// and its slots (in the order of [`Update::slot_names`]).
