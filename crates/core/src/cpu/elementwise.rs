@@ -5,7 +5,9 @@
 //! dense row, a broadcast value) gets a plain slice loop. The `f32` exp, tanh and sigmoid
 //! of dense inputs run through the lane versions of `crate::lanes` (the same bits).
 
-use super::{CHUNK, Cpu, MIN_TASK, Run, check_output, check_view, dense, for_each_run, runs};
+use super::{
+    CHUNK, Cpu, MIN_TASK, Run, check_output, check_view, dense, for_each_run, repeated_row, runs,
+};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use crate::{Error, Float, Par, Result, View, lanes};
 
@@ -146,45 +148,71 @@ impl<T: Float, F: Fn(T, T) -> T> crate::simd::Vectorized for ZipChunk<'_, T, F> 
             out,
             f,
         } = self;
-        if let (Some(a), Some(b)) = (dense(a), dense(b)) {
-            for ((o, &x), &y) in out.iter_mut().zip(&a[first..]).zip(&b[first..]) {
+        let Some(dense_a) = dense(a) else {
+            return zip_runs(a, b, first, out, f);
+        };
+        if let Some(b) = dense(b) {
+            for ((o, &x), &y) in out.iter_mut().zip(&dense_a[first..]).zip(&b[first..]) {
                 *o = f(x, y);
             }
-            return;
+        } else if let Some(row) = repeated_row(b) {
+            // A bias added to every row: slices of the rows against the bias.
+            let mut col = first % row.len();
+            let mut pos = 0;
+            while pos < out.len() {
+                let count = (row.len() - col).min(out.len() - pos);
+                let x = &dense_a[first + pos..first + pos + count];
+                for ((o, &x), &y) in out[pos..pos + count].iter_mut().zip(x).zip(&row[col..]) {
+                    *o = f(x, y);
+                }
+                pos += count;
+                col = 0;
+            }
+        } else {
+            zip_runs(a, b, first, out, f);
         }
-        // A bias added to every row is a run of stride 1 against a run of stride 1 over
-        // the same few values again and again: each run is a slice loop.
-        for Run {
-            pos,
-            starts: [sa, sb],
-            strides: [ta, tb],
-            count,
-        } in runs([a.layout, b.layout], first, out.len())
-        {
-            let run = &mut out[pos..pos + count];
-            match (ta, tb) {
-                (1, 1) => {
-                    let (x, y) = (&a.buffer[sa..sa + count], &b.buffer[sb..sb + count]);
-                    for ((o, &x), &y) in run.iter_mut().zip(x).zip(y) {
-                        *o = f(x, y);
-                    }
+    }
+}
+
+/// [`ZipChunk`] for views walked in runs (pieces of rows).
+#[inline(always)]
+fn zip_runs<T: Float>(
+    a: View<'_, Vec<T>>,
+    b: View<'_, Vec<T>>,
+    first: usize,
+    out: &mut [T],
+    f: &impl Fn(T, T) -> T,
+) {
+    for Run {
+        pos,
+        starts: [sa, sb],
+        strides: [ta, tb],
+        count,
+    } in runs([a.layout, b.layout], first, out.len())
+    {
+        let run = &mut out[pos..pos + count];
+        match (ta, tb) {
+            (1, 1) => {
+                let (x, y) = (&a.buffer[sa..sa + count], &b.buffer[sb..sb + count]);
+                for ((o, &x), &y) in run.iter_mut().zip(x).zip(y) {
+                    *o = f(x, y);
                 }
-                (1, 0) => {
-                    let y = b.buffer[sb];
-                    for (o, &x) in run.iter_mut().zip(&a.buffer[sa..sa + count]) {
-                        *o = f(x, y);
-                    }
+            }
+            (1, 0) => {
+                let y = b.buffer[sb];
+                for (o, &x) in run.iter_mut().zip(&a.buffer[sa..sa + count]) {
+                    *o = f(x, y);
                 }
-                (0, 1) => {
-                    let x = a.buffer[sa];
-                    for (o, &y) in run.iter_mut().zip(&b.buffer[sb..sb + count]) {
-                        *o = f(x, y);
-                    }
+            }
+            (0, 1) => {
+                let x = a.buffer[sa];
+                for (o, &y) in run.iter_mut().zip(&b.buffer[sb..sb + count]) {
+                    *o = f(x, y);
                 }
-                _ => {
-                    for (i, o) in run.iter_mut().enumerate() {
-                        *o = f(a.buffer[sa + i * ta], b.buffer[sb + i * tb]);
-                    }
+            }
+            _ => {
+                for (i, o) in run.iter_mut().enumerate() {
+                    *o = f(a.buffer[sa + i * ta], b.buffer[sb + i * tb]);
                 }
             }
         }
@@ -317,6 +345,41 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
 mod tests {
     use super::*;
     use crate::{Device, Layout, Rng};
+
+    #[test]
+    fn a_row_added_to_every_row_is_the_elementwise_formula() {
+        // Rows that straddle the chunk edges (7 does not divide 16K), a row of one, the
+        // row on either side, and a row at an offset in its buffer.
+        for (rows, len) in [(5000, 7), (40_000, 1), (3, 64)] {
+            let x: Vec<f64> = (0..rows * len).map(|i| i as f64 * 0.5).collect();
+            let row: Vec<f64> = (0..len + 3).map(|i| 1000.0 + i as f64).collect();
+            let dense = Layout::contiguous(crate::Shape::from([rows, len]));
+            let repeated = Layout::from_parts(
+                crate::Shape::from([rows, len]),
+                crate::Dims::from_slice(&[0, 1]),
+                3,
+            );
+            for par in [Par::Seq, Par::rayon(3)] {
+                let cpu = Cpu::new(par);
+                let mut out = cpu.alloc_zeros::<f64>(rows * len).unwrap();
+                let (x_view, row_view) = (View::new(&x, &dense), View::new(&row, &repeated));
+                cpu.binary(BinaryOp::Sub, x_view, row_view, &mut out)
+                    .unwrap();
+                for (i, &got) in out.iter().enumerate() {
+                    assert_eq!(got, x[i] - row[3 + i % len], "{rows} x {len} at {i}");
+                }
+                cpu.binary(BinaryOp::Sub, row_view, x_view, &mut out)
+                    .unwrap();
+                for (i, &got) in out.iter().enumerate() {
+                    assert_eq!(
+                        got,
+                        row[3 + i % len] - x[i],
+                        "{rows} x {len} at {i}, swapped"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn lane_transcendentals_are_the_scalar_formulas() {

@@ -144,6 +144,16 @@ fn dense<'a, E>(view: View<'a, Vec<E>>) -> Option<&'a [E]> {
         .then(|| &view.buffer[view.layout.offset()..view.layout.offset() + view.layout.numel()])
 }
 
+/// The row that `view` repeats when it is a dense last axis broadcast along every other
+/// axis (a bias added to each row of a batch), `None` otherwise.
+fn repeated_row<'a, E>(view: View<'a, Vec<E>>) -> Option<&'a [E]> {
+    let layout = view.layout;
+    let (&last, outer) = layout.strides().split_last()?;
+    let len = layout.inner_len();
+    (len > 0 && (last == 1 || len == 1) && outer.iter().all(|&s| s == 0))
+        .then(|| &view.buffer[layout.offset()..layout.offset() + len])
+}
+
 /// Calls `f(out_pos, starts, strides, count)` for the [`runs`] of `N` layouts of one shape
 /// over the row-major element range `start..start + len`.
 fn for_each_run<const N: usize>(
