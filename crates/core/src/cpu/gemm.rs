@@ -43,6 +43,9 @@ const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of `B` per packed block (a multiple of every `NR`).
 const NC: usize = 1024;
+/// Elements of a block of a row-major `B` (`kc x nc`) up to which it is read in place
+/// rather than packed (16K `f32`: 64 KiB, an L1 and a half).
+const IN_PLACE_B: usize = 1 << 14;
 /// Multiply-adds below which a product stays on one thread.
 const MIN_PARALLEL_WORK: usize = 1 << 20;
 /// Outputs narrower than this (and taller than wide) are computed as `c^T = b^T a^T`, so
@@ -145,7 +148,7 @@ mod x86 {
     use std::any::TypeId;
     use std::arch::x86_64::*;
 
-    use super::{ARows, Microkernel, Operands, blocked};
+    use super::{ARows, BPanel, Microkernel, Operands, blocked};
     use crate::Float;
 
     /// Whether `T` is `U`.
@@ -184,13 +187,13 @@ mod x86 {
                 fn run(
                     kc: usize,
                     a: ARows<'_, $t, $rows>,
-                    b: &[$t],
+                    b: BPanel<'_, $t>,
                     c: &mut [$t],
                     stride: usize,
                     first: bool,
                 ) {
                     const NR: usize = $lanes * $vecs;
-                    assert!(b.len() >= kc * NR && c.len() >= ($rows - 1) * stride + NR);
+                    assert!(b.holds(kc, NR) && c.len() >= ($rows - 1) * stride + NR);
                     // SAFETY: the caller runs this only where the CPU has the kernel's
                     // instruction set (inside a `#[target_feature]` function checked at
                     // run time); every pointer below stays inside `c` or `b`, whose lengths
@@ -212,7 +215,7 @@ mod x86 {
                         let mut rows: [*const $t; $rows] =
                             a.starts.map(|start| a.data.as_ptr().add(start));
                         for p in 0..kc {
-                            let bp = b.as_ptr().add(p * NR);
+                            let bp = b.data.as_ptr().add(p * b.step);
                             let bv: [$vec; $vecs] =
                                 std::array::from_fn(|v| $load(bp.add(v * $lanes)));
                             for (row, ap) in acc.iter_mut().zip(&mut rows) {
@@ -414,11 +417,27 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         let nc = NC.min(n - jc);
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
-            pack_b::<T, NR>(b, pc, kc, jc, nc, b_pack);
+            // A small row-major `B` is read where it lies (it stays in cache anyway, and
+            // packing it cost as much as a tenth of a small product); only a last panel
+            // narrower than `NR` is packed, padded with zeros.
+            let in_place = b.col_stride == 1 && kc * nc <= IN_PLACE_B;
+            let whole = if in_place { nc / NR * NR } else { 0 };
+            pack_b::<T, NR>(b, pc, kc, jc + whole, nc - whole, b_pack);
             for ic in (0..m).step_by(MC) {
                 let mc = MC.min(m - ic);
                 for jr in (0..nc).step_by(NR) {
-                    let b_panel = &b_pack[jr * kc..(jr + NR) * kc];
+                    let b_panel = if jr < whole {
+                        let start = b.offset + pc * b.row_stride + jc + jr;
+                        BPanel {
+                            data: &b.data[start..start + (kc - 1) * b.row_stride + NR],
+                            step: b.row_stride,
+                        }
+                    } else {
+                        BPanel {
+                            data: &b_pack[(jr - whole) * kc..(jr - whole + NR) * kc],
+                            step: NR,
+                        }
+                    };
                     for ir in (0..mc).step_by(MR) {
                         let rows = MR.min(mc - ir);
                         let a_rows = ARows::new(a, ic + ir, rows, pc, kc);
@@ -705,12 +724,34 @@ impl<'a, T, const MR: usize> ARows<'a, T, MR> {
     }
 }
 
+/// `kc` steps of `NR` values of `B`: step `p` at `data[p * step..][..NR]` (a packed panel,
+/// `step = NR`, or a small row-major `B` read in place, `step` its row stride).
+#[derive(Clone, Copy)]
+struct BPanel<'a, T> {
+    data: &'a [T],
+    step: usize,
+}
+
+impl<T> BPanel<'_, T> {
+    /// Whether the panel holds `kc` steps of `nr` values.
+    #[inline(always)]
+    fn holds(&self, kc: usize, nr: usize) -> bool {
+        kc == 0 || self.data.len() >= (kc - 1) * self.step + nr
+    }
+}
+
 /// A microkernel: `kc` steps of `c[i][j] = fma(a[i, p], b[j], c[i][j])` over `A`'s rows in
-/// place and a packed panel of `B` (`kc` steps of `NR`), on the tile whose row `i` is
-/// `c[i * stride..][..NR]`. The chains start at `-0` when `first` (the first `k` block),
-/// else from the tile's values.
+/// place and a panel of `B`, on the tile whose row `i` is `c[i * stride..][..NR]`. The
+/// chains start at `-0` when `first` (the first `k` block), else from the tile's values.
 trait Microkernel<T, const MR: usize, const NR: usize> {
-    fn run(kc: usize, a: ARows<'_, T, MR>, b: &[T], c: &mut [T], stride: usize, first: bool);
+    fn run(
+        kc: usize,
+        a: ARows<'_, T, MR>,
+        b: BPanel<'_, T>,
+        c: &mut [T],
+        stride: usize,
+        first: bool,
+    );
 }
 
 /// Portable Rust: `mul_add` on every element (what other instruction sets and CPUs without
@@ -719,15 +760,22 @@ struct Portable;
 
 impl<T: Float, const MR: usize, const NR: usize> Microkernel<T, MR, NR> for Portable {
     #[inline(always)]
-    fn run(kc: usize, a: ARows<'_, T, MR>, b: &[T], c: &mut [T], stride: usize, first: bool) {
+    fn run(
+        kc: usize,
+        a: ARows<'_, T, MR>,
+        b: BPanel<'_, T>,
+        c: &mut [T],
+        stride: usize,
+        first: bool,
+    ) {
         let mut acc = [[T::neg_zero(); NR]; MR];
         if !first {
             for (i, row) in acc.iter_mut().enumerate() {
                 row.copy_from_slice(&c[i * stride..i * stride + NR]);
             }
         }
-        let (b, _) = b.as_chunks::<NR>();
-        for (p, b) in b.iter().enumerate().take(kc) {
+        for p in 0..kc {
+            let b = &b.data[p * b.step..p * b.step + NR];
             for (row, &start) in acc.iter_mut().zip(&a.starts) {
                 let ai = a.data[start + p * a.step];
                 for (x, &bj) in row.iter_mut().zip(b) {
@@ -749,7 +797,7 @@ impl<T: Float, const MR: usize, const NR: usize> Microkernel<T, MR, NR> for Port
 fn tile_product<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize>(
     kc: usize,
     a: ARows<'_, T, MR>,
-    b: &[T],
+    b: BPanel<'_, T>,
     c: &mut [T],
     tile: Tile,
     first_block: bool,
