@@ -104,7 +104,8 @@ fn dispatch<T: Float>(
     } else {
         (m, n, a, b, (n, 1))
     };
-    let (kc, nc) = (KC.min(k), NC.min(n.next_multiple_of(32)));
+    // (A matrix-vector product packs blocks of `GEMV_ROWS` rows of `A` in the same buffer.)
+    let (kc, nc) = (KC.min(k), NC.min(n.next_multiple_of(32)).max(GEMV_ROWS));
     with_pack::<T, _>(kc * nc, |b_pack| {
         let operands = Operands {
             m,
@@ -488,7 +489,7 @@ fn outer_product<T: Float>(
 
 /// Rows of a matrix-vector product computed side by side: their chains over `k` are
 /// independent, so each step is a few vector fused multiply-adds that overlap.
-const GEMV_ROWS: usize = 32;
+const GEMV_ROWS: usize = 64;
 
 /// `c = a @ b` for `n = 1`: the chain of each row over `k`, [`GEMV_ROWS`] rows at a time.
 /// Rows that are not side by side in memory (a row-major `a`, the last block) are first
