@@ -47,6 +47,12 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
                 rhs.shape(),
             ));
         }
+        if self.ndim() == 2 && rhs.ndim() == 2 {
+            // A plain product (every linear layer): no batch dimensions to broadcast.
+            return Self::from_kernel(&self.device, Shape::new(&[m, n]), |out| {
+                self.device.matmul(self.view(), rhs.view(), out)
+            });
+        }
         let batch = Shape::broadcast(
             function,
             &Shape::new(&ld[..ld.len() - 2]),

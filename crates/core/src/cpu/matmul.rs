@@ -35,6 +35,22 @@ impl<T: Float> MatmulKernel<T> for Cpu {
             out.fill(T::zero());
             return Ok(());
         }
+        let operand = |buffer, start, strides: &[usize]| Strided {
+            data: buffer,
+            offset: start,
+            row_stride: strides[nd - 2],
+            col_stride: strides[nd - 1],
+        };
+        let (l_strides, r_strides) = (lhs.layout.strides(), rhs.layout.strides());
+        if nd == 2 {
+            // A plain product (every linear layer): no batch walk.
+            let (a, b) = (
+                operand(lhs.buffer, lhs.layout.offset(), l_strides),
+                operand(rhs.buffer, rhs.layout.offset(), r_strides),
+            );
+            gemm(m, n, k, a, b, out, self.par());
+            return Ok(());
+        }
         // Cursors over the batch dimensions: a layout of shape [batch..., 1] whose rows
         // are the batch entries, reusing the row walker.
         let batch_layout = |view: &View<'_, Vec<T>>| {
@@ -46,14 +62,7 @@ impl<T: Float> MatmulKernel<T> for Cpu {
         };
         let (lb, rb) = (batch_layout(&lhs), batch_layout(&rhs));
         let (mut lc, mut rc) = (RowCursor::new(&lb, 0), RowCursor::new(&rb, 0));
-        let (l_strides, r_strides) = (lhs.layout.strides(), rhs.layout.strides());
         for dst in out.chunks_exact_mut(m * n) {
-            let operand = |buffer, start, strides: &[usize]| Strided {
-                data: buffer,
-                offset: start,
-                row_stride: strides[nd - 2],
-                col_stride: strides[nd - 1],
-            };
             gemm(
                 m,
                 n,
