@@ -1,9 +1,13 @@
 //! Elementwise kernels. Each op gets its own copy of the loops (the `match` on the op sits
 //! outside them and each arm calls [`UnaryOp::apply`] / [`BinaryOp::apply`] on a constant
 //! variant), so that the loops vectorize and the canonical formula is still written once.
-//! Strided inputs are walked in runs (pieces of rows); a run whose strides are 1 or 0 (a
-//! dense row, a broadcast value) gets a plain slice loop. The `f32` exp, tanh and sigmoid
-//! of dense inputs run through the lane versions of `crate::lanes` (the same bits).
+//! Each chunk of work is a `simd::Vectorized` job, compiled for the baseline, AVX2 and
+//! AVX-512 and run at the widest width the CPU has (each element is the same scalar
+//! formula at any width, so the bits do not change). Strided inputs are walked in runs
+//! (pieces of rows); a run whose strides are 1 or 0 (a dense row, a broadcast value) gets
+//! a plain slice loop, and a row added to every row (a bias) is sliced at row edges
+//! without the walk. The `f32` exp, tanh and sigmoid of dense inputs run through the lane
+//! versions of `crate::lanes` (the same bits).
 
 use super::{
     CHUNK, Cpu, MIN_TASK, Run, check_output, check_view, dense, for_each_run, repeated_row, runs,
@@ -37,15 +41,21 @@ pub(super) fn map<T: Float>(
     out: &mut [T],
     f: impl Fn(T) -> T + Sync + Send,
 ) {
+    chunked(par, out, |first, out| {
+        crate::simd::widest(MapChunk {
+            x,
+            first,
+            out,
+            f: &f,
+        })
+    });
+}
+
+/// Calls `job(first, chunk)` for the [`CHUNK`]-sized chunks of `out` (`first` the index of
+/// the chunk's first element), in parallel when `out` is long enough to pay for it.
+fn chunked<T: Send>(par: Par, out: &mut [T], job: impl Fn(usize, &mut [T]) + Sync + Send) {
     par.for_work(out.len(), MIN_TASK)
-        .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            crate::simd::widest(MapChunk {
-                x,
-                first: ci * CHUNK,
-                out: chunk,
-                f: &f,
-            });
-        });
+        .for_each_chunk_mut(out, CHUNK, |ci, chunk| job(ci * CHUNK, chunk));
 }
 
 /// `out[i] = f(x[first + i])` for one chunk of [`map`], compiled for each instruction set
@@ -115,16 +125,15 @@ fn zip<T: Float>(
     out: &mut [T],
     f: impl Fn(T, T) -> T + Sync + Send,
 ) {
-    par.for_work(out.len(), MIN_TASK)
-        .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
-            crate::simd::widest(ZipChunk {
-                a,
-                b,
-                first: ci * CHUNK,
-                out: chunk,
-                f: &f,
-            });
-        });
+    chunked(par, out, |first, out| {
+        crate::simd::widest(ZipChunk {
+            a,
+            b,
+            first,
+            out,
+            f: &f,
+        })
+    });
 }
 
 /// `out[i] = f(a[first + i], b[first + i])` for one chunk of [`zip`], compiled for each
