@@ -73,7 +73,7 @@ pub(crate) fn gemm<T: Float>(
         return dispatch(m, n, k, a, b, c);
     }
     // Threads own whole rows of `c`: every output's chain is the same whoever runs it.
-    let rows_per_task = m.div_ceil(threads).next_multiple_of(6);
+    let rows_per_task = m.div_ceil(threads).next_multiple_of(8);
     par.for_each_chunk_mut(c, rows_per_task * n, |task, rows| {
         let first = task * rows_per_task;
         let a = Strided {
@@ -243,7 +243,7 @@ mod x86 {
         f32,
         __m512,
         16,
-        6,
+        8,
         2,
         _mm512_setzero_ps,
         _mm512_loadu_ps,
@@ -347,7 +347,7 @@ mod x86 {
     #[target_feature(enable = "avx512f,fma")]
     pub(super) fn avx512<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
         if same::<T, f32>() {
-            blocked::<f32, Avx512F32, 6, 32>(cast(operands), cast_out(c));
+            blocked::<f32, Avx512F32, 8, 32>(cast(operands), cast_out(c));
         } else {
             blocked::<f64, Avx512F64, 6, 16>(cast(operands), cast_out(c));
         }
@@ -392,7 +392,7 @@ fn with_pack<T: Float, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     })
 }
 
-/// The blocked product with the `MR x NR` microkernel `K` (`MR` divides 12 and [`MC`],
+/// The blocked product with the `MR x NR` microkernel `K` (`MR` divides [`MC`],
 /// `NR` divides 32 and [`NC`]).
 #[inline(always)]
 fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize>(
