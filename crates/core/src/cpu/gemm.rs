@@ -592,8 +592,9 @@ fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], wid
     let mut done_lanes = 0;
     let mut done_steps = 0;
     #[cfg(target_arch = "x86_64")]
-    if T::DTYPE == DType::F32 && std::arch::is_x86_feature_detected!("avx512f") {
-        let (data, steps) = (as_f32(data), as_f32_mut(steps));
+    if let (Some(data), Some(steps)) = (crate::lanes::as_f32(data), crate::lanes::as_f32_mut(steps))
+        && std::arch::is_x86_feature_detected!("avx512f")
+    {
         done_lanes = starts.len() / 16 * 16;
         done_steps = count / 16 * 16;
         for lane in (0..done_lanes).step_by(16) {
@@ -619,22 +620,6 @@ fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], wid
             step[lane] = data[start + p];
         }
     }
-}
-
-/// `values` as `f32` (which `T` is; checked by the caller through `T::DTYPE`).
-#[cfg(target_arch = "x86_64")]
-fn as_f32<T: Float>(values: &[T]) -> &[f32] {
-    assert_eq!(T::DTYPE, DType::F32, "f32 values");
-    // SAFETY: `T` is `f32` (its DTYPE says so and only f32 has that DTYPE).
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
-}
-
-/// `values` as `f32`, mutably (see [`as_f32`]).
-#[cfg(target_arch = "x86_64")]
-fn as_f32_mut<T: Float>(values: &mut [T]) -> &mut [f32] {
-    assert_eq!(T::DTYPE, DType::F32, "f32 values");
-    // SAFETY: as in `as_f32`.
-    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast(), values.len()) }
 }
 
 /// `B[pc.., jc..]` (`kc x nc`) into panels of `NR` columns, each `kc` steps of `NR`
