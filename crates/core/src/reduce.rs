@@ -206,6 +206,57 @@ impl<V: Copy, const STACK: usize> Counter<V, STACK> {
         self.depth += 1;
     }
 
+    /// [`Counter::push`] of one leaf after `done` leaves, for values too large to move: the
+    /// leaf is built where it will lie (`fill` of `init`), and each carry adds the right
+    /// subtree into the left one where it lies (`merge(left, right)` makes `left` the sum).
+    #[inline(always)]
+    fn push_in_place(
+        &mut self,
+        done: usize,
+        init: V,
+        fill: impl FnOnce(&mut V),
+        merge: impl Fn(&mut V, &V),
+    ) {
+        fill(self.stack[self.depth].write(init));
+        self.depth += 1;
+        let mut count = done + 1;
+        while count & 1 == 0 {
+            self.merge_last(&merge);
+            count >>= 1;
+        }
+    }
+
+    /// [`Counter::finish`] for [`Counter::push_in_place`]: the subtrees merged from the right
+    /// where they lie; the root stays in the counter (a large value is not moved).
+    #[inline(always)]
+    fn finish_in_place(&mut self, merge: impl Fn(&mut V, &V)) -> Option<&mut V> {
+        if self.depth == 0 {
+            return None;
+        }
+        while self.depth > 1 {
+            self.merge_last(&merge);
+        }
+        // SAFETY: entry 0 was written by the first push.
+        Some(unsafe { self.stack[0].assume_init_mut() })
+    }
+
+    /// The last two subtrees become one, in the place of the left one.
+    #[inline(always)]
+    fn merge_last(&mut self, merge: &impl Fn(&mut V, &V)) {
+        let (left, right) = self.stack[..self.depth].split_at_mut(self.depth - 1);
+        // SAFETY: the entries below `depth` were written by pushes or merges.
+        let (left, right) = unsafe {
+            (
+                left.last_mut()
+                    .expect("two subtrees to merge")
+                    .assume_init_mut(),
+                right[0].assume_init_ref(),
+            )
+        };
+        merge(left, right);
+        self.depth -= 1;
+    }
+
     /// The root: the remaining subtrees merged from the right; `None` when empty.
     #[inline(always)]
     fn finish(self, add: impl Fn(&V, &V) -> V) -> Option<V> {
@@ -857,39 +908,31 @@ where
     let par = par.for_work(rows * cols, 1 << 16);
     let leaves = rows.div_ceil(LEAF_LEN);
     par.for_each_chunk_mut(out, COLUMN_BLOCK, |block, sums| {
-        let subtree = |i: usize, stack: &mut ColumnStack<T>| -> BlockLanes<T> {
-            *crate::simd::widest(ColumnSubtree {
-                block: BlockColumns {
-                    x,
-                    rows,
-                    cols,
-                    first: block * COLUMN_BLOCK,
-                    map: &map,
-                },
-                leaves: i * COLUMN_SUBTREE..((i + 1) * COLUMN_SUBTREE).min(leaves),
-                stack,
-            })
+        let columns = BlockColumns {
+            x,
+            rows,
+            cols,
+            first: block * COLUMN_BLOCK,
+            map: &map,
         };
-        let mut stack = [const { std::mem::MaybeUninit::uninit() }; COLUMN_STACK];
-        let mut root = match leaves.div_ceil(COLUMN_SUBTREE) {
+        let job_leaves = |i: usize| i * COLUMN_SUBTREE..((i + 1) * COLUMN_SUBTREE).min(leaves);
+        let (mut tree, mut combined) = (Counter::new(), None);
+        let root = match leaves.div_ceil(COLUMN_SUBTREE) {
             0 => return sums.fill(T::zero()),
-            // Up to 512 rows (most bias gradients): one job, without the tree over jobs.
-            1 => subtree(0, &mut stack),
-            jobs => tree_reduce(
-                jobs,
-                Par::Seq,
-                |i| {
-                    subtree(
-                        i,
-                        &mut [const { std::mem::MaybeUninit::uninit() }; COLUMN_STACK],
-                    )
-                },
-                |mut left, right| {
-                    add_lanes_in_place(&mut left, &right);
-                    left
-                },
-            )
-            .expect("at least one job"),
+            // Up to 512 rows (most bias gradients): one job, its root left where it lies.
+            1 => column_subtree(columns, job_leaves(0), &mut tree),
+            jobs => combined.insert(
+                tree_reduce(
+                    jobs,
+                    Par::Seq,
+                    |i| *column_subtree(columns, job_leaves(i), &mut Counter::new()),
+                    |mut left, right| {
+                        add_lanes_in_place(&mut left, &right);
+                        left
+                    },
+                )
+                .expect("at least one job"),
+            ),
         };
         let mut width = LANES / 2;
         while width > 0 {
@@ -905,25 +948,36 @@ where
 /// Leaves per [`ColumnSubtree`] job (a power of two, so that the jobs are complete
 /// subtrees of the canonical tree).
 const COLUMN_SUBTREE: usize = 8;
-/// The depth of a job's binary counter: the bits of [`COLUMN_SUBTREE`].
-const COLUMN_STACK: usize = COLUMN_SUBTREE.ilog2() as usize + 1;
+/// The depth of a job's binary counter: the bits of [`COLUMN_SUBTREE`], rounded up to the
+/// power of two [`Counter`] takes.
+const COLUMN_STACK: usize = (COLUMN_SUBTREE.ilog2() as usize + 1).next_power_of_two();
 
 /// The values of one row of a block, or the accumulators of one lane for every column of
 /// a block.
 type BlockRow<T> = [T; COLUMN_BLOCK];
 /// The lane accumulators of a leaf (or of a subtree, lane by lane) for a block of columns.
 type BlockLanes<T> = [BlockRow<T>; LANES];
-/// The subtrees a [`ColumnSubtree`] job has not merged yet (only those below its depth
-/// are written: an entry is a kibibyte or two, not worth initializing).
-type ColumnStack<T> = [std::mem::MaybeUninit<BlockLanes<T>>; COLUMN_STACK];
 
 /// The lane accumulators of the canonical subtree of a range of at most
 /// [`COLUMN_SUBTREE`] leaves of a block of up to [`COLUMN_BLOCK`] columns, for
-/// [`crate::simd::widest`], computed in place in `stack`.
-struct ColumnSubtree<'a, T, F> {
-    block: BlockColumns<'a, T, F>,
+/// [`crate::simd::widest`].
+struct ColumnSubtree<'a, 'b, T, F> {
+    block: BlockColumns<'b, T, F>,
     leaves: Range<usize>,
-    stack: &'a mut ColumnStack<T>,
+    tree: &'a mut Counter<BlockLanes<T>, COLUMN_STACK>,
+}
+
+/// The [`ColumnSubtree`] job of `leaves` of a block, its root left in `tree`.
+fn column_subtree<'a, T: Float, F: Fn(T, usize) -> T>(
+    block: BlockColumns<'_, T, F>,
+    leaves: Range<usize>,
+    tree: &'a mut Counter<BlockLanes<T>, COLUMN_STACK>,
+) -> &'a mut BlockLanes<T> {
+    crate::simd::widest(ColumnSubtree {
+        block,
+        leaves,
+        tree,
+    })
 }
 
 /// A block of up to [`COLUMN_BLOCK`] columns of the row-major `[rows, cols]` matrix `x`,
@@ -936,52 +990,42 @@ struct BlockColumns<'a, T, F> {
     map: &'a F,
 }
 
-impl<'a, T: Float, F: Fn(T, usize) -> T> crate::simd::Vectorized for ColumnSubtree<'a, T, F> {
+// By hand: a derive would ask `T` and `F` to be `Clone`, where only references are copied.
+impl<T, F> Clone for BlockColumns<'_, T, F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, F> Copy for BlockColumns<'_, T, F> {}
+
+impl<'a, T: Float, F: Fn(T, usize) -> T> crate::simd::Vectorized for ColumnSubtree<'a, '_, T, F> {
     type Output = &'a mut BlockLanes<T>;
 
     /// The same binary-counter walk over the leaves as [`slice_subtree`], with every
     /// value a block of columns: each addition of the canonical order of one column is
     /// done for the whole block at once (one vector addition when the block fills a
-    /// register), and every leaf is summed and merged where it lies in the stack.
+    /// register), and every leaf is summed and merged where it lies in the counter (`tree`,
+    /// empty, the caller's, so that the root is not moved either).
     #[inline(always)]
     fn run(self) -> &'a mut BlockLanes<T> {
         let Self {
             block,
             leaves,
-            stack,
+            tree,
         } = self;
         debug_assert!(!leaves.is_empty() && leaves.len() <= COLUMN_SUBTREE);
-        let mut depth = 0;
         for (done, leaf) in leaves.enumerate() {
-            block.add_leaf(
-                stack[depth].write([[T::neg_zero(); COLUMN_BLOCK]; LANES]),
-                leaf,
+            tree.push_in_place(
+                done,
+                [[T::neg_zero(); COLUMN_BLOCK]; LANES],
+                |lanes| block.add_leaf(lanes, leaf),
+                add_lanes_in_place,
             );
-            let mut count = done + 1;
-            while count & 1 == 0 {
-                merge(stack, depth - 1);
-                depth -= 1;
-                count >>= 1;
-            }
-            depth += 1;
         }
-        while depth > 1 {
-            merge(stack, depth - 2);
-            depth -= 1;
-        }
-        // SAFETY: the first leaf wrote entry 0, and merges only write below themselves.
-        unsafe { stack[0].assume_init_mut() }
+        tree.finish_in_place(add_lanes_in_place)
+            .expect("a job has at least one leaf")
     }
-}
-
-/// Entry `at` of a job's stack becomes the sum of itself (the left subtree) and entry
-/// `at + 1`, both written by the job.
-#[inline(always)]
-fn merge<T: Float>(stack: &mut ColumnStack<T>, at: usize) {
-    let (left, right) = stack.split_at_mut(at + 1);
-    // SAFETY: the walk merges only entries it wrote (entries below its depth).
-    let (left, right) = unsafe { (left[at].assume_init_mut(), right[0].assume_init_ref()) };
-    add_lanes_in_place(left, right);
 }
 
 impl<T: Float, F: Fn(T, usize) -> T> BlockColumns<'_, T, F> {
