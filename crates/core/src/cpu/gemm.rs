@@ -46,6 +46,15 @@ const NC: usize = 1024;
 /// Elements of a block of a row-major `B` (`kc x nc`) up to which it is read in place
 /// rather than packed (16K `f32`: 64 KiB, an L1 and a half).
 const IN_PLACE_B: usize = 1 << 14;
+/// A block of a row-major `B` up to this many elements (128K `f32`, half an L2) is also
+/// read in place when `A` has at most [`IN_PLACE_ROWS`] rows: packing a block costs about
+/// as much as 8 rows of `A` against it, which a product of a few hundred rows (every
+/// layer of a batch-256 agent) does not win back. Taller products repay the packing
+/// (measured: a `[400, 256]^T @ [256, 300]` is 4% faster packed), and wider blocks (rows
+/// of 1024 `f32`, 4 KiB apart) read in place thrash the L1's sets.
+const IN_PLACE_B_FEW_ROWS: usize = 1 << 17;
+/// See [`IN_PLACE_B_FEW_ROWS`].
+const IN_PLACE_ROWS: usize = 256;
 /// Multiply-adds below which a product stays on one thread.
 const MIN_PARALLEL_WORK: usize = 1 << 20;
 /// Outputs narrower than this (and taller than wide) are computed as `c^T = b^T a^T`, so
@@ -149,7 +158,7 @@ mod x86 {
     use std::any::TypeId;
     use std::arch::x86_64::*;
 
-    use super::{ARows, BPanel, Microkernel, Operands, blocked};
+    use super::{ARows, BPanel, GEMV_ROWS, Microkernel, Operands, blocked};
     use crate::Float;
 
     /// Whether `T` is `U`.
@@ -291,18 +300,12 @@ mod x86 {
         _mm256_fmadd_pd
     );
 
-    /// `dst[j * dst_stride + i] = rows[i][j]` for `i, j < 16`: a 16 x 16 block of `f32`
-    /// transposed in registers (pairs of elements, then of pairs, then 128-bit quarters).
-    ///
-    /// # Safety
-    ///
-    /// The CPU supports AVX-512F; each `rows[i]` points at 16 readable `f32`, and
-    /// `dst + j * dst_stride` at 16 writable `f32` for every `j < 16`.
+    /// A 16 x 16 block of `f32` transposed in registers: element `j` of result `i` is
+    /// element `i` of `r[j]` (pairs of elements, then of pairs, then 128-bit quarters).
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose_16x16(rows: [*const f32; 16], dst: *mut f32, dst_stride: usize) {
-        // SAFETY: the caller's contract covers every load and store.
-        unsafe {
-            let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(rows[i]));
+    #[inline]
+    fn transposed(r: [__m512; 16]) -> [__m512; 16] {
+        {
             let t: [__m512; 16] = std::array::from_fn(|i| {
                 let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
                 if i % 2 == 0 {
@@ -332,16 +335,93 @@ mod x86 {
                     _mm512_shuffle_f32x4::<0xdd>(a, b)
                 }
             });
-            for j in 0..16 {
+            std::array::from_fn(|j| {
                 let (a, b) = (t[j % 8], t[8 + j % 8]);
-                let row = if j < 8 {
+                if j < 8 {
                     _mm512_shuffle_f32x4::<0x88>(a, b)
                 } else {
                     _mm512_shuffle_f32x4::<0xdd>(a, b)
-                };
-                _mm512_storeu_ps(dst.add(j * dst_stride), row);
+                }
+            })
+        }
+    }
+
+    /// `dst[j * dst_stride + i] = rows[i][j]` for `i, j < 16`: a 16 x 16 block of `f32`
+    /// transposed in registers.
+    ///
+    /// # Safety
+    ///
+    /// The CPU supports AVX-512F; each `rows[i]` points at 16 readable `f32`, and
+    /// `dst + j * dst_stride` at 16 writable `f32` for every `j < 16`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose_16x16(rows: [*const f32; 16], dst: *mut f32, dst_stride: usize) {
+        // SAFETY: the caller's contract covers every load and store.
+        unsafe {
+            let columns = transposed(std::array::from_fn(|i| _mm512_loadu_ps(rows[i])));
+            for (j, column) in columns.into_iter().enumerate() {
+                _mm512_storeu_ps(dst.add(j * dst_stride), column);
             }
         }
+    }
+
+    /// `out[r] = a[r, ..] @ x` for the [`GEMV_ROWS`] rows of a row-major `f32` matrix
+    /// starting at `starts[r]` in `data`, each the canonical chain (fused multiply-adds
+    /// over `x` in order from `-0`). Sixteen steps of sixteen rows are transposed in
+    /// registers and multiplied at once, so that nothing is stored between the
+    /// transposition and the chains; the four groups of rows are four independent chains.
+    ///
+    /// # Panics
+    ///
+    /// When a row (`starts[r]..starts[r] + x.len()`) is not inside `data`.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) fn row_major_matrix_vector(
+        data: &[f32],
+        starts: &[usize; GEMV_ROWS],
+        x: &[f32],
+    ) -> [f32; GEMV_ROWS] {
+        let k = x.len();
+        for &start in starts {
+            assert!(start + k <= data.len(), "the rows lie inside the data");
+        }
+        const GROUPS: usize = GEMV_ROWS / 16;
+        let mut acc = [_mm512_set1_ps(-0.0); GROUPS];
+        let whole = k / 16 * 16;
+        let row = |g: usize, i: usize, p: usize| {
+            // SAFETY: `p < k`, and every row holds `k` elements from its start (asserted
+            // above).
+            unsafe { data.as_ptr().add(starts[g * 16 + i] + p) }
+        };
+        for p in (0..whole).step_by(16) {
+            for (g, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `p + 16 <= k`: the 16 elements of every row are in `data`.
+                let columns = transposed(std::array::from_fn(|i| unsafe {
+                    _mm512_loadu_ps(row(g, i, p))
+                }));
+                for (q, column) in columns.into_iter().enumerate() {
+                    *acc = _mm512_fmadd_ps(column, _mm512_set1_ps(x[p + q]), *acc);
+                }
+            }
+        }
+        if whole < k {
+            let rest = k - whole;
+            let mask = ((1u32 << rest) - 1) as u16;
+            for (g, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: the mask reads only the `rest` elements left in every row (the
+                // masked-off ones are not accessed).
+                let columns = transposed(std::array::from_fn(|i| unsafe {
+                    _mm512_maskz_loadu_ps(mask, row(g, i, whole))
+                }));
+                for (q, column) in columns.into_iter().take(rest).enumerate() {
+                    *acc = _mm512_fmadd_ps(column, _mm512_set1_ps(x[whole + q]), *acc);
+                }
+            }
+        }
+        let mut out = [0.0; GEMV_ROWS];
+        for (lanes, acc) in out.chunks_exact_mut(16).zip(acc) {
+            // SAFETY: `lanes` is 16 writable `f32`.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
+        }
+        out
     }
 
     #[target_feature(enable = "avx512f,fma")]
@@ -418,10 +498,12 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         let nc = NC.min(n - jc);
         for pc in (0..k).step_by(KC) {
             let kc = KC.min(k - pc);
-            // A small row-major `B` is read where it lies (it stays in cache anyway, and
-            // packing it cost as much as a tenth of a small product); only a last panel
-            // narrower than `NR` is packed, padded with zeros.
-            let in_place = b.col_stride == 1 && kc * nc <= IN_PLACE_B;
+            // A small row-major `B` (see `IN_PLACE_B`) is read where it lies (it
+            // stays in cache anyway, and packing it cost as much as a tenth of a small
+            // product); only a last panel narrower than `NR` is packed, padded with zeros.
+            let in_place = b.col_stride == 1
+                && (kc * nc <= IN_PLACE_B
+                    || (m <= IN_PLACE_ROWS && kc * nc <= IN_PLACE_B_FEW_ROWS));
             let whole = if in_place { nc / NR * NR } else { 0 };
             pack_b::<T, NR>(b, pc, kc, jc + whole, nc - whole, b_pack);
             for ic in (0..m).step_by(MC) {
@@ -492,8 +574,10 @@ fn outer_product<T: Float>(
 const GEMV_ROWS: usize = 64;
 
 /// `c = a @ b` for `n = 1`: the chain of each row over `k`, [`GEMV_ROWS`] rows at a time.
-/// Rows that are not side by side in memory (a row-major `a`, the last block) are first
-/// copied column by column into `pack`, as many steps at a time as it holds.
+/// Columns of rows side by side in memory (a transposed `a`) are read where they lie; the
+/// rows of a row-major `f32` `a` on a CPU with AVX-512 go through register transposes
+/// straight into the chains; other rows are first copied column by column into `pack`,
+/// as many steps at a time as it holds.
 #[inline(always)]
 fn matrix_vector<T: Float>(
     m: usize,
@@ -512,27 +596,33 @@ fn matrix_vector<T: Float>(
     };
     for first in (0..m).step_by(GEMV_ROWS) {
         let rows = GEMV_ROWS.min(m - first);
+        // The missing rows of the last block repeat its last row (dropped below).
+        let row_starts: [usize; GEMV_ROWS] =
+            std::array::from_fn(|r| a.offset + (first + r.min(rows - 1)) * a.row_stride);
         let mut acc = [T::neg_zero(); GEMV_ROWS];
-        if a.row_stride == 1 && rows == GEMV_ROWS {
+        if a.row_stride == 1 {
+            let mut padded = [T::zero(); GEMV_ROWS];
             for p in 0..k {
-                let start = a.offset + first + p * a.col_stride;
-                let column = a.data[start..start + GEMV_ROWS]
-                    .try_into()
-                    .expect("a block of GEMV_ROWS elements");
+                let start = row_starts[0] + p * a.col_stride;
+                let column: &[T; GEMV_ROWS] = if rows == GEMV_ROWS {
+                    a.data[start..start + GEMV_ROWS]
+                        .try_into()
+                        .expect("a block of GEMV_ROWS elements")
+                } else {
+                    padded[..rows].copy_from_slice(&a.data[start..start + rows]);
+                    &padded
+                };
                 step(&mut acc, column, x_at(p));
             }
-        } else {
+        } else if !row_major_f32(a, b, k, &row_starts, &mut acc) {
             for done in (0..k).step_by(steps) {
                 let count = steps.min(k - done);
                 let block = &mut pack[..count * GEMV_ROWS];
-                // The missing rows of the last block repeat its last row (dropped below).
-                let row_starts: [usize; GEMV_ROWS] = std::array::from_fn(|r| {
-                    a.offset + (first + r.min(rows - 1)) * a.row_stride + done * a.col_stride
-                });
+                let starts = row_starts.map(|start| start + done * a.col_stride);
                 if a.col_stride == 1 {
-                    interleave_lines(a.data, &row_starts, block, GEMV_ROWS);
+                    interleave_lines(a.data, &starts, block, GEMV_ROWS);
                 } else {
-                    for (r, &start) in row_starts.iter().enumerate() {
+                    for (r, &start) in starts.iter().enumerate() {
                         scatter_line(a.data, start, a.col_stride, block, GEMV_ROWS, r);
                     }
                 }
@@ -545,6 +635,35 @@ fn matrix_vector<T: Float>(
             c[(first + r) * row_stride] = value;
         }
     }
+}
+
+/// The rows of a row-major `f32` `a` starting at `row_starts` times a contiguous `b`,
+/// written into `acc`, when the CPU has AVX-512 (`false`, and `acc` untouched, otherwise).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn row_major_f32<T: Float>(
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    k: usize,
+    row_starts: &[usize; GEMV_ROWS],
+    acc: &mut [T; GEMV_ROWS],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(data), Some(x), Some(acc)) = (
+        crate::lanes::as_f32(a.data),
+        crate::lanes::as_f32(&b.data[b.offset..]),
+        crate::lanes::as_f32_mut(acc),
+    ) && a.col_stride == 1
+        && b.row_stride == 1
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("fma")
+    {
+        // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+        let rows = unsafe { x86::row_major_matrix_vector(data, row_starts, &x[..k]) };
+        acc.copy_from_slice(&rows);
+        return true;
+    }
+    false
 }
 
 /// Writes `count` elements of `data` from `start` with `stride` (0: one value repeated)
@@ -794,17 +913,28 @@ fn tile_product<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: 
         return K::run(kc, a, b, &mut c[start..end], tile.row_stride, first_block);
     }
     let mut acc = [[T::neg_zero(); NR]; MR];
+    let cols = tile.cols;
     if !first_block {
         for (i, row) in acc.iter_mut().enumerate().take(tile.rows) {
-            for (j, x) in row.iter_mut().enumerate().take(tile.cols) {
-                *x = c[tile.index(i, j)];
+            if tile.col_stride == 1 {
+                let start = tile.index(i, 0);
+                row[..cols].copy_from_slice(&c[start..start + cols]);
+            } else {
+                for (j, x) in row.iter_mut().enumerate().take(cols) {
+                    *x = c[tile.index(i, j)];
+                }
             }
         }
     }
     K::run(kc, a, b, acc.as_flattened_mut(), NR, first_block);
     for (i, row) in acc.iter().enumerate().take(tile.rows) {
-        for (j, &x) in row.iter().enumerate().take(tile.cols) {
-            c[tile.index(i, j)] = x;
+        if tile.col_stride == 1 {
+            let start = tile.index(i, 0);
+            c[start..start + cols].copy_from_slice(&row[..cols]);
+        } else {
+            for (j, &x) in row.iter().enumerate().take(cols) {
+                c[tile.index(i, j)] = x;
+            }
         }
     }
 }
@@ -814,11 +944,11 @@ mod tests {
     use super::*;
 
     /// The canonical order written plainly.
-    fn reference(m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
-        let mut c = vec![0.0; m * n];
+    fn reference<T: Float>(m: usize, n: usize, k: usize, a: &[T], b: &[T]) -> Vec<T> {
+        let mut c = vec![T::zero(); m * n];
         for i in 0..m {
             for j in 0..n {
-                let mut acc = -0.0f64;
+                let mut acc = T::neg_zero();
                 for p in 0..k {
                     acc = a[i * k + p].mul_add(b[p * n + j], acc);
                 }
@@ -866,6 +996,14 @@ mod tests {
 
     #[test]
     fn every_blocking_and_version_gives_the_canonical_bits() {
+        check_every_version::<f32>();
+        check_every_version::<f64>();
+    }
+
+    /// Every version of the product (each instruction set's, the baseline, transposed
+    /// operands, several threads) against the canonical order written plainly, bit for bit,
+    /// over shapes around the tile, block and matrix-vector edges.
+    fn check_every_version<T: Float>() {
         let mut rng = crate::Rng::new(9, "gemm");
         for (m, n, k) in [
             (1, 1, 1),
@@ -874,13 +1012,21 @@ mod tests {
             (13, 1030, 260),
             (97, 20, 513),
             (100, 1, 64),
+            // Matrix-vector products: 16-step and 64-row edges of the register transposes.
+            (256, 1, 300),
+            (37, 1, 17),
+            (70, 1, 16),
             (300, 7, 700),
             (2, 40, 3),
             // Parallel over rows with several blocks of B along both k and n.
             (60, 1100, 300),
         ] {
-            let a: Vec<f64> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();
-            let b: Vec<f64> = (0..k * n).map(|_| rng.normal(0.0, 1.0)).collect();
+            let a: Vec<T> = (0..m * k)
+                .map(|_| T::from_f64(rng.normal(0.0, 1.0)))
+                .collect();
+            let b: Vec<T> = (0..k * n)
+                .map(|_| T::from_f64(rng.normal(0.0, 1.0)))
+                .collect();
             let want = reference(m, n, k, &a, &b);
             let (sa, sb) = (
                 Strided {
@@ -896,17 +1042,17 @@ mod tests {
                     col_stride: 1,
                 },
             );
-            let mut versions: Vec<(&str, Vec<f64>)> = Vec::new();
-            let mut run = |name, f: &dyn Fn(&mut [f64])| {
-                let mut c = vec![f64::NAN; m * n];
+            let mut versions: Vec<(&str, Vec<T>)> = Vec::new();
+            let mut run = |name, f: &dyn Fn(&mut [T])| {
+                let mut c = vec![T::nan(); m * n];
                 f(&mut c);
                 versions.push((name, c));
             };
             run("dispatch", &|c| dispatch(m, n, k, sa, sb, c));
-            let at = |s: &Strided<'_, f64>, i: usize, j: usize| {
+            let at = |s: &Strided<'_, T>, i: usize, j: usize| {
                 s.data[s.offset + i * s.row_stride + j * s.col_stride]
             };
-            let transposed_a: Vec<f64> = (0..k * m).map(|x| at(&sa, x % m, x / m)).collect();
+            let transposed_a: Vec<T> = (0..k * m).map(|x| at(&sa, x % m, x / m)).collect();
             let ta = Strided {
                 data: &transposed_a,
                 offset: 0,
@@ -915,7 +1061,7 @@ mod tests {
             }
             .transposed();
             run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c));
-            let transposed_b: Vec<f64> = (0..n * k).map(|x| at(&sb, x % k, x / k)).collect();
+            let transposed_b: Vec<T> = (0..n * k).map(|x| at(&sb, x % k, x / k)).collect();
             let tb = Strided {
                 data: &transposed_b,
                 offset: 0,
@@ -925,8 +1071,8 @@ mod tests {
             .transposed();
             run("transposed rhs", &|c| dispatch(m, n, k, sa, tb, c));
             // The blocked product with `kernel`, on this thread's packing buffer.
-            let blocked_with = |c: &mut [f64], kernel: &dyn Fn(Operands<'_, f64>, &mut [f64])| {
-                with_pack::<f64, _>(KC * NC, |b_pack| {
+            let blocked_with = |c: &mut [T], kernel: &dyn Fn(Operands<'_, T>, &mut [T])| {
+                with_pack::<T, _>(KC * NC, |b_pack| {
                     let operands = Operands {
                         m,
                         n,
@@ -940,7 +1086,7 @@ mod tests {
                 })
             };
             run("baseline", &|c| {
-                blocked_with(c, &|o, c| blocked::<f64, Portable, 4, 8>(o, c))
+                blocked_with(c, &|o, c| blocked::<T, Portable, 4, 8>(o, c))
             });
             run("parallel", &|c| gemm(m, n, k, sa, sb, c, Par::rayon(3)));
             #[cfg(target_arch = "x86_64")]
@@ -963,7 +1109,7 @@ mod tests {
                 }
             }
             for (name, got) in versions {
-                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let bits = |v: &[T]| v.iter().map(|x| x.as_f64().to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{name} at {m}x{n}x{k}");
             }
         }
