@@ -104,6 +104,19 @@ pub(crate) enum Op<T: Float, D: TensorDevice<T>> {
         a: Tensor<T, D>,
         b: Tensor<T, D>,
     },
+    /// `activation(x @ w + bias)` in one node (a linear layer): the backward of the
+    /// activation (from the output `y`), of the add and of the product, in the order the
+    /// three nodes would run them.
+    MatmulBias {
+        x: Input,
+        w: Input,
+        bias: Input,
+        x_value: Tensor<T, D>,
+        w_value: Tensor<T, D>,
+        bias_shape: Shape,
+        activation: Option<UnaryOp<T>>,
+        y: Tensor<T, D>,
+    },
     Reshape {
         input: usize,
         in_shape: Shape,
@@ -188,6 +201,11 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                 maybe(on_true);
                 maybe(on_false);
             }
+            Self::MatmulBias { x, w, bias, .. } => {
+                maybe(x);
+                maybe(w);
+                maybe(bias);
+            }
             Self::Concat { inputs, .. } => inputs.iter().for_each(|(input, _)| maybe(input)),
             Self::Custom(node) => node.inputs.iter().for_each(maybe),
         }
@@ -270,25 +288,30 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                 whole(emit, *input, hits.mul(&share)?)
             }
             Self::Matmul { lhs, rhs, a, b } => {
-                if let Some(i) = wanted(lhs) {
-                    whole(emit, i, sum_to(&g.matmul(&b.t()?)?, a.shape())?)?;
+                matmul_backward(g, a, b, wanted(lhs), wanted(rhs), emit)
+            }
+            Self::MatmulBias {
+                x,
+                w,
+                bias,
+                x_value,
+                w_value,
+                bias_shape,
+                activation,
+                y,
+            } => {
+                let g = match activation {
+                    Some(op) => {
+                        let backward = backward_from_output(*op)
+                            .expect("MatmulBias is recorded with output-based activations");
+                        g.binary(backward, y)?
+                    }
+                    None => g.clone(),
+                };
+                if let Some(i) = wanted(bias) {
+                    whole(emit, i, sum_to(&g, bias_shape)?)?;
                 }
-                if let Some(i) = wanted(rhs) {
-                    // A transposed weight (`x @ W^T`, every linear layer) gets `(g^T a)^T`:
-                    // the same products summed in the same order as `a^T g`, but the
-                    // transpose node then hands `W` a dense gradient, so that a weight used
-                    // at every step of a recurrence accumulates dense tensors, not views.
-                    let transposed = [a.ndim(), b.ndim(), g.ndim()] == [2; 3]
-                        && !b.is_contiguous()
-                        && b.t()?.is_contiguous();
-                    let grad = if transposed {
-                        g.t()?.matmul(a)?.t()?
-                    } else {
-                        a.t()?.matmul(g)?
-                    };
-                    whole(emit, i, sum_to(&grad, b.shape())?)?;
-                }
-                Ok(())
+                matmul_backward(&g, x_value, w_value, wanted(x), wanted(w), emit)
             }
             Self::Reshape { input, in_shape } => whole(emit, *input, g.reshape(in_shape)?),
             Self::Permute { input, order } => {
@@ -365,6 +388,9 @@ fn unary_backward<T: Float, D: TensorDevice<T>>(
     y: &Tensor<T, D>,
     constants: &Constants<'_, T, D>,
 ) -> Result<Tensor<T, D>> {
+    if let Some(backward) = backward_from_output(op) {
+        return g.binary(backward, y);
+    }
     let fused = |op: BinaryOp, saved: &Tensor<T, D>| g.binary(op, saved);
     match op {
         UnaryOp::Neg | UnaryOp::ScalarSub(_) => g.neg(),
@@ -375,10 +401,6 @@ fn unary_backward<T: Float, D: TensorDevice<T>>(
         UnaryOp::Abs => fused(BinaryOp::AbsBackward, x),
         UnaryOp::Exp => g.mul(y),
         UnaryOp::Log => g.div(x),
-        UnaryOp::Sqrt => fused(BinaryOp::SqrtBackward, y),
-        UnaryOp::Tanh => fused(BinaryOp::TanhBackward, y),
-        UnaryOp::Relu => fused(BinaryOp::ReluBackward, y),
-        UnaryOp::Sigmoid => fused(BinaryOp::SigmoidBackward, y),
         UnaryOp::Square => g.mul(&(x * T::from_f64(2.0))?),
         UnaryOp::Powf(p) if p == T::zero() => constants.zero.broadcast_to(g.shape().clone()),
         UnaryOp::Powf(p) => g.mul(&(&x.powf(p - T::one())? * p)?),
@@ -390,6 +412,49 @@ fn unary_backward<T: Float, D: TensorDevice<T>>(
             format_args!("{op:?}"),
         )),
     }
+}
+
+/// The fused backward op of an activation whose gradient needs only its output `y`
+/// (`g.binary(op, y)`); `None` for the others.
+pub(crate) fn backward_from_output<T>(activation: UnaryOp<T>) -> Option<BinaryOp> {
+    match activation {
+        UnaryOp::Sqrt => Some(BinaryOp::SqrtBackward),
+        UnaryOp::Tanh => Some(BinaryOp::TanhBackward),
+        UnaryOp::Relu => Some(BinaryOp::ReluBackward),
+        UnaryOp::Sigmoid => Some(BinaryOp::SigmoidBackward),
+        _ => None,
+    }
+}
+
+/// The gradients of `a @ b` from the gradient `g` of the product: `g @ b^T` to `lhs`, then
+/// `a^T @ g` to `rhs` (each summed over broadcast batch dimensions).
+fn matmul_backward<T: Float, D: TensorDevice<T>>(
+    g: &Tensor<T, D>,
+    a: &Tensor<T, D>,
+    b: &Tensor<T, D>,
+    lhs: Option<usize>,
+    rhs: Option<usize>,
+    emit: &mut dyn FnMut(usize, Grad<T, D>) -> Result<()>,
+) -> Result<()> {
+    if let Some(i) = lhs {
+        whole(emit, i, sum_to(&g.matmul(&b.t()?)?, a.shape())?)?;
+    }
+    if let Some(i) = rhs {
+        // A transposed weight (`x @ W^T`, every linear layer) gets `(g^T a)^T`: the same
+        // products summed in the same order as `a^T g`, but the transpose node then hands
+        // `W` a dense gradient, so that a weight used at every step of a recurrence
+        // accumulates dense tensors, not views.
+        let transposed = [a.ndim(), b.ndim(), g.ndim()] == [2; 3]
+            && !b.is_contiguous()
+            && b.t()?.is_contiguous();
+        let grad = if transposed {
+            g.t()?.matmul(a)?.t()?
+        } else {
+            a.t()?.matmul(g)?
+        };
+        whole(emit, i, sum_to(&grad, b.shape())?)?;
+    }
+    Ok(())
 }
 
 /// Sends `grad`, of `input`'s whole shape.

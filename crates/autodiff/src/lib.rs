@@ -8,9 +8,10 @@
 //! - [`Var`] has arithmetic with broadcasting, scalar ops, `relu`, `tanh`, `sigmoid`,
 //!   `exp`, `log`, `sqrt`, `powf`, `abs`, `clamp`, sums, means, `max`/`min` over axes,
 //!   `reshape`, `transpose`, `concat`, `narrow`, `index_select`, `gather`, `maximum` and
-//!   `minimum`, `softmax` and `log_softmax`, `matmul`, `detach`, and the masked sequence
-//!   ops of `rlgrad-mask` ([`Var::masked_mean`], [`Var::masked_normalize`],
-//!   [`Var::pad_sequences`], ...).
+//!   `minimum`, `softmax` and `log_softmax`, `matmul`, [`Var::matmul_bias`] (a linear
+//!   layer and its activation as one op, the bits of the three), `detach`, and the
+//!   masked sequence ops of `rlgrad-mask` ([`Var::masked_mean`],
+//!   [`Var::masked_normalize`], [`Var::pad_sequences`], ...).
 //! - [`losses`]: MSE, Huber (sum or mean), cross-entropy from logits.
 //! - [`CustomOp`]: your own forward and backward, recorded like a built-in op.
 //! - [`nn`]: [`nn::Module`] (parameters in a stable, named order), [`nn::Linear`] with

@@ -10,7 +10,7 @@ use rlgrad_core::{Dims, Error, Float, Result, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
-use crate::backward::{Arith, Op};
+use crate::backward::{Arith, Op, backward_from_output};
 use crate::tape::Var;
 
 macro_rules! unary_ops {
@@ -302,6 +302,62 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
                 rhs: rhs_node,
                 a: self.value().clone(),
                 b: rhs.value().clone(),
+            })
+    }
+
+    /// A linear layer in one op: `activation(self @ weight + bias)` for `self: [m, k]`,
+    /// `weight: [k, n]` and `bias: [n]` ([`Tensor::matmul_bias`]), recorded as one node.
+    ///
+    /// Values and gradients are the bits of `self.matmul(weight)?.add(bias)?` followed by
+    /// the activation (the backward runs the same rules in the same order); what it saves
+    /// is two passes over the output each way and two nodes. The activations fused are
+    /// those whose gradient comes from their output (`Relu`, `Tanh`, `Sigmoid`, `Sqrt`) and
+    /// none; any other unary op is applied as its own op after the fused product and bias.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_core::kernels::UnaryOp;
+    /// use rlgrad_tensor::Tensor;
+    /// let w = Param::new("w", Tensor::from_vec(vec![1.0f32, -1.0], [1, 2])?)?;
+    /// let b = Param::new("b", Tensor::from_vec(vec![0.5f32, 0.5], [2])?)?;
+    /// let tape = Tape::new();
+    /// let x = tape.constant(&Tensor::from_vec(vec![2.0f32], [1, 1])?);
+    /// let y = x.matmul_bias(&tape.param(&w), &tape.param(&b), Some(UnaryOp::Relu))?;
+    /// assert_eq!(y.to_vec()?, [2.5, 0.0]); // relu([2 + 0.5, -2 + 0.5])
+    /// let grads = tape.gradient(&y.sum_all()?, &[&w, &b])?;
+    /// assert_eq!(grads.get(&w)?.to_vec()?, [2.0, 0.0]);
+    /// assert_eq!(grads.get(&b)?.to_vec()?, [1.0, 0.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn matmul_bias(
+        &self,
+        weight: &Self,
+        bias: &Self,
+        activation: Option<UnaryOp<T>>,
+    ) -> Result<Self> {
+        let function = "Var::matmul_bias";
+        self.tape().check_same(function, "weight", weight)?;
+        self.tape().check_same(function, "bias", bias)?;
+        if let Some(op) = activation
+            && backward_from_output(op).is_none()
+        {
+            return self.matmul_bias(weight, bias, None)?.unary(op, function);
+        }
+        let y = self
+            .value()
+            .matmul_bias(weight.value(), bias.value(), activation)
+            .map_err(|e| e.in_function(function))?;
+        let (x, w, b) = (self.node(), weight.node(), bias.node());
+        self.tape()
+            .record(function, y.clone(), &[x, w, b], || Op::MatmulBias {
+                x,
+                w,
+                bias: b,
+                x_value: self.value().clone(),
+                w_value: weight.value().clone(),
+                bias_shape: bias.shape().clone(),
+                activation,
+                y,
             })
     }
 

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use rlgrad_autodiff::losses::{Reduction, cross_entropy_with_logits, huber_loss, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Gru, Init, Linear, Lstm, Mlp, Module, l2_penalty};
 use rlgrad_autodiff::{PadOrder, Param, Sequences, Tape, Var};
+use rlgrad_core::kernels::UnaryOp;
 use rlgrad_core::{Result, Rng, Shape, strategies};
 use rlgrad_tensor::Tensor;
 
@@ -179,6 +180,12 @@ proptest! {
         check(&[&a, &b], |v| v[1].t()?.matmul(&v[0].t()?))?;
         let batched = normal(&[batch, m, k], seed ^ 5);
         check(&[&batched, &b], |v| v[0].matmul(&v[1]))?;
+        // The fused linear layer (relu's kink is left to the bitwise test in tape.rs; exp
+        // is not fused and runs after the fused product and bias).
+        let bias = normal(&[n], seed ^ 7);
+        for activation in [None, Some(UnaryOp::Tanh), Some(UnaryOp::Sigmoid), Some(UnaryOp::Exp)] {
+            check(&[&a, &b, &bias], |v| v[0].matmul_bias(&v[1], &v[2], activation))?;
+        }
     }
 
     #[test]

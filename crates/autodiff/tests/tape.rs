@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rlgrad_autodiff::nn::{
     Activation, Forward, Init, Linear, Mlp, Module, hard_update, soft_update,
 };
-use rlgrad_autodiff::{ApplyGradients, CustomOp, Param, Tape};
+use rlgrad_autodiff::{ApplyGradients, CustomOp, Param, Tape, Var};
 use rlgrad_core::{Par, Result, Rng, strategies};
 use rlgrad_optim::{Optimizer, Sgd};
 use rlgrad_tensor::Tensor;
@@ -378,4 +378,73 @@ fn a_training_run_gives_the_same_bits_at_every_thread_count() {
     let td3_actor = |par| training_run(par, &[17, 400, 300, 6], 256, 8);
     let runs = strategies::in_thread_pools(&[1, 2, 4], td3_actor);
     assert!(runs.windows(2).all(|w| w[0] == w[1]));
+}
+
+/// A linear layer and its activation, as `matmul_bias` or as the three ops it stands for.
+fn linear_layer<'t>(
+    h: &Var<'t, f32>,
+    w: &Var<'t, f32>,
+    b: &Var<'t, f32>,
+    activation: Option<rlgrad_core::kernels::UnaryOp<f32>>,
+    fused: bool,
+) -> Result<Var<'t, f32>> {
+    use rlgrad_core::kernels::UnaryOp;
+    if fused {
+        return h.matmul_bias(w, b, activation);
+    }
+    let sum = h.matmul(w)?.add(b)?;
+    match activation {
+        Some(UnaryOp::Relu) => sum.relu(),
+        Some(UnaryOp::Tanh) => sum.tanh(),
+        Some(UnaryOp::Sigmoid) => sum.sigmoid(),
+        Some(UnaryOp::Exp) => sum.exp(),
+        None => Ok(sum),
+        Some(other) => panic!("no unfused twin written for {other:?}"),
+    }
+}
+
+/// `matmul_bias` (one node) against the matmul, add and activation it stands for (three
+/// nodes), bit for bit in values and in every gradient, with the weight and bias used
+/// twice (so that the order in which their gradients accumulate counts), for each
+/// activation it fuses, none, and one it does not fuse.
+#[test]
+fn matmul_bias_is_the_three_ops_in_values_and_gradients() {
+    use rlgrad_core::kernels::UnaryOp;
+    let mut rng = Rng::new(8, "matmul_bias");
+    let mut param = |name: &str, shape: &[usize]| {
+        Param::new(
+            name,
+            Tensor::<f32>::rand_normal(shape, 0.0, 1.0, &mut rng).unwrap(),
+        )
+        .unwrap()
+    };
+    let (x, w, b) = (
+        param("x", &[37, 20]),
+        param("w", &[20, 20]),
+        param("b", &[20]),
+    );
+    let f32_bits =
+        |t: &Tensor<f32>| -> Vec<u32> { t.to_vec().unwrap().iter().map(|v| v.to_bits()).collect() };
+    for activation in [
+        None,
+        Some(UnaryOp::Relu),
+        Some(UnaryOp::Tanh),
+        Some(UnaryOp::Sigmoid),
+        Some(UnaryOp::Exp),
+    ] {
+        let run = |fused: bool| {
+            let tape = Tape::new();
+            let (xv, wv, bv) = (tape.param(&x), tape.param(&w), tape.param(&b));
+            let h = linear_layer(&xv, &wv, &bv, activation, fused).unwrap();
+            let y = linear_layer(&h, &wv, &bv, activation, fused).unwrap();
+            let loss = (&y * &y).unwrap().mean_all().unwrap();
+            let grads = tape.gradient(&loss, &[&x, &w, &b]).unwrap();
+            let mut all = vec![f32_bits(y.value())];
+            for p in [&x, &w, &b] {
+                all.push(f32_bits(grads.get(p).unwrap()));
+            }
+            all
+        };
+        assert_eq!(run(true), run(false), "{activation:?}");
+    }
 }

@@ -6,7 +6,8 @@
 //! ops (reshape, transpose, permute, broadcast, narrow, index_select, concat, stack,
 //! squeeze, unsqueeze), elementwise ops with NumPy broadcasting and scalar operands,
 //! comparisons giving 0/1 masks, `where_cond`, reductions over all elements or one axis,
-//! and matmul (2-D and batched).
+//! and matmul (2-D and batched, and [`Tensor::matmul_bias`]: a linear layer with its bias
+//! and activation applied as the product is stored, the bits of the three ops).
 //!
 //! # Guarantees
 //!

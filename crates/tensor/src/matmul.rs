@@ -4,6 +4,7 @@
 //! `tests/matmul.rs`). On the [`rlgrad_core::Cpu`] it is rlgrad's own blocked GEMM, which
 //! reads strided operands directly (a transposed view costs no copy).
 
+use rlgrad_core::kernels::UnaryOp;
 use rlgrad_core::{Dims, Error, Float, Result, Shape, View};
 
 use crate::shape_ops::broadcast_layout;
@@ -76,5 +77,84 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
                 out,
             )
         })
+    }
+
+    /// A linear layer in one call: `activation(self @ weight + bias)` for `self: [m, k]`,
+    /// `weight: [k, n]` and `bias: [n]` added to every row; `activation` is any unary op
+    /// (`None` for the identity).
+    ///
+    /// The result is the bits of `self.matmul(weight)?.add(bias)?` followed by
+    /// `.unary(activation)`: each output is the canonical chain, then one rounding of the
+    /// add, then the activation's canonical formula. A device that fuses them (the
+    /// [`rlgrad_core::Cpu`]: the bias and activation are applied to each tile as the GEMM
+    /// stores it) writes the output once instead of three times; other devices run the
+    /// three ops. Errors name `Tensor::matmul_bias` and the shapes: operands that are not
+    /// 2-D, an inner dimension that differs, a bias that is not `[n]`.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::UnaryOp;
+    /// use rlgrad_tensor::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])?;
+    /// let w = Tensor::from_vec(vec![1.0f32, -1.0, 0.5, -0.5], [2, 2])?;
+    /// let b = Tensor::from_vec(vec![0.5f32, 1.0], [2])?;
+    /// let y = x.matmul_bias(&w, &b, Some(UnaryOp::Relu))?;
+    /// assert_eq!(y.to_vec()?, [2.5, 0.0, 5.5, 0.0]);
+    /// assert_eq!(y.to_vec()?, x.matmul(&w)?.add(&b)?.relu()?.to_vec()?);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn matmul_bias(
+        &self,
+        weight: &Self,
+        bias: &Self,
+        activation: Option<UnaryOp<T>>,
+    ) -> Result<Self> {
+        let function = "Tensor::matmul_bias";
+        for (argument, t) in [("self", self), ("weight", weight)] {
+            if t.ndim() != 2 {
+                return Err(Error::shape(function, argument, "2 dimensions", t.shape()));
+            }
+        }
+        let ([m, k], [k2, n]) = (
+            [self.dims()[0], self.dims()[1]],
+            [weight.dims()[0], weight.dims()[1]],
+        );
+        if k != k2 {
+            return Err(Error::shape(
+                function,
+                "weight",
+                format_args!("[{k}, n] to match self {}", self.shape()),
+                weight.shape(),
+            ));
+        }
+        if bias.dims() != [n] {
+            return Err(Error::shape(
+                function,
+                "bias",
+                format_args!(
+                    "[{n}] (one value per column of self @ weight {})",
+                    Shape::new(&[m, n])
+                ),
+                bias.shape(),
+            ));
+        }
+        let mut fused = false;
+        let out = Self::from_kernel(&self.device, Shape::new(&[m, n]), |out| {
+            fused = self.device.matmul_bias(
+                self.view(),
+                weight.view(),
+                bias.view(),
+                activation,
+                out,
+            )?;
+            Ok(())
+        })?;
+        if fused {
+            return Ok(out);
+        }
+        let sum = self.matmul(weight)?.add(bias)?;
+        match activation {
+            Some(op) => sum.unary(op),
+            None => Ok(sum),
+        }
     }
 }

@@ -174,3 +174,82 @@ fn mismatched_operands_are_errors() {
         .unwrap();
     assert_eq!(empty.to_vec().unwrap(), [0.0; 8]);
 }
+
+/// `x.matmul_bias(w, b, act)` against the three ops run one after the other, bit for bit,
+/// over the GEMM's paths: tiles with edges, several blocks of `k` and `n` split over
+/// threads, a narrow output computed transposed, a matrix-vector and an outer product, a
+/// transposed weight; every activation the agents use, and none.
+#[test]
+fn matmul_bias_is_the_three_ops_bit_for_bit() {
+    use rlgrad_core::kernels::UnaryOp;
+    let mut rng = Rng::new(11, "matmul_bias");
+    let activations = [
+        None,
+        Some(UnaryOp::Relu),
+        Some(UnaryOp::Tanh),
+        Some(UnaryOp::Sigmoid),
+    ];
+    for (m, k, n) in [
+        (100, 8, 64),
+        (13, 300, 70),
+        (60, 1100, 300),
+        (300, 40, 7),
+        (256, 300, 1),
+        (7, 1, 33),
+        (1, 5, 1),
+    ] {
+        for threads in [1, 3] {
+            let cpu = Cpu::new(Par::rayon(threads));
+            let mut normal = |shape: &[usize]| {
+                Tensor::<f32>::rand_normal_on(&cpu, shape, 0.0, 1.0, &mut rng).unwrap()
+            };
+            let (x, w, wt, b) = (
+                normal(&[m, k]),
+                normal(&[k, n]),
+                normal(&[n, k]),
+                normal(&[n]),
+            );
+            for weight in [w, wt.t().unwrap()] {
+                for activation in activations {
+                    let fused = x.matmul_bias(&weight, &b, activation).unwrap();
+                    let sum = x.matmul(&weight).unwrap().add(&b).unwrap();
+                    let unfused = match activation {
+                        Some(op) => sum.unary(op).unwrap(),
+                        None => sum,
+                    };
+                    let bits = |t: &Tensor<f32>| {
+                        t.to_vec()
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        bits(&fused),
+                        bits(&unfused),
+                        "{m}x{k}x{n}, {threads} threads, {activation:?}, weight strides {:?}",
+                        weight.layout().strides()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_bias_names_mismatched_shapes() {
+    let t = |shape: &[usize]| Tensor::<f32>::zeros(shape).unwrap();
+    let message = |r: rlgrad_core::Result<Tensor<f32>>| r.unwrap_err().to_string();
+    let wrong_bias = message(t(&[4, 3]).matmul_bias(&t(&[3, 5]), &t(&[4]), None));
+    assert!(
+        wrong_bias.contains("Tensor::matmul_bias") && wrong_bias.contains("[5]"),
+        "{wrong_bias}"
+    );
+    let wrong_k = message(t(&[4, 3]).matmul_bias(&t(&[2, 5]), &t(&[5]), None));
+    assert!(
+        wrong_k.contains("weight") && wrong_k.contains("[2, 5]"),
+        "{wrong_k}"
+    );
+    let batched = message(t(&[2, 4, 3]).matmul_bias(&t(&[3, 5]), &t(&[5]), None));
+    assert!(batched.contains("2 dimensions"), "{batched}");
+}

@@ -1,9 +1,10 @@
 //! The dense layer.
 
+use rlgrad_core::kernels::UnaryOp;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
-use super::{Forward, Module};
+use super::{Activation, Forward, Module};
 use crate::param::Param;
 use crate::tape::{Tape, Var};
 
@@ -168,14 +169,36 @@ impl<T: Float, D: Device> Module<T, D> for Linear<T, D> {
     }
 }
 
+impl<T: Float, D: TensorDevice<T>> Linear<T, D> {
+    /// `activation(x @ weight + bias)`: the layer and its activation as one op
+    /// ([`Var::matmul_bias`]), the bits of [`Forward::forward`] followed by
+    /// [`Activation::apply`] with two passes over the output fewer each way.
+    pub fn forward_activated<'t>(
+        &self,
+        tape: &'t Tape<T, D>,
+        x: &Var<'t, T, D>,
+        activation: Activation,
+    ) -> Result<Var<'t, T, D>> {
+        let weight = tape.param(&self.weight);
+        let Some(bias) = &self.bias else {
+            let y = x
+                .matmul(&weight)
+                .map_err(|e| e.in_function("Linear::forward"))?;
+            return activation.apply(&y);
+        };
+        let activation = match activation {
+            Activation::Relu => Some(UnaryOp::Relu),
+            Activation::Tanh => Some(UnaryOp::Tanh),
+            Activation::Sigmoid => Some(UnaryOp::Sigmoid),
+            Activation::Identity => None,
+        };
+        x.matmul_bias(&weight, &tape.param(bias), activation)
+            .map_err(|e| e.in_function("Linear::forward"))
+    }
+}
+
 impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Linear<T, D> {
     fn forward<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
-        let y = x
-            .matmul(&tape.param(&self.weight))
-            .map_err(|e| e.in_function("Linear::forward"))?;
-        match &self.bias {
-            Some(b) => y.add(&tape.param(b)),
-            None => Ok(y),
-        }
+        self.forward_activated(tape, x, Activation::Identity)
     }
 }

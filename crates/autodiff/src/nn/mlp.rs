@@ -116,12 +116,8 @@ impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Mlp<T, D> {
         let last = self.layers.len() - 1;
         let mut h = x.clone();
         for (i, layer) in self.layers.iter().enumerate() {
-            h = layer.forward(tape, &h)?;
-            h = if i == last {
-                self.output.apply(&h)?
-            } else {
-                self.hidden.apply(&h)?
-            };
+            let activation = if i == last { self.output } else { self.hidden };
+            h = layer.forward_activated(tape, &h, activation)?;
         }
         Ok(h)
     }

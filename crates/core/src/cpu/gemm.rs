@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 
+use crate::kernels::UnaryOp;
 use crate::{DType, Float, Par};
 
 /// A read-only strided matrix: element `(i, j)` is
@@ -34,6 +35,40 @@ impl<T: Copy> Strided<'_, T> {
             col_stride: self.row_stride,
             ..self
         }
+    }
+}
+
+/// What a product does to each output as it stores it (a linear layer's bias and
+/// activation): `activation(acc + bias[j])`, the add one rounding and the activation its
+/// canonical formula ([`UnaryOp::apply`]), so that the result is the bits of the three ops
+/// run one after the other.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Epilogue<'a, T> {
+    /// One value per output column.
+    pub bias: &'a [T],
+    pub activation: Option<UnaryOp<T>>,
+}
+
+impl<T: Float> Epilogue<'_, T> {
+    /// Applies the epilogue to `row`, whose first element is in column `first_col`. (The
+    /// activation is matched once per row, so that the loop of each is its own and
+    /// vectorizes, rather than a match per element.)
+    #[inline(always)]
+    fn apply(&self, row: &mut [T], first_col: usize) {
+        let bias = &self.bias[first_col..first_col + row.len()];
+        match self.activation {
+            None => add_bias(row, bias, |s| s),
+            Some(UnaryOp::Relu) => add_bias(row, bias, |s| UnaryOp::Relu.apply(s)),
+            Some(activation) => add_bias(row, bias, |s| activation.apply(s)),
+        }
+    }
+}
+
+/// `row[j] = activation(row[j] + bias[j])`.
+#[inline(always)]
+fn add_bias<T: Float>(row: &mut [T], bias: &[T], activation: impl Fn(T) -> T) {
+    for (x, &b) in row.iter_mut().zip(bias) {
+        *x = activation(*x + b);
     }
 }
 
@@ -62,7 +97,8 @@ const MIN_PARALLEL_WORK: usize = 1 << 20;
 const NARROW: usize = 16;
 
 /// `c = a @ b` for `a: [m, k]`, `b: [k, n]` and a dense row-major `c: [m, n]`, in the
-/// canonical order (`k >= 1`).
+/// canonical order (`k >= 1`), then the `epilogue` if any (its bias holds `n` values).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm<T: Float>(
     m: usize,
     n: usize,
@@ -71,15 +107,17 @@ pub(crate) fn gemm<T: Float>(
     b: Strided<'_, T>,
     c: &mut [T],
     par: Par,
+    epilogue: Option<Epilogue<'_, T>>,
 ) {
     debug_assert!(k >= 1 && c.len() == m * n);
+    debug_assert!(epilogue.is_none_or(|e| e.bias.len() == n));
     let threads = if m * n * k >= MIN_PARALLEL_WORK {
         par.threads().min(m.div_ceil(MC / 4).max(1))
     } else {
         1
     };
     if threads <= 1 {
-        return dispatch(m, n, k, a, b, c);
+        return dispatch(m, n, k, a, b, c, epilogue);
     }
     // Threads own whole rows of `c`: every output's chain is the same whoever runs it.
     let rows_per_task = m.div_ceil(threads).next_multiple_of(8);
@@ -89,7 +127,7 @@ pub(crate) fn gemm<T: Float>(
             offset: a.offset + first * a.row_stride,
             ..a
         };
-        dispatch(rows.len() / n, n, k, a, b, rows);
+        dispatch(rows.len() / n, n, k, a, b, rows, epilogue);
     });
 }
 
@@ -104,10 +142,15 @@ fn dispatch<T: Float>(
     a: Strided<'_, T>,
     b: Strided<'_, T>,
     c: &mut [T],
+    epilogue: Option<Epilogue<'_, T>>,
 ) {
     // Every output is the same chain in either orientation; pick the one without waste
     // (a matrix-vector product and an outer product have kernels of their own).
     let transpose = n < NARROW && m > n && n > 1 && k > 1;
+    // The tiles of a row-major `c` take the epilogue while they are in registers' reach;
+    // other outputs (written transposed, matrix-vector and outer products) get it after.
+    let in_tiles = !transpose && n > 1 && k > 1;
+    let original_n = n;
     let (m, n, a, b, c_strides) = if transpose {
         (n, m, b.transposed(), a.transposed(), (1, n))
     } else {
@@ -124,25 +167,38 @@ fn dispatch<T: Float>(
             b,
             b_pack,
             c_strides,
+            epilogue: epilogue.filter(|_| in_tiles),
         };
-        #[cfg(target_arch = "x86_64")]
-        {
-            let fma = std::arch::is_x86_feature_detected!("fma");
-            if fma && std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
-                return unsafe { x86::avx512(operands, c) };
-            }
-            if fma && std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-                return unsafe { x86::avx2(operands, c) };
-            }
-        }
-        blocked::<T, Portable, 4, 8>(operands, c);
+        run_blocked(operands, c);
     });
+    if let Some(epilogue) = epilogue.filter(|_| !in_tiles) {
+        for row in c.chunks_exact_mut(original_n) {
+            epilogue.apply(row, 0);
+        }
+    }
 }
 
-/// The inputs of one blocked product, the packing buffer of `B` it uses, and the strides of
-/// its output (`(n, 1)` for row-major `c`, `(1, m)` for `c` written transposed).
+/// The blocked product in the version for the widest instruction set with FMA.
+#[inline(always)]
+fn run_blocked<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let fma = std::arch::is_x86_feature_detected!("fma");
+        if fma && std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+            return unsafe { x86::avx512(operands, c) };
+        }
+        if fma && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { x86::avx2(operands, c) };
+        }
+    }
+    blocked::<T, Portable, 4, 8>(operands, c);
+}
+
+/// The inputs of one blocked product, the packing buffer of `B` it uses, the strides of
+/// its output (`(n, 1)` for row-major `c`, `(1, m)` for `c` written transposed), and the
+/// epilogue its tiles take (only with a row-major `c`).
 struct Operands<'a, T> {
     m: usize,
     n: usize,
@@ -151,6 +207,7 @@ struct Operands<'a, T> {
     b: Strided<'a, T>,
     b_pack: &'a mut [T],
     c_strides: (usize, usize),
+    epilogue: Option<Epilogue<'a, T>>,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -169,9 +226,13 @@ mod x86 {
     /// `operands` as operands of `U`, which `T` is.
     fn cast<'a, T: 'static, U: 'static>(operands: Operands<'a, T>) -> Operands<'a, U> {
         assert!(same::<T, U>(), "cast between different element types");
-        // SAFETY: `T` and `U` are the same type (same TypeId, asserted just above), so
-        // every reference keeps its referent's type, length and lifetime.
-        unsafe { std::mem::transmute::<Operands<'a, T>, Operands<'a, U>>(operands) }
+        // (`transmute` cannot see that the sizes match: the epilogue's activation holds a
+        // `T`; the original is not dropped, so nothing is owned twice.)
+        let operands = std::mem::ManuallyDrop::new(operands);
+        // SAFETY: `T` and `U` are the same type (same TypeId, asserted just above), so the
+        // two structs are one layout and every reference keeps its referent's type, length
+        // and lifetime.
+        unsafe { std::mem::transmute_copy::<Operands<'a, T>, Operands<'a, U>>(&operands) }
     }
 
     /// `c` as a slice of `U` when `T` is `U`.
@@ -487,7 +548,9 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         b,
         b_pack,
         c_strides: (row_stride, col_stride),
+        epilogue,
     } = operands;
+    debug_assert!(epilogue.is_none() || (col_stride == 1 && k > 1 && n > 1));
     if k == 1 {
         return outer_product(m, n, a, b, c, row_stride, col_stride);
     }
@@ -533,6 +596,14 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
                             col_stride,
                         };
                         tile_product::<T, K, MR, NR>(kc, a_rows, b_panel, c, tile, pc == 0);
+                    }
+                }
+                // The last `k` block of these rows is done: the epilogue runs over them
+                // while they are in cache, a row of the block at a time.
+                if let Some(epilogue) = epilogue.filter(|_| pc + kc == k) {
+                    for row in ic..ic + mc {
+                        let start = row * row_stride + jc;
+                        epilogue.apply(&mut c[start..start + nc], jc);
                     }
                 }
             }
@@ -1048,7 +1119,7 @@ mod tests {
                 f(&mut c);
                 versions.push((name, c));
             };
-            run("dispatch", &|c| dispatch(m, n, k, sa, sb, c));
+            run("dispatch", &|c| dispatch(m, n, k, sa, sb, c, None));
             let at = |s: &Strided<'_, T>, i: usize, j: usize| {
                 s.data[s.offset + i * s.row_stride + j * s.col_stride]
             };
@@ -1060,7 +1131,7 @@ mod tests {
                 col_stride: 1,
             }
             .transposed();
-            run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c));
+            run("transposed lhs", &|c| dispatch(m, n, k, ta, sb, c, None));
             let transposed_b: Vec<T> = (0..n * k).map(|x| at(&sb, x % k, x / k)).collect();
             let tb = Strided {
                 data: &transposed_b,
@@ -1069,7 +1140,7 @@ mod tests {
                 col_stride: 1,
             }
             .transposed();
-            run("transposed rhs", &|c| dispatch(m, n, k, sa, tb, c));
+            run("transposed rhs", &|c| dispatch(m, n, k, sa, tb, c, None));
             // The blocked product with `kernel`, on this thread's packing buffer.
             let blocked_with = |c: &mut [T], kernel: &dyn Fn(Operands<'_, T>, &mut [T])| {
                 with_pack::<T, _>(KC * NC, |b_pack| {
@@ -1081,6 +1152,7 @@ mod tests {
                         b: sb,
                         b_pack,
                         c_strides: (n, 1),
+                        epilogue: None,
                     };
                     kernel(operands, c)
                 })
@@ -1088,7 +1160,9 @@ mod tests {
             run("baseline", &|c| {
                 blocked_with(c, &|o, c| blocked::<T, Portable, 4, 8>(o, c))
             });
-            run("parallel", &|c| gemm(m, n, k, sa, sb, c, Par::rayon(3)));
+            run("parallel", &|c| {
+                gemm(m, n, k, sa, sb, c, Par::rayon(3), None)
+            });
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("fma") {
                 if std::arch::is_x86_feature_detected!("avx2") {

@@ -2,32 +2,56 @@
 //! of [`MatmulKernel`], over every batch entry. Strided operands (transposed views) are
 //! read directly by the packing, with no copy.
 
-use super::gemm::{Strided, gemm};
+use super::gemm::{Epilogue, Strided, gemm};
 use super::{Cpu, check_output, check_view};
-use crate::kernels::MatmulKernel;
+use crate::kernels::{MatmulKernel, UnaryOp};
 use crate::shape::RowCursor;
 use crate::{Dims, Error, Float, Layout, Result, Shape, View};
 
+/// The dimensions of a product, `(m, k, n, batch)`, checked: both views inside their
+/// buffers, `rhs` `[..., k, n]` fitting `lhs` `[..., m, k]`, `out` of `batch * m * n`.
+fn product_dims<T>(
+    function: &'static str,
+    lhs: View<'_, Vec<T>>,
+    rhs: View<'_, Vec<T>>,
+    out: &[T],
+) -> Result<(usize, usize, usize, usize)> {
+    check_view(function, "lhs", lhs)?;
+    check_view(function, "rhs", rhs)?;
+    let (ls, rs) = (lhs.layout.shape().dims(), rhs.layout.shape().dims());
+    let nd = ls.len();
+    if nd < 2 || rs.len() != nd || ls[..nd - 2] != rs[..nd - 2] || ls[nd - 1] != rs[nd - 2] {
+        return Err(Error::shape(
+            function,
+            "rhs",
+            format_args!(
+                "[..., k, n] fitting lhs of shape {} ([..., m, k])",
+                lhs.layout.shape()
+            ),
+            rhs.layout.shape(),
+        ));
+    }
+    let (m, k, n) = (ls[nd - 2], ls[nd - 1], rs[nd - 1]);
+    let batch: usize = ls[..nd - 2].iter().product();
+    check_output(function, out, batch * m * n)?;
+    Ok((m, k, n, batch))
+}
+
+/// A 2-D operand of the GEMM: the last two axes of `view` from element `start`.
+fn operand<'a, T>(view: View<'a, Vec<T>>, start: usize) -> Strided<'a, T> {
+    let strides = view.layout.strides();
+    let nd = strides.len();
+    Strided {
+        data: view.buffer,
+        offset: start,
+        row_stride: strides[nd - 2],
+        col_stride: strides[nd - 1],
+    }
+}
+
 impl<T: Float> MatmulKernel<T> for Cpu {
     fn matmul(&self, lhs: View<'_, Vec<T>>, rhs: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
-        check_view("Cpu::matmul", "lhs", lhs)?;
-        check_view("Cpu::matmul", "rhs", rhs)?;
-        let (ls, rs) = (lhs.layout.shape().dims(), rhs.layout.shape().dims());
-        let nd = ls.len();
-        if nd < 2 || rs.len() != nd || ls[..nd - 2] != rs[..nd - 2] || ls[nd - 1] != rs[nd - 2] {
-            return Err(Error::shape(
-                "Cpu::matmul",
-                "rhs",
-                format_args!(
-                    "[..., k, n] fitting lhs of shape {} ([..., m, k])",
-                    lhs.layout.shape()
-                ),
-                rhs.layout.shape(),
-            ));
-        }
-        let (m, k, n) = (ls[nd - 2], ls[nd - 1], rs[nd - 1]);
-        let batch: usize = ls[..nd - 2].iter().product();
-        check_output("Cpu::matmul", out, batch * m * n)?;
+        let (m, k, n, _) = product_dims("Cpu::matmul", lhs, rhs, out)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -35,20 +59,14 @@ impl<T: Float> MatmulKernel<T> for Cpu {
             out.fill(T::zero());
             return Ok(());
         }
-        let operand = |buffer, start, strides: &[usize]| Strided {
-            data: buffer,
-            offset: start,
-            row_stride: strides[nd - 2],
-            col_stride: strides[nd - 1],
-        };
-        let (l_strides, r_strides) = (lhs.layout.strides(), rhs.layout.strides());
+        let nd = lhs.layout.shape().ndim();
         if nd == 2 {
             // A plain product (every linear layer): no batch walk.
             let (a, b) = (
-                operand(lhs.buffer, lhs.layout.offset(), l_strides),
-                operand(rhs.buffer, rhs.layout.offset(), r_strides),
+                operand(lhs, lhs.layout.offset()),
+                operand(rhs, rhs.layout.offset()),
             );
-            gemm(m, n, k, a, b, out, self.par());
+            gemm(m, n, k, a, b, out, self.par(), None);
             return Ok(());
         }
         // Cursors over the batch dimensions: a layout of shape [batch..., 1] whose rows
@@ -67,14 +85,53 @@ impl<T: Float> MatmulKernel<T> for Cpu {
                 m,
                 n,
                 k,
-                operand(lhs.buffer, lc.start(), l_strides),
-                operand(rhs.buffer, rc.start(), r_strides),
+                operand(lhs, lc.start()),
+                operand(rhs, rc.start()),
                 dst,
                 self.par(),
+                None,
             );
             lc.advance();
             rc.advance();
         }
         Ok(())
+    }
+
+    /// Fused for 2-D operands with `k >= 1` and a bias of dense `[n]` elements (the bias
+    /// and activation are applied to each tile of the output as the GEMM stores it);
+    /// other operands return `Ok(false)`.
+    fn matmul_bias(
+        &self,
+        lhs: View<'_, Vec<T>>,
+        rhs: View<'_, Vec<T>>,
+        bias: View<'_, Vec<T>>,
+        activation: Option<UnaryOp<T>>,
+        out: &mut Vec<T>,
+    ) -> Result<bool> {
+        let function = "Cpu::matmul_bias";
+        let (m, k, n, _) = product_dims(function, lhs, rhs, out)?;
+        check_view(function, "bias", bias)?;
+        if bias.layout.shape().dims() != [n] {
+            return Err(Error::shape(
+                function,
+                "bias",
+                format_args!("[{n}] (one value per output column)"),
+                bias.layout.shape(),
+            ));
+        }
+        if lhs.layout.shape().ndim() != 2 || k == 0 || m == 0 || !bias.layout.is_contiguous() {
+            return Ok(false);
+        }
+        let start = bias.layout.offset();
+        let epilogue = Epilogue {
+            bias: &bias.buffer[start..start + n],
+            activation,
+        };
+        let (a, b) = (
+            operand(lhs, lhs.layout.offset()),
+            operand(rhs, rhs.layout.offset()),
+        );
+        gemm(m, n, k, a, b, out, self.par(), Some(epilogue));
+        Ok(true)
     }
 }

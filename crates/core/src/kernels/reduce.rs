@@ -1,3 +1,4 @@
+use crate::kernels::UnaryOp;
 use crate::{Device, Float, Result, View};
 
 /// A reduction, in the canonical order of [`crate::reduce`].
@@ -106,4 +107,27 @@ pub trait MatmulKernel<T: Float>: Device {
         rhs: View<'_, Self::Buffer<T>>,
         out: &mut Self::Buffer<T>,
     ) -> Result<()>;
+
+    /// A linear layer in one pass, where the device fuses it: `out = activation(lhs @
+    /// rhs + bias)` for `lhs: [m, k]`, `rhs: [k, n]` and `bias: [n]` added to every row.
+    /// Each output is the canonical chain, then `+ bias[j]`
+    /// ([`crate::kernels::BinaryOp::Add`]), then `activation` ([`UnaryOp::apply`]): the
+    /// bits of the three ops run one after the other, without writing and reading the
+    /// product twice more.
+    ///
+    /// Returns `Ok(false)` and leaves `out` as it is where the device does not fuse these
+    /// operands (the default: a device without the fused kernel), so that the caller runs
+    /// the three ops instead; errors as [`MatmulKernel::matmul`], and for a `bias` that is
+    /// not `[n]`.
+    fn matmul_bias(
+        &self,
+        lhs: View<'_, Self::Buffer<T>>,
+        rhs: View<'_, Self::Buffer<T>>,
+        bias: View<'_, Self::Buffer<T>>,
+        activation: Option<UnaryOp<T>>,
+        out: &mut Self::Buffer<T>,
+    ) -> Result<bool> {
+        let _ = (lhs, rhs, bias, activation, out);
+        Ok(false)
+    }
 }
