@@ -14,7 +14,7 @@ use std::time::Duration;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion};
 use rayon::prelude::*;
-use rlgrad_core::Par;
+use rlgrad_core::{Par, keep_workers_awake};
 
 /// The environment variable that sets the thread counts of a bench run (`1`, `2`, `1,2`).
 pub const THREADS_VAR: &str = "RLGRAD_BENCH_THREADS";
@@ -91,7 +91,9 @@ impl Threads {
         self.pool.install(op)
     }
 
-    /// Benches `routine` as `name/<count>t` in `group`, timed inside the pool.
+    /// Benches `routine` as `name/<count>t` in `group`, timed inside the pool with its other
+    /// workers kept awake ([`keep_workers_awake`]: as a training loop on CPUs of its own
+    /// would run, and as the peers' OpenMP and Eigen pools wait between kernels).
     pub fn bench<R>(
         &self,
         group: &mut BenchmarkGroup<'_, WallTime>,
@@ -99,7 +101,8 @@ impl Threads {
         mut routine: impl FnMut() -> R + Send,
     ) {
         group.bench_function(self.id(name), |b| {
-            self.pool.install(|| b.iter(&mut routine));
+            self.pool
+                .install(|| keep_workers_awake(|| b.iter(&mut routine)));
         });
     }
 }

@@ -66,7 +66,7 @@ pub use cpu::Cpu;
 pub use device::{Device, View};
 pub use error::{Error, Result};
 pub use float::{DType, Element, Float};
-pub use par::Par;
+pub use par::{Par, keep_workers_awake};
 pub use rng::{Rng, RngState};
 pub use shape::{Dims, Layout, RowCursor, Shape};
 
