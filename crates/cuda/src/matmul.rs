@@ -2,7 +2,7 @@
 //! multiply-add chain over `k` for every output), not cuBLAS, so the bits are the Cpu's.
 
 use cudarc::driver::LaunchConfig;
-use rlgrad_core::kernels::MatmulKernel;
+use rlgrad_core::kernels::{MatmulKernel, matmul_dims};
 use rlgrad_core::{Dims, Error, Float, Layout, Result, Shape, View};
 
 use crate::compile::Family;
@@ -33,21 +33,8 @@ impl<T: Float> MatmulKernel<T> for Cuda {
         const F: &str = "Cuda::matmul";
         check_view(F, "lhs", lhs)?;
         check_view(F, "rhs", rhs)?;
-        let (ls, rs) = (lhs.layout.shape().dims(), rhs.layout.shape().dims());
-        let nd = ls.len();
-        if nd < 2 || rs.len() != nd || ls[..nd - 2] != rs[..nd - 2] || ls[nd - 1] != rs[nd - 2] {
-            return Err(Error::shape(
-                F,
-                "rhs",
-                format_args!(
-                    "[..., k, n] fitting lhs of shape {} ([..., m, k])",
-                    lhs.layout.shape()
-                ),
-                rhs.layout.shape(),
-            ));
-        }
-        let (m, k, n) = (ls[nd - 2], ls[nd - 1], rs[nd - 1]);
-        let batch: usize = ls[..nd - 2].iter().product();
+        let (m, k, n, batch) = matmul_dims(F, lhs.layout.shape(), rhs.layout.shape())?;
+        let nd = lhs.layout.shape().ndim();
         check_len(F, "out", out, batch * m * n)?;
         if batch * m * n == 0 {
             return Ok(());

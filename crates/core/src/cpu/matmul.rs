@@ -4,7 +4,7 @@
 
 use super::gemm::{Epilogue, Strided, gemm};
 use super::{Cpu, check_output, check_view};
-use crate::kernels::{MatmulKernel, UnaryOp};
+use crate::kernels::{MatmulKernel, UnaryOp, matmul_dims};
 use crate::shape::RowCursor;
 use crate::{Dims, Error, Float, Layout, Result, Shape, View};
 
@@ -18,21 +18,7 @@ fn product_dims<T>(
 ) -> Result<(usize, usize, usize, usize)> {
     check_view(function, "lhs", lhs)?;
     check_view(function, "rhs", rhs)?;
-    let (ls, rs) = (lhs.layout.shape().dims(), rhs.layout.shape().dims());
-    let nd = ls.len();
-    if nd < 2 || rs.len() != nd || ls[..nd - 2] != rs[..nd - 2] || ls[nd - 1] != rs[nd - 2] {
-        return Err(Error::shape(
-            function,
-            "rhs",
-            format_args!(
-                "[..., k, n] fitting lhs of shape {} ([..., m, k])",
-                lhs.layout.shape()
-            ),
-            rhs.layout.shape(),
-        ));
-    }
-    let (m, k, n) = (ls[nd - 2], ls[nd - 1], rs[nd - 1]);
-    let batch: usize = ls[..nd - 2].iter().product();
+    let (m, k, n, batch) = matmul_dims(function, lhs.layout.shape(), rhs.layout.shape())?;
     check_output(function, out, batch * m * n)?;
     Ok((m, k, n, batch))
 }

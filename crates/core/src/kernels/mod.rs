@@ -27,5 +27,5 @@ pub use cell::CellKernel;
 pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
 pub use optim::OptimKernel;
 pub use recurrence::RecurrenceKernel;
-pub use reduce::{CopyKernel, MatmulKernel, ReduceKernel, ReduceOp};
+pub use reduce::{CopyKernel, MatmulKernel, ReduceKernel, ReduceOp, matmul_dims};
 pub use sequence::SequenceKernel;

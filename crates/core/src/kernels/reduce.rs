@@ -1,5 +1,5 @@
 use crate::kernels::UnaryOp;
-use crate::{Device, Float, Result, View};
+use crate::{Device, Error, Float, Result, Shape, View};
 
 /// A reduction, in the canonical order of [`crate::reduce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,4 +130,26 @@ pub trait MatmulKernel<T: Float>: Device {
         let _ = (lhs, rhs, bias, activation, out);
         Ok(false)
     }
+}
+
+/// The dimensions `(m, k, n, batch)` of `lhs @ rhs` for a [`MatmulKernel`]: an error naming
+/// `function` unless `rhs` is `[..., k, n]` fitting `lhs` `[..., m, k]` with the same batch
+/// dimensions (`batch` is their product).
+pub fn matmul_dims(
+    function: &'static str,
+    lhs: &Shape,
+    rhs: &Shape,
+) -> Result<(usize, usize, usize, usize)> {
+    let (ls, rs) = (lhs.dims(), rhs.dims());
+    let nd = ls.len();
+    if nd < 2 || rs.len() != nd || ls[..nd - 2] != rs[..nd - 2] || ls[nd - 1] != rs[nd - 2] {
+        return Err(Error::shape(
+            function,
+            "rhs",
+            format_args!("[..., k, n] fitting lhs of shape {lhs} ([..., m, k])"),
+            rhs,
+        ));
+    }
+    let batch = ls[..nd - 2].iter().product();
+    Ok((ls[nd - 2], ls[nd - 1], rs[nd - 1], batch))
 }
