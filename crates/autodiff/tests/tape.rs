@@ -448,3 +448,35 @@ fn matmul_bias_is_the_three_ops_in_values_and_gradients() {
         assert_eq!(run(true), run(false), "{activation:?}");
     }
 }
+
+/// A layer applied to a batch of sequences (`[batch, time, in]`) runs the ops one by one
+/// (the fused op is 2-D) and gives the bits of the batched product, the bias and the
+/// activation.
+#[test]
+fn a_linear_layer_takes_batched_inputs() {
+    let mut rng = Rng::new(9, "batched");
+    let mlp = Mlp::<f32>::new(
+        "mlp",
+        &[4, 3],
+        Activation::Relu,
+        Activation::Tanh,
+        Init::TorchDefault,
+        &mut rng,
+    )
+    .unwrap();
+    let x = Tensor::<f32>::rand_normal([2, 5, 4], 0.0, 1.0, &mut rng).unwrap();
+    let tape = Tape::new();
+    let got = mlp.forward(&tape, &tape.constant(&x)).unwrap();
+    let params = mlp.parameters();
+    let want = x
+        .matmul(params[0].value())
+        .unwrap()
+        .add(params[1].value())
+        .unwrap()
+        .tanh()
+        .unwrap();
+    assert_eq!(got.dims(), [2, 5, 3]);
+    let bits =
+        |t: &Tensor<f32>| -> Vec<u32> { t.to_vec().unwrap().iter().map(|v| v.to_bits()).collect() };
+    assert_eq!(bits(got.value()), bits(&want));
+}

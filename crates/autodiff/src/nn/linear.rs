@@ -170,30 +170,39 @@ impl<T: Float, D: Device> Module<T, D> for Linear<T, D> {
 }
 
 impl<T: Float, D: TensorDevice<T>> Linear<T, D> {
-    /// `activation(x @ weight + bias)`: the layer and its activation as one op
-    /// ([`Var::matmul_bias`]), the bits of [`Forward::forward`] followed by
-    /// [`Activation::apply`] with two passes over the output fewer each way.
+    /// `activation(x @ weight + bias)`: the layer and its activation, the bits of
+    /// [`Forward::forward`] followed by [`Activation::apply`]. A 2-D `x` with a bias runs
+    /// as one op ([`Var::matmul_bias`]: two passes over the output fewer each way); a
+    /// batched `x` (`[..., in]`) or a layer without bias runs the ops one by one.
     pub fn forward_activated<'t>(
         &self,
         tape: &'t Tape<T, D>,
         x: &Var<'t, T, D>,
         activation: Activation,
     ) -> Result<Var<'t, T, D>> {
+        let in_forward = |e: rlgrad_core::Error| e.in_function("Linear::forward");
         let weight = tape.param(&self.weight);
-        let Some(bias) = &self.bias else {
-            let y = x
-                .matmul(&weight)
-                .map_err(|e| e.in_function("Linear::forward"))?;
-            return activation.apply(&y);
-        };
-        let activation = match activation {
-            Activation::Relu => Some(UnaryOp::Relu),
-            Activation::Tanh => Some(UnaryOp::Tanh),
-            Activation::Sigmoid => Some(UnaryOp::Sigmoid),
-            Activation::Identity => None,
-        };
-        x.matmul_bias(&weight, &tape.param(bias), activation)
-            .map_err(|e| e.in_function("Linear::forward"))
+        let bias = self.bias.as_ref().map(|b| tape.param(b));
+        match bias {
+            Some(bias) if x.shape().ndim() == 2 => {
+                let activation = match activation {
+                    Activation::Relu => Some(UnaryOp::Relu),
+                    Activation::Tanh => Some(UnaryOp::Tanh),
+                    Activation::Sigmoid => Some(UnaryOp::Sigmoid),
+                    Activation::Identity => None,
+                };
+                x.matmul_bias(&weight, &bias, activation)
+                    .map_err(in_forward)
+            }
+            bias => {
+                let y = x.matmul(&weight).map_err(in_forward)?;
+                let y = match bias {
+                    Some(bias) => y.add(&bias)?,
+                    None => y,
+                };
+                activation.apply(&y)
+            }
+        }
     }
 }
 

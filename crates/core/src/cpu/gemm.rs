@@ -147,8 +147,9 @@ fn dispatch<T: Float>(
     // Every output is the same chain in either orientation; pick the one without waste
     // (a matrix-vector product and an outer product have kernels of their own).
     let transpose = n < NARROW && m > n && n > 1 && k > 1;
-    // The tiles of a row-major `c` take the epilogue while they are in registers' reach;
-    // other outputs (written transposed, matrix-vector and outer products) get it after.
+    // The blocked product of a row-major `c` applies the epilogue to each block of rows
+    // once its last `k` block is done, while the rows are in cache; other outputs (written
+    // transposed, matrix-vector and outer products) get it in a pass at the end.
     let in_tiles = !transpose && n > 1 && k > 1;
     let original_n = n;
     let (m, n, a, b, c_strides) = if transpose {
@@ -198,7 +199,7 @@ fn run_blocked<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
 
 /// The inputs of one blocked product, the packing buffer of `B` it uses, the strides of
 /// its output (`(n, 1)` for row-major `c`, `(1, m)` for `c` written transposed), and the
-/// epilogue its tiles take (only with a row-major `c`).
+/// epilogue it applies to its blocks of rows (only with a row-major `c`).
 struct Operands<'a, T> {
     m: usize,
     n: usize,
