@@ -86,9 +86,9 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
     /// The result is the bits of `self.matmul(weight)?.add(bias)?` followed by
     /// `.unary(activation)`: each output is the canonical chain, then one rounding of the
     /// add, then the activation's canonical formula. A device that fuses them (the
-    /// [`rlgrad_core::Cpu`]: the bias and activation are applied to each tile as the GEMM
-    /// stores it) writes the output once instead of three times; other devices run the
-    /// three ops. Errors name `Tensor::matmul_bias` and the shapes: operands that are not
+    /// [`rlgrad_core::Cpu`]: the bias and activation are applied to each block of rows as
+    /// the GEMM finishes it) writes the output once instead of three times; other devices
+    /// run the three ops. Errors name `Tensor::matmul_bias` and the shapes: operands that are not
     /// 2-D, an inner dimension that differs, a bias that is not `[n]`.
     ///
     /// ```
@@ -137,21 +137,23 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
                 bias.shape(),
             ));
         }
+        // A device that does not fuse writes the plain product into the same output, and
+        // the bias and activation follow as their own ops.
         let mut fused = false;
-        let out = Self::from_kernel(&self.device, Shape::new(&[m, n]), |out| {
-            fused = self.device.matmul_bias(
-                self.view(),
-                weight.view(),
-                bias.view(),
-                activation,
-                out,
-            )?;
+        let product = Self::from_kernel(&self.device, Shape::new(&[m, n]), |out| {
+            let (x, w) = (self.view(), weight.view());
+            fused = self
+                .device
+                .matmul_bias(x, w, bias.view(), activation, out)?;
+            if !fused {
+                self.device.matmul(x, w, out)?;
+            }
             Ok(())
         })?;
         if fused {
-            return Ok(out);
+            return Ok(product);
         }
-        let sum = self.matmul(weight)?.add(bias)?;
+        let sum = product.add(bias)?;
         match activation {
             Some(op) => sum.unary(op),
             None => Ok(sum),

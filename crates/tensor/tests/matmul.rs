@@ -209,7 +209,15 @@ fn matmul_bias_is_the_three_ops_bit_for_bit() {
                 normal(&[n, k]),
                 normal(&[n]),
             );
-            for weight in [w, wt.t().unwrap()] {
+            // A strided bias (one column of an [n, 2] matrix) takes the unfused path.
+            let strided_bias = normal(&[n, 2]).narrow(1, 0, 1).unwrap().squeeze(1).unwrap();
+            assert!(n == 1 || !strided_bias.is_contiguous());
+            let operands = [
+                (w, b.clone()),
+                (wt.t().unwrap(), b),
+                (normal(&[k, n]), strided_bias),
+            ];
+            for (weight, b) in operands {
                 for activation in activations {
                     let fused = x.matmul_bias(&weight, &b, activation).unwrap();
                     let sum = x.matmul(&weight).unwrap().add(&b).unwrap();
