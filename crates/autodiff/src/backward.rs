@@ -114,7 +114,8 @@ pub(crate) enum Op<T: Float, D: TensorDevice<T>> {
         x_value: Tensor<T, D>,
         w_value: Tensor<T, D>,
         bias_shape: Shape,
-        activation: Option<UnaryOp<T>>,
+        /// The activation's backward from `y` ([`backward_from_output`]), if any.
+        activation_backward: Option<BinaryOp>,
         y: Tensor<T, D>,
     },
     Reshape {
@@ -297,15 +298,11 @@ impl<T: Float, D: TensorDevice<T>> Op<T, D> {
                 x_value,
                 w_value,
                 bias_shape,
-                activation,
+                activation_backward,
                 y,
             } => {
-                let g = match activation {
-                    Some(op) => {
-                        let backward = backward_from_output(*op)
-                            .expect("MatmulBias is recorded with output-based activations");
-                        g.binary(backward, y)?
-                    }
+                let g = match activation_backward {
+                    Some(backward) => g.binary(*backward, y)?,
                     None => g.clone(),
                 };
                 if let Some(i) = wanted(bias) {

@@ -338,8 +338,9 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         let function = "Var::matmul_bias";
         self.tape().check_same(function, "weight", weight)?;
         self.tape().check_same(function, "bias", bias)?;
+        let activation_backward = activation.and_then(backward_from_output);
         if let Some(op) = activation
-            && backward_from_output(op).is_none()
+            && activation_backward.is_none()
         {
             return self.matmul_bias(weight, bias, None)?.unary(op, function);
         }
@@ -356,7 +357,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
                 x_value: self.value().clone(),
                 w_value: weight.value().clone(),
                 bias_shape: bias.shape().clone(),
-                activation,
+                activation_backward,
                 y,
             })
     }
