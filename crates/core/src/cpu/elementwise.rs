@@ -228,6 +228,85 @@ fn zip_runs<T: Float>(
     }
 }
 
+/// `$body` with `$f` bound to `$op`'s scalar formula ([`UnaryOp::apply`]) as a closure of
+/// its own per op: the match is decided once, so that a loop calling `$f` is compiled for
+/// that one formula (and vectorizes) rather than matching per element.
+macro_rules! with_formula {
+    ($op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            UnaryOp::Neg => {
+                let $f = move |v| UnaryOp::Neg.apply(v);
+                $body
+            }
+            UnaryOp::Abs => {
+                let $f = move |v| UnaryOp::Abs.apply(v);
+                $body
+            }
+            UnaryOp::Exp => {
+                let $f = move |v| UnaryOp::Exp.apply(v);
+                $body
+            }
+            UnaryOp::Log => {
+                let $f = move |v| UnaryOp::Log.apply(v);
+                $body
+            }
+            UnaryOp::Sqrt => {
+                let $f = move |v| UnaryOp::Sqrt.apply(v);
+                $body
+            }
+            UnaryOp::Tanh => {
+                let $f = move |v| UnaryOp::Tanh.apply(v);
+                $body
+            }
+            UnaryOp::Relu => {
+                let $f = move |v| UnaryOp::Relu.apply(v);
+                $body
+            }
+            UnaryOp::Sigmoid => {
+                let $f = move |v| UnaryOp::Sigmoid.apply(v);
+                $body
+            }
+            UnaryOp::Square => {
+                let $f = move |v| UnaryOp::Square.apply(v);
+                $body
+            }
+            UnaryOp::Powf(p) => {
+                let $f = move |v| UnaryOp::Powf(p).apply(v);
+                $body
+            }
+            UnaryOp::Clamp { min, max } => {
+                let $f = move |v| UnaryOp::Clamp { min, max }.apply(v);
+                $body
+            }
+            UnaryOp::AddScalar(s) => {
+                let $f = move |v| UnaryOp::AddScalar(s).apply(v);
+                $body
+            }
+            UnaryOp::SubScalar(s) => {
+                let $f = move |v| UnaryOp::SubScalar(s).apply(v);
+                $body
+            }
+            UnaryOp::ScalarSub(s) => {
+                let $f = move |v| UnaryOp::ScalarSub(s).apply(v);
+                $body
+            }
+            UnaryOp::MulScalar(s) => {
+                let $f = move |v| UnaryOp::MulScalar(s).apply(v);
+                $body
+            }
+            UnaryOp::DivScalar(s) => {
+                let $f = move |v| UnaryOp::DivScalar(s).apply(v);
+                $body
+            }
+            UnaryOp::ScalarDiv(s) => {
+                let $f = move |v| UnaryOp::ScalarDiv(s).apply(v);
+                $body
+            }
+        }
+    };
+}
+pub(super) use with_formula;
+
 impl<T: Float> ElementwiseKernel<T> for Cpu {
     fn unary(&self, op: UnaryOp<T>, x: View<'_, Vec<T>>, out: &mut Vec<T>) -> Result<()> {
         check_view("Cpu::unary", "x", x)?;
@@ -246,32 +325,7 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
                 return Ok(());
             }
         }
-        macro_rules! each {
-            ($($variant:pat => $constant:expr),* $(,)?) => {
-                match op {
-                    $($variant => map(par, x, out, move |v| $constant.apply(v)),)*
-                }
-            };
-        }
-        each! {
-            UnaryOp::Neg => UnaryOp::<T>::Neg,
-            UnaryOp::Abs => UnaryOp::<T>::Abs,
-            UnaryOp::Exp => UnaryOp::<T>::Exp,
-            UnaryOp::Log => UnaryOp::<T>::Log,
-            UnaryOp::Sqrt => UnaryOp::<T>::Sqrt,
-            UnaryOp::Tanh => UnaryOp::<T>::Tanh,
-            UnaryOp::Relu => UnaryOp::<T>::Relu,
-            UnaryOp::Sigmoid => UnaryOp::<T>::Sigmoid,
-            UnaryOp::Square => UnaryOp::<T>::Square,
-            UnaryOp::Powf(p) => UnaryOp::Powf(p),
-            UnaryOp::Clamp { min, max } => UnaryOp::Clamp { min, max },
-            UnaryOp::AddScalar(s) => UnaryOp::AddScalar(s),
-            UnaryOp::SubScalar(s) => UnaryOp::SubScalar(s),
-            UnaryOp::ScalarSub(s) => UnaryOp::ScalarSub(s),
-            UnaryOp::MulScalar(s) => UnaryOp::MulScalar(s),
-            UnaryOp::DivScalar(s) => UnaryOp::DivScalar(s),
-            UnaryOp::ScalarDiv(s) => UnaryOp::ScalarDiv(s),
-        }
+        with_formula!(op, |formula| map::<T>(par, x, out, formula));
         Ok(())
     }
 

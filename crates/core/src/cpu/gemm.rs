@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 
+use super::elementwise::with_formula;
 use crate::kernels::UnaryOp;
 use crate::{DType, Float, Par};
 
@@ -50,16 +51,15 @@ pub(crate) struct Epilogue<'a, T> {
 }
 
 impl<T: Float> Epilogue<'_, T> {
-    /// Applies the epilogue to `row`, whose first element is in column `first_col`. (The
-    /// activation is matched once per row, so that the loop of each is its own and
-    /// vectorizes, rather than a match per element.)
+    /// Applies the epilogue to `row`, whose first element is in column `first_col`.
     #[inline(always)]
     fn apply(&self, row: &mut [T], first_col: usize) {
         let bias = &self.bias[first_col..first_col + row.len()];
         match self.activation {
             None => add_bias(row, bias, |s| s),
-            Some(UnaryOp::Relu) => add_bias(row, bias, |s| UnaryOp::Relu.apply(s)),
-            Some(activation) => add_bias(row, bias, |s| activation.apply(s)),
+            Some(activation) => {
+                with_formula!(activation, |formula| add_bias::<T>(row, bias, formula))
+            }
         }
     }
 }
