@@ -325,6 +325,12 @@ fn check_python_files(work: &Path, tally: &mut Tally) {
         Err(e) => tally.check("rlgrad loads Python's safetensors file", Err(e.to_string())),
         Ok(checkpoint) => {
             tally.check("rlgrad loads Python's safetensors file", Ok(()));
+            tally.check(
+                "Python's file, without rlgrad's checksums, loads unverified",
+                (!checkpoint.is_verified())
+                    .then_some(())
+                    .ok_or("reported as verified".into()),
+            );
             check_python_checkpoint(&checkpoint, &expected, tally);
         }
     }

@@ -1,8 +1,8 @@
 //! [`Checkpoint`]: named tensors and string metadata, in memory and as safetensors files.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
 use std::path::Path;
 
 use rlgrad_core::{Error, Result, Rng, RngState};
@@ -16,6 +16,20 @@ pub(crate) const RESERVED_PREFIX: &str = "rlgrad.";
 
 /// Bytes of the header-length prefix of a safetensors file.
 const HEADER_LEN_BYTES: usize = 8;
+
+/// The longest JSON header safetensors reads (its `MAX_HEADER_SIZE`); a longer one would
+/// give a file nobody can open.
+const MAX_HEADER_BYTES: usize = 100_000_000;
+
+/// Metadata entry holding the CRC32C of every tensor's bytes, as the JSON object
+/// `{"NAME": "8 hex digits", ...}`.
+const TENSOR_CRCS: &str = "rlgrad.tensor_crc32c";
+
+/// Metadata entry holding the CRC32C of the file's header (see [`Checkpoint::sealed_header`]).
+const HEADER_CRC: &str = "rlgrad.header_crc32c";
+
+/// What a file's bytes must be, in the errors of `load` and `from_bytes`.
+const INTACT_FILE: &str = "an intact safetensors file";
 
 /// The name safetensors reserves for its metadata map.
 const SAFETENSORS_METADATA: &str = "__metadata__";
@@ -45,19 +59,15 @@ pub(crate) struct Stored {
     pub(crate) bytes: Vec<u8>,
 }
 
-impl safetensors::View for &Stored {
-    fn dtype(&self) -> safetensors::Dtype {
-        self.info.dtype.to_safetensors()
+impl Stored {
+    /// The CRC32C of the bytes, as stored in [`TENSOR_CRCS`].
+    fn crc(&self) -> String {
+        hex(crc32c::crc32c(&self.bytes))
     }
-    fn shape(&self) -> &[usize] {
-        &self.info.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.bytes)
-    }
-    fn data_len(&self) -> usize {
-        self.bytes.len()
-    }
+}
+
+fn hex(crc: u32) -> String {
+    format!("{crc:08x}")
 }
 
 /// A set of named tensors and string metadata: everything a training run needs to resume.
@@ -72,6 +82,13 @@ impl safetensors::View for &Stored {
 /// Restoring into a training run's state goes through a [`Restore`] plan, which checks
 /// every name, dtype and shape before it writes anything and reports every mismatch in one
 /// error.
+///
+/// **Integrity**: every file rlgrad writes carries CRC32C checksums of each tensor and of
+/// its header, checked when it is read ([`Checkpoint::load`], [`Checkpoint::from_bytes`]),
+/// so that any single changed byte anywhere in it (data, names, shapes, metadata, even the
+/// header's padding) is an error naming the file and, for tensor data, the tensor; files
+/// without checksums (written by Python's `safetensors` or an older rlgrad) load
+/// unverified, which [`Checkpoint::is_verified`] reports.
 ///
 /// ```
 /// use rlgrad_checkpoint::{Checkpoint, Restore};
@@ -99,14 +116,23 @@ impl safetensors::View for &Stored {
 /// assert_eq!(env_step, 123_456);
 /// assert_eq!(resumed.normal_f64().to_bits(), noise.normal_f64().to_bits());
 /// assert_eq!(loaded.metadata("config"), Some(r#"{"lr": 0.001}"#));
+/// assert!(loaded.is_verified());
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
 ///
 /// [safetensors]: https://huggingface.co/docs/safetensors
-#[derive(Clone, Default, PartialEq)]
+#[derive(Clone, Default)]
 pub struct Checkpoint {
     tensors: BTreeMap<String, Stored>,
     metadata: BTreeMap<String, String>,
+    verified: bool,
+}
+
+impl PartialEq for Checkpoint {
+    /// Same tensors and metadata, however they were checked when read.
+    fn eq(&self, other: &Self) -> bool {
+        self.tensors == other.tensors && self.metadata == other.metadata
+    }
 }
 
 impl fmt::Debug for Checkpoint {
@@ -121,6 +147,7 @@ impl fmt::Debug for Checkpoint {
                     .collect::<BTreeMap<_, _>>(),
             )
             .field("metadata", &self.metadata)
+            .field("verified", &self.verified)
             .finish()
     }
 }
@@ -303,36 +330,103 @@ impl Checkpoint {
     }
 
     /// The safetensors encoding: an 8-byte header length, a JSON header (names, dtypes,
-    /// shapes, offsets, and the metadata under `__metadata__`), then the tensors' bytes.
+    /// shapes, offsets, and the metadata under `__metadata__`, rlgrad's checksums
+    /// included), then the tensors' bytes. A checkpoint has exactly one encoding: the
+    /// same tensors and metadata always give the same bytes. An error when the header
+    /// would be longer than safetensors reads (100 MB).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let metadata = (!self.metadata.is_empty()).then(|| {
-            self.metadata
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect::<HashMap<_, _>>()
-        });
-        safetensors::serialize(self.tensors.iter(), metadata).map_err(|e| {
-            Error::value(
+        let (mut bytes, _) = self.sealed_header(self.tensor_crcs());
+        let header_len = bytes.len() - HEADER_LEN_BYTES;
+        if header_len > MAX_HEADER_BYTES {
+            return Err(Error::value(
                 "Checkpoint::to_bytes",
                 "self",
-                "tensors and metadata safetensors can encode",
-                e,
+                format_args!("a header of at most {MAX_HEADER_BYTES} bytes (safetensors' limit)"),
+                format_args!("{header_len} bytes"),
+            ));
+        }
+        let order = self.file_order();
+        bytes.reserve(order.iter().map(|(_, stored)| stored.bytes.len()).sum());
+        for (_, stored) in order {
+            bytes.extend_from_slice(&stored.bytes);
+        }
+        Ok(bytes)
+    }
+
+    /// The tensors in the order of their bytes in a file: wider elements first, so that
+    /// each tensor starts at a multiple of its element size (the header is padded to a
+    /// multiple of 8 bytes), then by name.
+    fn file_order(&self) -> Vec<(&String, &Stored)> {
+        let mut order: Vec<_> = self.tensors.iter().collect();
+        // Stable, so tensors of one width keep the name order of the map.
+        order.sort_by_key(|(_, stored)| Reverse(stored.info.dtype.size_in_bytes()));
+        order
+    }
+
+    /// The value of the [`TENSOR_CRCS`] entry for the stored tensors.
+    fn tensor_crcs(&self) -> String {
+        let crcs: BTreeMap<&str, String> = self
+            .tensors
+            .iter()
+            .map(|(name, stored)| (name.as_str(), stored.crc()))
+            .collect();
+        serde_json::to_string(&crcs).expect("a map of strings serializes")
+    }
+
+    /// The header of this checkpoint's file whose [`TENSOR_CRCS`] entry is `tensor_crcs`,
+    /// and its [`HEADER_CRC`] entry: the CRC32C of the header (length, JSON, padding)
+    /// rlgrad writes for the same content without that entry. Leaving the entry out,
+    /// rather than checksumming the bytes around it, works because the header is a
+    /// function of the content (see [`Checkpoint::header`]): a reader rebuilds it.
+    fn sealed_header(&self, tensor_crcs: String) -> (Vec<u8>, String) {
+        let mut metadata = self.metadata.clone();
+        metadata.insert(TENSOR_CRCS.to_owned(), tensor_crcs);
+        let header_crc = hex(crc32c::crc32c(&self.header(&metadata)));
+        metadata.insert(HEADER_CRC.to_owned(), header_crc.clone());
+        (self.header(&metadata), header_crc)
+    }
+
+    /// The header of a file of these tensors with `metadata`: the 8-byte length, then
+    /// compact JSON (`__metadata__` sorted by key, then the tensors in file order) padded
+    /// with spaces to a multiple of 8 bytes. Written here, not by
+    /// `safetensors::serialize`, which orders the metadata differently in every process,
+    /// so that verification can rebuild a header byte for byte.
+    fn header(&self, metadata: &BTreeMap<String, String>) -> Vec<u8> {
+        let quoted = |s: &str| serde_json::to_string(s).expect("strings serialize");
+        let entries: Vec<String> = metadata
+            .iter()
+            .map(|(key, value)| format!("{}:{}", quoted(key), quoted(value)))
+            .collect();
+        let mut json = format!("{{\"{SAFETENSORS_METADATA}\":{{{}}}", entries.join(","));
+        let mut offset = 0;
+        for (name, stored) in self.file_order() {
+            let end = offset + stored.bytes.len();
+            let shape: Vec<String> = stored.info.shape.iter().map(usize::to_string).collect();
+            write!(
+                json,
+                ",{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+                quoted(name),
+                stored.info.dtype,
+                shape.join(",")
             )
-        })
+            .expect("writing to a String cannot fail");
+            offset = end;
+        }
+        json.push('}');
+        let padded_len = json.len().next_multiple_of(HEADER_LEN_BYTES);
+        let mut header = (padded_len as u64).to_le_bytes().to_vec();
+        header.extend_from_slice(json.as_bytes());
+        header.resize(HEADER_LEN_BYTES + padded_len, b' ');
+        header
     }
 
     /// Decodes a safetensors file's bytes (written by rlgrad, NumPy, PyTorch...). An error,
-    /// never a panic, for bytes that are not a complete, consistent safetensors file or
-    /// that hold an element type without a [`Dtype`].
+    /// never a panic, for bytes that are not a complete, consistent safetensors file, that
+    /// hold an element type without a [`Dtype`], or that fail rlgrad's checksums (see
+    /// [`Checkpoint::is_verified`]; the error names the tensor, or the header, at fault).
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        Self::decode(bytes).map_err(|why| {
-            Error::value(
-                "Checkpoint::from_bytes",
-                "bytes",
-                "a complete safetensors file",
-                why,
-            )
-        })
+        Self::decode(bytes)
+            .map_err(|why| Error::value("Checkpoint::from_bytes", "bytes", INTACT_FILE, why))
     }
 
     fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
@@ -341,9 +435,9 @@ impl Checkpoint {
         let (header_len, header) =
             safetensors::SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
         let outside = || "data offsets outside the file".to_owned();
-        let data = HEADER_LEN_BYTES
+        let (file_header, data) = HEADER_LEN_BYTES
             .checked_add(header_len)
-            .and_then(|start| bytes.get(start..))
+            .and_then(|end| bytes.split_at_checked(end))
             .ok_or_else(outside)?;
         let mut checkpoint = Self::new();
         for (name, info) in header.tensors() {
@@ -367,7 +461,77 @@ impl Checkpoint {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
         }
+        checkpoint.verify(file_header)?;
         Ok(checkpoint)
+    }
+
+    /// Checks a decoded file against rlgrad's checksums, which it takes out of the
+    /// metadata, and records that it did; a file without them stays unverified.
+    ///
+    /// The header must be byte for byte the one rlgrad writes for its content, and that
+    /// content must have the stored header CRC: a change of content (a name, a shape, a
+    /// metadata value, a checksum) fails the CRC, and a change that keeps the content
+    /// (spacing, padding, an escape) fails the comparison. Then each tensor's bytes must
+    /// have their CRC. A file with one of the two entries but not the other is corrupted:
+    /// a byte flipped in an entry's key must not turn a checked file into an unchecked one.
+    fn verify(&mut self, file_header: &[u8]) -> std::result::Result<(), String> {
+        let corrupted = |what: String| format!("{what}: the file is corrupted");
+        let stored = (
+            self.metadata.remove(HEADER_CRC),
+            self.metadata.remove(TENSOR_CRCS),
+        );
+        let (header_crc, tensor_crcs) = match stored {
+            (None, None) => return Ok(()),
+            (Some(header_crc), Some(tensor_crcs)) => (header_crc, tensor_crcs),
+            (header_crc, _) => {
+                let (has, lacks) = match header_crc {
+                    Some(_) => (HEADER_CRC, TENSOR_CRCS),
+                    None => (TENSOR_CRCS, HEADER_CRC),
+                };
+                return Err(corrupted(format!(
+                    "the metadata has `{has}` but not `{lacks}`"
+                )));
+            }
+        };
+        let (header, computed) = self.sealed_header(tensor_crcs.clone());
+        if header_crc != computed {
+            return Err(corrupted(format!(
+                "the header: CRC32C 0x{header_crc} expected (stored in the header), 0x{computed} computed"
+            )));
+        }
+        if header != file_header {
+            return Err(corrupted(
+                "the header: its bytes differ from those rlgrad writes for its content (or \
+                 another tool rewrote it, keeping rlgrad's checksums)"
+                    .to_owned(),
+            ));
+        }
+        // Past the header CRC, the entry is the one rlgrad wrote, unless it was forged.
+        let crcs: BTreeMap<String, String> = serde_json::from_str(&tensor_crcs)
+            .map_err(|e| corrupted(format!("`{TENSOR_CRCS}` is not a map of checksums: {e}")))?;
+        if !crcs.keys().eq(self.tensors.keys()) {
+            return Err(corrupted(format!(
+                "`{TENSOR_CRCS}` does not list exactly the stored tensors"
+            )));
+        }
+        for ((name, stored), expected) in self.tensors.iter().zip(crcs.values()) {
+            let computed = stored.crc();
+            if *expected != computed {
+                return Err(corrupted(format!(
+                    "tensor `{name}`: CRC32C 0x{expected} expected (stored in the header), 0x{computed} computed"
+                )));
+            }
+        }
+        self.verified = true;
+        Ok(())
+    }
+
+    /// Whether this checkpoint was read from a file whose rlgrad checksums all matched,
+    /// as every file rlgrad writes has them. `false` for a file without checksums
+    /// (written by Python's `safetensors` or an older rlgrad), whose content nothing
+    /// vouches for, and for a checkpoint built in memory.
+    pub fn is_verified(&self) -> bool {
+        self.verified
     }
 
     /// Writes the checkpoint to `path` atomically: a temporary file in the same directory
@@ -379,8 +543,9 @@ impl Checkpoint {
         atomic::write("Checkpoint::save", path.as_ref(), &self.to_bytes()?)
     }
 
-    /// Reads a safetensors file. An error for a missing or unreadable file and as
-    /// [`Checkpoint::from_bytes`] for its content, naming the file.
+    /// Reads a safetensors file and checks it as [`Checkpoint::from_bytes`] does. An error
+    /// naming the file when it is missing, unreadable or not intact (then also naming the
+    /// tensor, or the header, whose checksum failed).
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes =
@@ -389,7 +554,7 @@ impl Checkpoint {
             Error::value(
                 "Checkpoint::load",
                 "path",
-                "a complete safetensors file",
+                INTACT_FILE,
                 format_args!("`{}`: {why}", path.display()),
             )
         })
@@ -461,10 +626,30 @@ mod tests {
         c
     }
 
+    /// The message of `Checkpoint::from_bytes(bytes)`'s error.
+    fn refusal(bytes: &[u8]) -> String {
+        Checkpoint::from_bytes(bytes).unwrap_err().to_string()
+    }
+
+    /// `bytes` with the first occurrence of `from` replaced by `to` (of the same length).
+    fn replaced(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+        let at = bytes
+            .windows(from.len())
+            .position(|w| w == from.as_bytes())
+            .unwrap();
+        let mut out = bytes.to_vec();
+        out[at..at + to.len()].copy_from_slice(to.as_bytes());
+        out
+    }
+
     #[test]
     fn bytes_round_trip_is_bit_identical() {
         let c = sample();
-        let back = Checkpoint::from_bytes(&c.to_bytes().unwrap()).unwrap();
+        let bytes = c.to_bytes().unwrap();
+        let back = Checkpoint::from_bytes(&bytes).unwrap();
+        assert!(back.is_verified() && !c.is_verified());
+        // One encoding per checkpoint, which a verified file already is.
+        assert_eq!(back.to_bytes().unwrap(), bytes);
         assert_eq!(back.tensors.len(), c.tensors.len());
         for (name, stored) in &c.tensors {
             assert!(back.tensors[name] == *stored, "{name}");
@@ -474,6 +659,55 @@ mod tests {
         let bias: Vec<f64> = back.read("actor/l1/bias", &[3]).unwrap();
         assert!(bias[0].is_nan());
         assert_eq!(bias[1].to_bits(), 1e-300f64.to_bits());
+    }
+
+    #[test]
+    fn header_changes_are_refused_whether_or_not_they_change_its_content() {
+        let bytes = sample().to_bytes().unwrap();
+        let e = refusal(&replaced(&bytes, r#""1000""#, r#""1001""#));
+        assert!(e.contains("got the header: CRC32C 0x"), "{e}");
+        assert!(e.ends_with(" computed: the file is corrupted"), "{e}");
+        // JSON that parses to the same content, but not the bytes rlgrad writes.
+        let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        assert_eq!(
+            bytes[header_end - 1],
+            b' ',
+            "the sample's header needs padding"
+        );
+        let mut tab = bytes.clone();
+        tab[header_end - 1] = b'\t';
+        assert!(
+            refusal(&tab).ends_with(
+                "got the header: its bytes differ from those rlgrad writes for its content (or another tool rewrote it, keeping rlgrad's checksums): the file is corrupted"
+            ),
+            "{}",
+            refusal(&tab)
+        );
+    }
+
+    #[test]
+    fn a_checksum_entry_without_the_other_is_corruption() {
+        let bytes = sample().to_bytes().unwrap();
+        let e = refusal(&replaced(
+            &bytes,
+            "rlgrad.header_crc32c",
+            "rlgrad.header_crc32x",
+        ));
+        assert!(
+            e.ends_with("the metadata has `rlgrad.tensor_crc32c` but not `rlgrad.header_crc32c`: the file is corrupted"),
+            "{e}"
+        );
+        let e = refusal(&replaced(
+            &bytes,
+            "rlgrad.tensor_crc32c",
+            "rlgrad.tensor_crc32x",
+        ));
+        assert!(
+            e.ends_with(
+                "has `rlgrad.header_crc32c` but not `rlgrad.tensor_crc32c`: the file is corrupted"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -55,6 +55,11 @@
 //! - Saves are atomic: a temporary file in the same directory is written, fsynced and
 //!   renamed over the target, and the directory is fsynced. A crash or a kill at any
 //!   instant leaves the previous checkpoint or the new one, complete.
+//! - Files are verified: every file rlgrad writes holds CRC32C checksums of each tensor
+//!   and of its header, checked when it is read, so that a file with any byte changed
+//!   anywhere in it is refused by [`Checkpoint::load`] with an error naming the file (and
+//!   the tensor, for tensor data), never restored; files without checksums (Python's
+//!   `safetensors`, older rlgrad) load unverified, as [`Checkpoint::is_verified`] reports.
 //! - Bad input is an [`Error`](rlgrad_core::Error), never a panic: truncated, corrupted or
 //!   foreign files, unsupported dtypes, wrong shapes and dtypes, unwritable directories
 //!   ([`Error::Io`](rlgrad_core::Error::Io) names the file and the operating system's

@@ -153,8 +153,11 @@ impl CheckpointManager {
         Ok(path)
     }
 
-    /// The latest checkpoint and its number; `None` when there is none. An error when it
-    /// cannot be read or is not a valid checkpoint.
+    /// The latest checkpoint and its number; `None` when there is none. An error naming
+    /// the file when it cannot be read or is not an intact checkpoint (see
+    /// [`Checkpoint::load`]). There is no fallback to an older checkpoint, which would
+    /// resume a run from an earlier step without a word: [`CheckpointManager::checkpoints`]
+    /// lists them for a caller who decides to.
     pub fn load_latest(&self) -> Result<Option<(u64, Checkpoint)>> {
         self.latest()?
             .map(|saved| Ok((saved.number, Checkpoint::load(&saved.path)?)))
@@ -163,7 +166,9 @@ impl CheckpointManager {
 
     /// Restores `plan` from the latest checkpoint (see [`Checkpoint::restore`]) and
     /// returns its number; `Ok(None)`, with nothing written, when there is no checkpoint
-    /// yet (a fresh start).
+    /// yet (a fresh start). A latest checkpoint that cannot be loaded (see
+    /// [`CheckpointManager::load_latest`]) is an error naming it, with nothing written,
+    /// never a silent resume from an older one.
     pub fn restore_latest(&self, plan: Restore<'_>) -> Result<Option<u64>> {
         match self.load_latest()? {
             Some((number, checkpoint)) => {

@@ -1,8 +1,12 @@
 //! Truncated, corrupted and foreign files, wrong dtypes and shapes: always an `Err`,
-//! never a panic, and a failed restore writes nothing.
+//! never a panic, and a failed restore writes nothing. Files rlgrad writes are checksummed:
+//! any byte changed in one is refused when it is loaded, naming the file.
+
+use std::fs;
+use std::path::Path;
 
 use proptest::prelude::*;
-use rlgrad_checkpoint::{Checkpoint, Restore};
+use rlgrad_checkpoint::{Checkpoint, CheckpointManager, Restore};
 use rlgrad_core::Rng;
 use rlgrad_core::strategies::config;
 use rlgrad_optim::{Adam, Optimizer, Param};
@@ -34,6 +38,33 @@ fn valid_bytes() -> Vec<u8> {
     c.to_bytes().unwrap()
 }
 
+/// `bytes` rewritten by the safetensors crate without rlgrad's checksum entries, as Python
+/// or an older rlgrad writes a file.
+fn without_checksums(bytes: &[u8]) -> Vec<u8> {
+    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).unwrap();
+    let metadata = header.metadata().clone().map(|entries| {
+        entries
+            .into_iter()
+            .filter(|(key, _)| {
+                !["rlgrad.header_crc32c", "rlgrad.tensor_crc32c"].contains(&key.as_str())
+            })
+            .collect()
+    });
+    let tensors = safetensors::SafeTensors::deserialize(bytes)
+        .unwrap()
+        .tensors();
+    safetensors::serialize(tensors.iter().map(|(name, view)| (name, view)), metadata).unwrap()
+}
+
+/// Flips one bit of the first data byte of tensor `name` in the file at `path`.
+fn corrupt_tensor(path: &Path, name: &str) {
+    let mut bytes = fs::read(path).unwrap();
+    let (header_len, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let at = 8 + header_len + header.info(name).unwrap().data_offsets.0;
+    bytes[at] ^= 0x10;
+    fs::write(path, bytes).unwrap();
+}
+
 /// Restores a decoded checkpoint into targets shaped like `valid_bytes`'s; returns whether
 /// it succeeded, and checks that a failure wrote nothing.
 fn restore_all(c: &Checkpoint) -> bool {
@@ -58,9 +89,88 @@ fn restore_all(c: &Checkpoint) -> bool {
 
 #[test]
 fn the_valid_file_restores() {
-    assert!(restore_all(
-        &Checkpoint::from_bytes(&valid_bytes()).unwrap()
-    ));
+    let verified = Checkpoint::from_bytes(&valid_bytes()).unwrap();
+    assert!(verified.is_verified());
+    assert!(restore_all(&verified));
+}
+
+#[test]
+fn a_flipped_data_byte_names_the_tensor_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.safetensors");
+    fs::write(&path, valid_bytes()).unwrap();
+    corrupt_tensor(&path, "actor/b");
+    let e = Checkpoint::load(&path).unwrap_err().to_string();
+    let file_and_tensor = format!(
+        "Checkpoint::load: argument `path` is invalid: expected an intact safetensors file, got `{}`: tensor `actor/b`: CRC32C 0x",
+        path.display()
+    );
+    assert!(e.starts_with(&file_and_tensor), "{e}");
+    assert!(
+        e.ends_with(" computed: the file is corrupted") && e.contains("(stored in the header)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_bit_of_every_byte_flipped_is_refused() {
+    let bytes = valid_bytes();
+    for i in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= 1 << bit;
+            assert!(
+                Checkpoint::from_bytes(&damaged).is_err(),
+                "byte {i} bit {bit}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_without_checksums_loads_unverified() {
+    let bytes = without_checksums(&valid_bytes());
+    let unverified = Checkpoint::from_bytes(&bytes).unwrap();
+    assert!(!unverified.is_verified());
+    assert_eq!(unverified, Checkpoint::from_bytes(&valid_bytes()).unwrap());
+    assert!(restore_all(&unverified));
+    // Nothing vouches for its content: a flipped data byte goes unnoticed.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("python.safetensors");
+    fs::write(&path, &bytes).unwrap();
+    corrupt_tensor(&path, "actor/b");
+    assert!(!Checkpoint::load(&path).unwrap().is_verified());
+}
+
+#[test]
+fn restore_latest_names_a_corrupted_latest_file_and_does_not_fall_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = CheckpointManager::new(dir.path(), None).unwrap();
+    for step in [1u64, 2] {
+        let mut c = Checkpoint::new();
+        c.put("w", &[2], &[step as f32; 2]).unwrap();
+        manager.save(step, &c).unwrap();
+    }
+    let latest = manager.path_of(2);
+    corrupt_tensor(&latest, "w");
+    let mut w = [9.0f32; 2];
+    let mut plan = Restore::new();
+    plan.slice("w", &[2], &mut w);
+    let e = manager.restore_latest(plan).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("`{}`: tensor `w`: CRC32C", latest.display())),
+        "{e}"
+    );
+    assert_eq!(w, [9.0; 2]);
+    // Going back to an older checkpoint is the caller's decision.
+    let older = &manager.checkpoints().unwrap()[0];
+    assert_eq!(
+        Checkpoint::load(&older.path)
+            .unwrap()
+            .read::<f32>("w", &[2])
+            .unwrap(),
+        [1.0; 2]
+    );
 }
 
 #[derive(Debug, Clone)]
@@ -84,8 +194,13 @@ proptest! {
     #[test]
     fn prop_damaged_files_give_err_or_a_checked_checkpoint(
         damages in prop::collection::vec(damage(), 1..4),
+        checksummed in any::<bool>(),
     ) {
+        // Without checksums more damage decodes, for the restore checks to refuse.
         let mut bytes = valid_bytes();
+        if !checksummed {
+            bytes = without_checksums(&bytes);
+        }
         for d in &damages {
             match d {
                 Damage::Flip { at, xor } if !bytes.is_empty() => {
@@ -108,6 +223,59 @@ proptest! {
     fn prop_arbitrary_bytes_give_err_not_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         if let Ok(c) = Checkpoint::from_bytes(&bytes) {
             restore_all(&c);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// One byte changed anywhere in a file rlgrad saved (the header's length, its JSON and
+    /// padding, user metadata, the checksums, tensor data) and the file no longer loads,
+    /// so nothing is ever restored from it.
+    #[test]
+    fn prop_a_saved_file_with_any_byte_flipped_is_refused_at_load(
+        weight in prop::collection::vec(any::<f32>(), 0..7),
+        bias in prop::collection::vec(any::<f64>(), 1..4),
+        ids in prop::collection::vec(any::<i16>(), 0..5),
+        mask in prop::collection::vec(any::<u8>(), 0..6),
+        step in any::<u64>(),
+        note in any::<String>(),
+        seed in any::<u64>(),
+        at in any::<prop::sample::Index>(),
+        xor in 1u8..=255,
+    ) {
+        let mut c = Checkpoint::new();
+        c.put("actor/w", &[weight.len()], &weight).unwrap();
+        c.put("actor/b", &[bias.len()], &bias).unwrap();
+        c.put("buffer/ids", &[ids.len()], &ids).unwrap();
+        c.put("buffer/mask", &[mask.len()], &mask).unwrap();
+        c.put_scalar("progress/step", step).unwrap();
+        let mut rng = Rng::new(seed, "explore");
+        rng.normal_f64();
+        c.put_rng("rng/explore", &rng).unwrap();
+        c.put_optimizer("optim", &adam()).unwrap();
+        c.set_metadata("note", note).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt.safetensors");
+        c.save(&path).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let intact = Checkpoint::load(&path).unwrap();
+        prop_assert!(intact.is_verified() && intact == c);
+        prop_assert_eq!(&intact.to_bytes().unwrap(), &bytes);
+
+        let i = at.index(bytes.len());
+        bytes[i] ^= xor;
+        fs::write(&path, &bytes).unwrap();
+        match Checkpoint::load(&path) {
+            Err(e) => prop_assert!(e.to_string().contains(&format!("`{}`", path.display())), "{}", e),
+            Ok(damaged) => prop_assert!(
+                false,
+                "byte {} ^ {:#04x} loaded (verified: {})",
+                i,
+                xor,
+                damaged.is_verified()
+            ),
         }
     }
 }
@@ -147,7 +315,7 @@ fn foreign_files_are_errors() {
     for bytes in foreign {
         let e = Checkpoint::from_bytes(bytes).unwrap_err().to_string();
         assert!(
-            e.starts_with("Checkpoint::from_bytes: argument `bytes` is invalid: expected a complete safetensors file"),
+            e.starts_with("Checkpoint::from_bytes: argument `bytes` is invalid: expected an intact safetensors file"),
             "{e}"
         );
     }
@@ -190,6 +358,7 @@ fn foreign_tensors_list_but_need_a_native_type_to_read() {
         &[0, 60, 0, 188],
     );
     let c = Checkpoint::from_bytes(&half).unwrap();
+    assert!(!c.is_verified());
     assert_eq!(c.tensor_info("h").unwrap().to_string(), "F16 [2]");
     assert_eq!(c.metadata("format"), Some("pt"));
     let e = c.read::<f32>("h", &[2]).unwrap_err().to_string();
