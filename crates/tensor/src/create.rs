@@ -2,6 +2,7 @@
 //! computed on the host (in f64 where a formula needs it, then rounded once) and uploaded,
 //! so every device and thread count gets the same bits.
 
+use rlgrad_core::cpu::alloc;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 
 use crate::Tensor;
@@ -30,10 +31,13 @@ impl<T: Float, D: Device> Tensor<T, D> {
                 step,
             ));
         }
-        let data = (0..count as usize)
-            .map(|i| T::from_f64(start + i as f64 * step))
-            .collect::<Vec<_>>();
-        let len = data.len();
+        let len = count as usize;
+        let data = alloc::try_from_fn(
+            len,
+            |i| T::from_f64(start + i as f64 * step),
+            function,
+            "step",
+        )?;
         Self::from_vec_on(device, data, [len])
     }
 
@@ -41,9 +45,10 @@ impl<T: Float, D: Device> Tensor<T, D> {
     /// `i` is `start + i * (end - start) / (count - 1)` in f64, rounded to `T`; the last is
     /// exactly `end`. An error when an argument is not finite.
     pub fn linspace_on(device: &D, start: f64, end: f64, count: usize) -> Result<Self> {
+        let function = "Tensor::linspace";
         for (name, v) in [("start", start), ("end", end)] {
             if !v.is_finite() {
-                return Err(Error::value("Tensor::linspace", name, "a finite value", v));
+                return Err(Error::value(function, name, "a finite value", v));
             }
         }
         let step = if count > 1 {
@@ -51,15 +56,14 @@ impl<T: Float, D: Device> Tensor<T, D> {
         } else {
             0.0
         };
-        let data = (0..count)
-            .map(|i| {
-                if i + 1 == count && count > 1 {
-                    T::from_f64(end)
-                } else {
-                    T::from_f64(start + i as f64 * step)
-                }
-            })
-            .collect::<Vec<_>>();
+        let value = |i: usize| {
+            if i + 1 == count && count > 1 {
+                T::from_f64(end)
+            } else {
+                T::from_f64(start + i as f64 * step)
+            }
+        };
+        let data = alloc::try_from_fn(count, value, function, "count")?;
         Self::from_vec_on(device, data, [count])
     }
 
@@ -84,9 +88,8 @@ impl<T: Float, D: Device> Tensor<T, D> {
         }
         let shape = shape.into();
         let numel = shape.numel_for(function, "shape")?;
-        let data = (0..numel)
-            .map(|_| low + (high - low) * rng.uniform::<T>())
-            .collect();
+        let draw = |_| low + (high - low) * rng.uniform::<T>();
+        let data = alloc::try_from_fn(numel, draw, function, "shape")?;
         Self::from_vec_on(device, data, shape)
     }
 
@@ -106,7 +109,7 @@ impl<T: Float, D: Device> Tensor<T, D> {
         rlgrad_core::check::non_negative(function, "std", std)?;
         let shape = shape.into();
         let numel = shape.numel_for(function, "shape")?;
-        let data = (0..numel).map(|_| rng.normal::<T>(mean, std)).collect();
+        let data = alloc::try_from_fn(numel, |_| rng.normal::<T>(mean, std), function, "shape")?;
         Self::from_vec_on(device, data, shape)
     }
 }

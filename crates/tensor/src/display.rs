@@ -2,6 +2,7 @@
 //! zeros trimmed, scientific notation for very large or small magnitudes, and `...` for
 //! tensors of more than 1000 elements (first and last three entries of each long axis).
 
+use std::collections::HashMap;
 use std::fmt;
 
 use rlgrad_core::Float;
@@ -86,7 +87,7 @@ fn shown(len: usize, summarize: bool) -> Vec<Option<usize>> {
 }
 
 struct Printer<'a> {
-    cells: &'a [(String, String)],
+    cells: &'a HashMap<usize, (String, String)>,
     dims: &'a [usize],
     strides: Vec<usize>,
     int_width: usize,
@@ -97,7 +98,7 @@ struct Printer<'a> {
 
 impl Printer<'_> {
     fn cell(&self, index: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (int, frac) = &self.cells[index];
+        let (int, frac) = &self.cells[&index];
         let aligned = if frac.is_empty() {
             // nan / inf: no decimal point to align on.
             int.clone()
@@ -156,21 +157,22 @@ impl<T: Float, D: TensorDevice<T>> fmt::Display for Tensor<T, D> {
         let mut printed = Vec::new();
         collect_shown(dims, &strides, 0, 0, summarize, &mut printed);
         let style = choose_style(&printed.iter().map(|&i| data[i]).collect::<Vec<_>>());
-        let mut cells = vec![(String::new(), String::new()); data.len()];
-        for &i in &printed {
-            cells[i] = render(data[i], &style);
-        }
+        // Rendered by element index, the printed elements only (a few when summarized).
+        let cells: HashMap<usize, (String, String)> = printed
+            .iter()
+            .map(|&i| (i, render(data[i], &style)))
+            .collect();
         if dims.is_empty() {
-            let (int, frac) = &cells[0];
+            let (int, frac) = &cells[&0];
             return write!(f, "{int}{frac}");
         }
         let (finite, non_finite): (Vec<usize>, Vec<usize>) =
-            printed.iter().partition(|&&i| !cells[i].1.is_empty());
-        let int_width = finite.iter().map(|&i| cells[i].0.len()).max().unwrap_or(0);
-        let frac_width = finite.iter().map(|&i| cells[i].1.len()).max().unwrap_or(0);
+            printed.iter().partition(|&&i| !cells[&i].1.is_empty());
+        let int_width = finite.iter().map(|&i| cells[&i].0.len()).max().unwrap_or(0);
+        let frac_width = finite.iter().map(|&i| cells[&i].1.len()).max().unwrap_or(0);
         let width = non_finite
             .iter()
-            .map(|&i| cells[i].0.len())
+            .map(|&i| cells[&i].0.len())
             .fold(int_width + frac_width, usize::max);
         Printer {
             cells: &cells,

@@ -22,6 +22,10 @@
 //! - Every op returns `Result`: shape mismatches, failed broadcasts, bad axes and
 //!   indices, and empty reductions without an identity are errors, never panics.
 //!   Operators (`&a + &b`, `&t * 2.0`) return `Result` too.
+//! - Every constructor returns an `Err` naming the size when the host cannot allocate it
+//!   (`Tensor::<f32>::ones([1 << 30, 1 << 30])`, a shape whose bytes overflow `usize`);
+//!   none aborts. The [`Cpu`]'s op outputs come from the same checked allocations
+//!   ([`rlgrad_core::cpu::alloc`]).
 //!
 //! # Example
 //!

@@ -126,6 +126,7 @@ impl<T: Float, D: TensorDevice<T>> Tensor<T, D> {
     /// This tensor repeated to `shape` by NumPy broadcasting (a view with stride-0 axes).
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Self> {
         let shape = shape.into();
+        shape.numel_for("Tensor::broadcast_to", "shape")?;
         if !self.shape().broadcasts_to(&shape) {
             return Err(Error::shape(
                 "Tensor::broadcast_to",

@@ -2,6 +2,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
+use rlgrad_core::cpu::alloc;
 use rlgrad_core::{Cpu, Device, Error, Float, Layout, Result, Shape, View};
 
 /// An n-d array of `T` on device `D`: a shared buffer plus a [`Layout`] (shape, strides,
@@ -118,21 +119,29 @@ impl<T: Float, D: Device> Tensor<T, D> {
 
     /// A tensor of `shape` filled with `value`, on `device`.
     pub fn full_on(device: &D, shape: impl Into<Shape>, value: T) -> Result<Self> {
-        let shape = shape.into();
-        let numel = shape.numel_for("Tensor::full", "shape")?;
-        Self::from_vec_on(device, vec![value; numel], shape)
+        Self::filled(device, shape.into(), value, "Tensor::full")
     }
 
     /// A tensor of zeros, on `device`.
     pub fn zeros_on(device: &D, shape: impl Into<Shape>) -> Result<Self> {
+        let function = "Tensor::zeros";
         let shape = shape.into();
-        let numel = shape.numel_for("Tensor::zeros", "shape")?;
-        Ok(Self::from_buffer(device, device.alloc_zeros(numel)?, shape))
+        let numel = shape.numel_for(function, "shape")?;
+        let buffer = device
+            .alloc_zeros(numel)
+            .map_err(|e| e.in_function(function))?;
+        Ok(Self::from_buffer(device, buffer, shape))
     }
 
     /// A tensor of ones, on `device`.
     pub fn ones_on(device: &D, shape: impl Into<Shape>) -> Result<Self> {
-        Self::full_on(device, shape, T::one())
+        Self::filled(device, shape.into(), T::one(), "Tensor::ones")
+    }
+
+    fn filled(device: &D, shape: Shape, value: T, function: &'static str) -> Result<Self> {
+        let numel = shape.numel_for(function, "shape")?;
+        let data = alloc::try_filled(numel, value, function, "shape")?;
+        Self::from_vec_on(device, data, shape)
     }
 
     /// The shape.

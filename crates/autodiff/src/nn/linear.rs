@@ -60,7 +60,7 @@ impl<T: Float> Linear<T, Cpu> {
 
 impl<T: Float, D: Device> Linear<T, D> {
     /// A layer of `inputs -> outputs` on `device`. An error when `inputs` or `outputs` is
-    /// zero.
+    /// zero or the weight is larger than the host can allocate.
     pub fn new_on(
         device: &D,
         name: &str,
@@ -79,17 +79,21 @@ impl<T: Float, D: Device> Linear<T, D> {
                 ));
             }
         }
+        rlgrad_core::check::product("Linear::new", "outputs", inputs, outputs)?;
+        // The sizes are valid: what can fail now is an allocation, reported as this call's.
+        let in_new = |e: Error| e.in_function("Linear::new");
+        let mut draw = |dims: &[usize], bound: T| {
+            Tensor::rand_uniform_on(device, dims, -bound, bound, rng).map_err(in_new)
+        };
         let (weight, bias) = match init {
             Init::TorchDefault => {
                 let bound = T::from_f64(1.0 / (inputs as f64).sqrt());
-                let w = Tensor::rand_uniform_on(device, [inputs, outputs], -bound, bound, rng)?;
-                let b = Tensor::rand_uniform_on(device, [outputs], -bound, bound, rng)?;
-                (w, b)
+                (draw(&[inputs, outputs], bound)?, draw(&[outputs], bound)?)
             }
             Init::GlorotUniform => {
-                let limit = T::from_f64((6.0 / (inputs + outputs) as f64).sqrt());
-                let w = Tensor::rand_uniform_on(device, [inputs, outputs], -limit, limit, rng)?;
-                (w, Tensor::zeros_on(device, [outputs])?)
+                let limit = T::from_f64((6.0 / (inputs as f64 + outputs as f64)).sqrt());
+                let w = draw(&[inputs, outputs], limit)?;
+                (w, Tensor::zeros_on(device, [outputs]).map_err(in_new)?)
             }
         };
         Ok(Self {

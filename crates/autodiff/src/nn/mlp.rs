@@ -65,6 +65,10 @@ impl<T: Float, D: Device> Mlp<T, D> {
                 format_args!("{sizes:?}"),
             ));
         }
+        // Every layer's size is checked before the first one allocates.
+        for pair in sizes.windows(2) {
+            rlgrad_core::check::product("Mlp::new", "sizes", pair[0], pair[1])?;
+        }
         let layers = sizes
             .windows(2)
             .enumerate()

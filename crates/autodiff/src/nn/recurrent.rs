@@ -87,11 +87,13 @@ impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
             }
         }
         let gates = K::GATES;
+        rlgrad_core::check::product(function, "hidden", gates, hidden)?;
         let bound = T::from_f64(1.0 / (hidden as f64).sqrt());
         let mut draw = |suffix: &str, shape: Shape| -> Result<Param<T, D>> {
             Param::new(
                 format!("{name}/{suffix}"),
-                Tensor::rand_uniform_on(device, shape, -bound, bound, rng)?,
+                Tensor::rand_uniform_on(device, shape, -bound, bound, rng)
+                    .map_err(|e| e.in_function(function))?,
             )
         };
         Ok(Self {

@@ -1,6 +1,19 @@
 //! Host buffers whose size comes from the caller: every such allocation of rlgrad goes
 //! through this module, so that a size the host cannot provide is an [`Error`] naming the
-//! function, the argument and the size, never a `capacity overflow` panic or an abort.
+//! function, the argument and the size, never a `capacity overflow` panic or an abort
+//! (which is what `vec![value; len]`, `Vec::with_capacity(len)` and `collect()` do).
+//!
+//! The family, one function for each way a buffer gets its first values:
+//! - zeros: [`try_zeroed`];
+//! - copies of one value: [`try_filled`];
+//! - a value computed from each index, in index order: [`try_from_fn`];
+//! - a copy of a slice: [`try_copy`];
+//! - no values yet, room for the caller to push or write into: [`try_with_capacity`].
+//!
+//! Each checks the byte size first (a size that overflows `usize` or `isize::MAX` is an
+//! error) and then asks the allocator without aborting (`try_reserve_exact`, or
+//! `alloc_zeroed` with its null pointer checked), so a size no host has fails before any
+//! memory is touched.
 //!
 //! Zeroed buffers ([`try_zeroed`]) come from `alloc_zeroed`: a large one is fresh pages of
 //! the OS, which are zero without being written. The first write to each 4 KiB page
@@ -13,8 +26,11 @@
 //! use rlgrad_core::cpu::alloc;
 //! let zeros = alloc::try_zeroed::<f32>(4, "example", "len")?;
 //! assert_eq!(zeros, [0.0; 4]);
+//! assert_eq!(alloc::try_from_fn(3, |i| i * i, "example", "len")?, [0, 1, 4]);
 //! let err = alloc::try_zeroed::<f64>(usize::MAX / 2, "example", "len").unwrap_err();
 //! assert!(err.to_string().contains("9223372036854775807 elements of f64"), "{err}");
+//! let err = alloc::try_filled(1 << 60, 1.0f32, "example", "len").unwrap_err();
+//! assert!(err.to_string().contains("1152921504606846976 elements of f32"), "{err}");
 //! # Ok::<(), rlgrad_core::Error>(())
 //! ```
 
@@ -96,6 +112,34 @@ pub fn try_with_capacity<T>(
     Ok(buffer)
 }
 
+/// A vector of `len` copies of `value`, or an error naming `function`, `argument` and the
+/// size when the host cannot allocate it.
+pub fn try_filled<T: Clone>(
+    len: usize,
+    value: T,
+    function: &'static str,
+    argument: &'static str,
+) -> Result<Vec<T>> {
+    let mut buffer = try_with_capacity(len, function, argument)?;
+    buffer.resize(len, value);
+    Ok(buffer)
+}
+
+/// The vector `[f(0), f(1), ..., f(len - 1)]`, or an error naming `function`, `argument`
+/// and the size when the host cannot allocate it (then `f` is never called). `f` runs in
+/// index order, so a stateful one (drawing from an [`Rng`](crate::Rng)) gives what a loop
+/// gives.
+pub fn try_from_fn<T>(
+    len: usize,
+    f: impl FnMut(usize) -> T,
+    function: &'static str,
+    argument: &'static str,
+) -> Result<Vec<T>> {
+    let mut buffer = try_with_capacity(len, function, argument)?;
+    buffer.extend((0..len).map(f));
+    Ok(buffer)
+}
+
 /// A copy of `values`, or an error naming `function` and `argument` when the host cannot
 /// allocate it.
 pub fn try_copy<T: Clone>(
@@ -156,6 +200,12 @@ mod tests {
             );
             assert!(message.contains("`max_len`"), "{message}");
             assert!(try_with_capacity::<bool>(len, "t", "len").is_err());
+            assert!(try_filled(len, 1.5f64, "t", "len").is_err());
+            let err = try_from_fn(len, |_| -> u32 { unreachable!() }, "t", "len").unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("{len} elements of u32")),
+                "{err}"
+            );
         }
         let err = try_with_capacity::<u64>(usize::MAX, "t", "len").unwrap_err();
         assert!(
@@ -165,7 +215,21 @@ mod tests {
     }
 
     #[test]
-    fn copies_are_equal() {
+    fn copies_fills_and_index_maps_hold_their_values() {
         assert_eq!(try_copy(&[1u32, 2, 3], "t", "x").unwrap(), [1, 2, 3]);
+        assert_eq!(try_filled(3, 7u8, "t", "x").unwrap(), [7, 7, 7]);
+        // A stateful `f` is called in index order: running sums.
+        let mut total = 0;
+        let sums = try_from_fn(
+            4,
+            |i| {
+                total += i;
+                total
+            },
+            "t",
+            "x",
+        );
+        assert_eq!(sums.unwrap(), [0, 1, 3, 6]);
+        assert!(try_from_fn(0, |i| i, "t", "x").unwrap().is_empty());
     }
 }

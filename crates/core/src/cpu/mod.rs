@@ -69,7 +69,11 @@ impl Device for Cpu {
     fn alloc_output<E: Element>(&self, len: usize) -> Result<Arc<Vec<E>>> {
         match cache::take(len) {
             Some(buffer) => Ok(buffer),
-            None => Ok(Arc::new(self.alloc_zeros(len)?)),
+            None => Ok(Arc::new(alloc::try_zeroed(
+                len,
+                "Device::alloc_output",
+                "len",
+            )?)),
         }
     }
 
