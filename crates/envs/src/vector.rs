@@ -1,5 +1,6 @@
 //! B environments stepped together, with auto-reset in the same step.
 
+use rlgrad_core::cpu::alloc;
 use rlgrad_core::{Error, Result, check};
 
 use crate::snapshot::{Snapshot, WordReader, WordWriter};
@@ -111,22 +112,24 @@ impl<E: Env> VecEnv<E> {
             envs,
             obs_dim,
             action_len,
-            observations: vec![0.0; obs_len],
-            final_observations: vec![0.0; obs_len],
-            rewards: vec![0.0; b],
-            terminated: vec![false; b],
-            truncated: vec![false; b],
-            episode_returns: vec![0.0; b],
-            episode_lengths: vec![0; b],
-            finished: Vec::with_capacity(b),
+            observations: alloc::try_zeroed(obs_len, FUNCTION, "envs")?,
+            final_observations: alloc::try_zeroed(obs_len, FUNCTION, "envs")?,
+            rewards: alloc::try_zeroed(b, FUNCTION, "envs")?,
+            terminated: alloc::try_filled(b, false, FUNCTION, "envs")?,
+            truncated: alloc::try_filled(b, false, FUNCTION, "envs")?,
+            episode_returns: alloc::try_zeroed(b, FUNCTION, "envs")?,
+            episode_lengths: alloc::try_filled(b, 0, FUNCTION, "envs")?,
+            finished: alloc::try_with_capacity(b, FUNCTION, "envs")?,
             episodes_finished: 0,
             is_reset: false,
         })
     }
 
-    /// `count` environments made by `make`; an error for `count = 0`.
-    pub fn from_fn(count: usize, make: impl FnMut() -> E) -> Result<Self> {
-        Self::new(std::iter::repeat_with(make).take(count).collect())
+    /// `count` environments made by `make`; an error for `count = 0` or more than the host
+    /// can allocate.
+    pub fn from_fn(count: usize, mut make: impl FnMut() -> E) -> Result<Self> {
+        let envs = alloc::try_from_fn(count, |_| make(), "VecEnv::from_fn", "count")?;
+        Self::new(envs)
     }
 
     /// The number of environments `B`.
@@ -398,5 +401,16 @@ mod tests {
         let err = VecEnv::new(vec![Counter::new(1, 2), Counter::new(2, 2)]).unwrap_err();
         assert!(err.to_string().contains("envs[1]"), "{err}");
         assert!(VecEnv::new(vec![Counter::new(0, 2)]).is_err());
+    }
+
+    #[test]
+    fn a_count_the_host_cannot_allocate_is_an_error() {
+        let err = VecEnv::from_fn(1 << 60, || Counter::new(1, 2)).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("VecEnv::from_fn"), "{message}");
+        assert!(
+            message.contains("1152921504606846976 elements"),
+            "{message}"
+        );
     }
 }
