@@ -294,8 +294,11 @@ where
 
 impl<'a> Restore<'a> {
     /// Loads the optimizer state stored under `prefix` by [`Checkpoint::put_optimizer`]
-    /// into `optimizer` (through its `load_state`, which checks each parameter's rule and
-    /// slot names against the optimizer's groups). Parameters are matched by name.
+    /// into `optimizer`, through its `load_state`. Parameters are matched by name, and the
+    /// optimizer must be built as the saved one was: a state saved with another rule,
+    /// hyper-parameter or learning-rate schedule is refused, naming the hyper-parameter
+    /// and both values. To resume with another learning rate, restore into the optimizer
+    /// as saved, then call `optimizer.set_schedule(group, schedule)`.
     pub fn optimizer<T, D>(&mut self, prefix: &str, optimizer: &'a mut Optimizer<T, D>) -> &mut Self
     where
         T: Float + Scalar + DeserializeOwned,

@@ -11,9 +11,15 @@
 //!   `velocity`, `change`, `square_avg`, `grad_avg`, `sum`) readable at any time, a step
 //!   counter, [`effective_lr`](Optimizer::effective_lr) (Adam's `alpha_t`) per group and
 //!   [`effective_lr_of`](Optimizer::effective_lr_of) per parameter,
-//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name that
-//!   records what gives the slots their meaning ([`RuleSpec`]), and an opt-in finite
-//!   check.
+//!   [`last_lr`](Optimizer::last_lr), state export/import keyed by parameter name, an
+//!   opt-in finite check, and `Clone` (a clone steps exactly as the original).
+//! - Exported state records each group's rule ([`RuleSpec`]), numeric hyper-parameters
+//!   ([`Rule::hyperparameters`]) and schedule ([`Schedule::spec`]), with the step counter;
+//!   [`Optimizer::load_state`] refuses state saved with any other value, naming the
+//!   hyper-parameter and both values, and a run resumes with another learning rate by
+//!   loading into the optimizer as saved, then calling
+//!   [`set_schedule`](Optimizer::set_schedule) ([`set_rule`](Optimizer::set_rule) for
+//!   other hyper-parameters).
 //! - Every update is one fused pass over (param, grad, slots), parallel in fixed chunks and
 //!   vectorized; step-only scalars (bias corrections, the scheduled rate) are computed once
 //!   per step on the host in f64. The same kernels run on any device implementing
@@ -50,12 +56,16 @@
 //! ```
 //! use rlgrad_optim::{Float, Optimizer, Param, Rule, StepRule};
 //!
-//! #[derive(Debug)]
+//! #[derive(Debug, Clone)]
 //! struct Lion { beta1: f64, beta2: f64, weight_decay: f64 }
 //!
 //! impl<T: Float> Rule<T> for Lion {
 //!     fn name(&self) -> &'static str { "lion" }
 //!     fn slot_names(&self) -> Vec<&'static str> { vec!["m"] }
+//!     // Recorded in exported state and checked on import (optional: unverified without).
+//!     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+//!         vec![("beta1", self.beta1), ("beta2", self.beta2), ("weight_decay", self.weight_decay)]
+//!     }
 //!     fn step(&self, _step: u64, lr: f64) -> StepRule<'_, T> {
 //!         let f = T::from_f64;
 //!         let (b1, b2, wd, lr) = (f(self.beta1), f(self.beta2), f(self.weight_decay), f(lr));
@@ -88,6 +98,7 @@
 //! that differs from the parameter's state, a parameter set that differs from imported
 //! state, and non-finite gradients when the check is on. Importing state refuses, changing
 //! nothing, another number of groups, another rule (name, flavor or slot-changing option),
+//! another value of a hyper-parameter or another schedule, a parameter in another group,
 //! and slots of another length. Asking for an unknown parameter or slot is an error that
 //! names the valid slots. No public function panics on its input, and a call that fails
 //! leaves the parameters, the gradients and the optimizer's state as they were (tested
@@ -102,14 +113,14 @@ mod schedule;
 pub use clip::{
     clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
 };
-pub use optimizer::{DeviceParam, Optimizer, OptimizerState, Param, ParamState};
+pub use optimizer::{DeviceParam, GroupState, Optimizer, OptimizerState, Param, ParamState};
 pub use rlgrad_core::kernels::OptimKernel;
 /// The fused updates [`StepRule::Fused`] carries, with their formulas.
 pub use rlgrad_core::kernels::optim as fused;
 pub use rlgrad_core::{Cpu, Device, Error, Float, Par, Result};
 pub use rule::{
-    Adagrad, Adam, AdamW, ChunkUpdate, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule, RuleSpec,
-    Sgd, StepRule,
+    Adagrad, Adam, AdamW, ChunkUpdate, CloneRule, Flavor, Momentum, MomentumFlavor, Rmsprop, Rule,
+    RuleSpec, Sgd, StepRule,
 };
 pub use schedule::{
     CloneSchedule, Constant, Cosine, Exponential, LinearWarmup, Schedule, Sequence, StepDecay,

@@ -36,19 +36,37 @@ pub struct DeviceParam<'a, T: Float, D: Device> {
     pub grad: &'a D::Buffer<T>,
 }
 
-/// An optimizer's exported state: the step counter, each group's last learning rate, and
-/// every parameter's slots, by name. Plain data, so that a checkpoint can store it (with
-/// the `serde` feature, it is `Serialize` and `Deserialize`).
+/// An optimizer's exported state: the step counter, each group's last learning rate and
+/// hyper-parameters, and every parameter's slots, by name. Plain data, so that a
+/// checkpoint can store it (with the `serde` feature, it is `Serialize` and
+/// `Deserialize`; state exported before `groups` and [`ParamState::group`] existed
+/// deserializes with them empty, and loads unverified).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct OptimizerState<T> {
-    /// Completed optimizer steps.
+    /// Completed optimizer steps (also the position of every group's schedule).
     pub step: u64,
     /// The learning rate each parameter group used at the last step, by group index
     /// (`None` before the first step).
     pub last_lrs: Vec<Option<f64>>,
+    /// Each group's rule, hyper-parameters and schedule, by group index (empty: unverified).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub groups: Vec<GroupState>,
     /// Per parameter: every parameter that has taken a step.
     pub params: BTreeMap<String, ParamState<T>>,
+}
+
+/// What a parameter group's next step depends on besides the slots and the step counter.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct GroupState {
+    /// The rule, its flavor and options.
+    pub rule: RuleSpec,
+    /// The rule's numeric hyper-parameters ([`Rule::hyperparameters`]), exact; a name
+    /// missing here is unverified.
+    pub hyperparameters: BTreeMap<String, f64>,
+    /// The learning-rate schedule ([`Schedule::spec`]); `None`: unverified.
+    pub schedule: Option<String>,
 }
 
 /// One parameter's exported state.
@@ -58,6 +76,9 @@ pub struct ParamState<T> {
     /// What gives the slots their meaning: the rule of the parameter's group, its flavor
     /// and options (`adam (torch; amsgrad)`).
     pub rule: RuleSpec,
+    /// The index of the parameter's group (`None`: unverified).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub group: Option<usize>,
     /// The parameter's element count (every slot has as many).
     pub len: usize,
     /// Steps this parameter took (bias corrections count these).
@@ -68,8 +89,8 @@ pub struct ParamState<T> {
     pub slots: BTreeMap<String, Vec<T>>,
 }
 
-#[derive(Debug)]
-struct Group<T> {
+#[derive(Debug, Clone)]
+struct Group<T: Float> {
     rule: Box<dyn Rule<T>>,
     schedule: Box<dyn Schedule>,
     /// `None` for the default group, which takes every parameter no other group names.
@@ -77,7 +98,7 @@ struct Group<T> {
     last_lr: Option<f64>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Slots<B> {
     group: usize,
     steps: u64,
@@ -93,7 +114,10 @@ struct Slots<B> {
 /// `Optimizer<T, D>` keeps them on device `D` and steps device buffers
 /// ([`Optimizer::step_on`]). Every parameter's update is one fused pass; all parameters of
 /// a step run in one parallel region, in chunks that never change the bits.
-#[derive(Debug)]
+///
+/// It is `Clone` wherever the device's buffers are (on the host, always): a clone is an
+/// independent optimizer with a copy of every slot, that steps exactly as the original.
+#[derive(Debug, Clone)]
 pub struct Optimizer<T: Float, D: Device = Cpu> {
     device: D,
     groups: Vec<Group<T>>,
@@ -103,18 +127,86 @@ pub struct Optimizer<T: Float, D: Device = Cpu> {
     expected_params: Option<BTreeSet<String>>,
 }
 
-/// The first learning rate of `schedule` must be finite and `>= 0`: PyTorch refuses a
-/// negative rate when the optimizer is built, not at its first step.
-fn check_schedule(function: &'static str, schedule: &dyn Schedule) -> Result<()> {
-    let lr = schedule.lr(0);
+/// The next learning rate of `schedule`, after `step` completed steps, must be finite and
+/// `>= 0`: PyTorch refuses a negative rate when the optimizer is built, not at its first
+/// step.
+fn check_schedule(function: &'static str, schedule: &dyn Schedule, step: u64) -> Result<()> {
+    let lr = schedule.lr(step);
     if lr.is_finite() && lr >= 0.0 {
         Ok(())
     } else {
         Err(Error::value(
             function,
             "schedule",
-            "a finite first learning rate >= 0",
+            format_args!("a finite learning rate >= 0 for step {}", step + 1),
             lr,
+        ))
+    }
+}
+
+impl<T: Float> Group<T> {
+    /// What exported state records of this group.
+    fn state(&self) -> GroupState {
+        GroupState {
+            rule: self.rule.spec(),
+            hyperparameters: self
+                .rule
+                .hyperparameters()
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+            schedule: self.schedule.spec(),
+        }
+    }
+}
+
+impl GroupState {
+    /// Refuses `saved` unless group `index` of this optimizer, whose state is `self`,
+    /// would take the steps it was saved to take: the same rule, and the same value of
+    /// every hyper-parameter (and the same schedule) that both record.
+    fn check_resumes(&self, index: usize, saved: &GroupState) -> Result<()> {
+        const FUNCTION: &str = "Optimizer::load_state";
+        if saved.rule != self.rule {
+            return Err(Error::state(
+                FUNCTION,
+                "state",
+                format_args!("rule {} for group {index}", self.rule),
+                format_args!("rule {} saved with the state", saved.rule),
+            ));
+        }
+        let mut here = Vec::new();
+        let mut there = Vec::new();
+        if let (Some(mine), Some(theirs)) = (&self.schedule, &saved.schedule)
+            && mine != theirs
+        {
+            here.push(format!("lr {mine}"));
+            there.push(format!("lr {theirs}"));
+        }
+        for (name, mine) in &self.hyperparameters {
+            if let Some(theirs) = saved.hyperparameters.get(name)
+                && theirs.to_bits() != mine.to_bits()
+            {
+                here.push(format!("{name} {mine:?}"));
+                there.push(format!("{name} {theirs:?}"));
+            }
+        }
+        if here.is_empty() {
+            return Ok(());
+        }
+        Err(Error::state(
+            FUNCTION,
+            "state",
+            format_args!(
+                "the hyper-parameters of this optimizer's group {index} ({}): {}",
+                self.rule,
+                here.join(", ")
+            ),
+            format_args!(
+                "{} saved with the state (to resume with other values, build the optimizer \
+                 with the saved ones and change them after loading: \
+                 Optimizer::set_schedule, Optimizer::set_rule)",
+                there.join(", ")
+            ),
         ))
     }
 }
@@ -287,7 +379,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         schedule: impl Schedule + 'static,
     ) -> Result<Self> {
         rule.validate()?;
-        check_schedule("Optimizer::new", &schedule)?;
+        check_schedule("Optimizer::new", &schedule, 0)?;
         Ok(Self {
             device,
             groups: vec![Group {
@@ -328,7 +420,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         schedule: impl Schedule + 'static,
     ) -> Result<usize> {
         rule.validate()?;
-        check_schedule("Optimizer::add_group", &schedule)?;
+        check_schedule("Optimizer::add_group", &schedule, 0)?;
         for &name in params {
             let taken = self
                 .groups
@@ -376,14 +468,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// [`Optimizer::effective_lr_of`] gives its value. An error for an unknown group or
     /// before the first step.
     pub fn effective_lr(&self, group: usize) -> Result<f64> {
-        let g = self.groups.get(group).ok_or_else(|| {
-            Error::out_of_range(
-                "Optimizer::effective_lr",
-                "group",
-                format_args!("a group below {}", self.groups.len()),
-                group,
-            )
-        })?;
+        let g = self.group("Optimizer::effective_lr", group)?;
         let lr = g.last_lr.ok_or_else(|| {
             Error::empty("Optimizer::effective_lr", "group", "a step taken first")
         })?;
@@ -418,6 +503,87 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// The rule of group `group`.
     pub fn rule(&self, group: usize) -> Option<&dyn Rule<T>> {
         self.groups.get(group).map(|g| g.rule.as_ref())
+    }
+
+    /// Replaces group `group`'s schedule, keeping the slots and the step counter: the next
+    /// step uses `schedule.lr(step_count())`. This is how a run resumes with another
+    /// learning rate, since [`Optimizer::load_state`] refuses state saved with another
+    /// schedule: build the optimizer as saved, load, then set the new schedule. An error,
+    /// changing nothing, for an unknown group or a next rate that is negative or not
+    /// finite.
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, Optimizer, Param};
+    /// let mut opt = Optimizer::<f32>::new(Adam::torch(), 3e-4)?;
+    /// let mut w = vec![1.0f32];
+    /// opt.step(&mut [Param { name: "w", value: &mut w, grad: &[0.5] }])?;
+    /// let saved = opt.state()?;
+    ///
+    /// let mut other_lr = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+    /// let err = other_lr.load_state(saved.clone()).unwrap_err();
+    /// assert!(err.to_string().contains("lr 0.001, got lr 0.0003 saved with the state"), "{err}");
+    ///
+    /// let mut resumed = Optimizer::<f32>::new(Adam::torch(), 3e-4)?; // as saved
+    /// resumed.load_state(saved)?;
+    /// resumed.set_schedule(0, 1e-3)?; // then the new learning rate
+    /// resumed.step(&mut [Param { name: "w", value: &mut w, grad: &[0.5] }])?;
+    /// assert_eq!(resumed.last_lr(0), Some(1e-3));
+    /// # Ok::<(), rlgrad_optim::Error>(())
+    /// ```
+    pub fn set_schedule(&mut self, group: usize, schedule: impl Schedule + 'static) -> Result<()> {
+        const FUNCTION: &str = "Optimizer::set_schedule";
+        self.group(FUNCTION, group)?;
+        check_schedule(FUNCTION, &schedule, self.step)?;
+        self.groups[group].schedule = Box::new(schedule);
+        Ok(())
+    }
+
+    /// Replaces group `group`'s rule with one that reads the slots as it does (the same
+    /// [`Rule::spec`] and slot names) but has other hyper-parameters, keeping the slots:
+    /// how a run resumes with, say, another `beta1` or weight decay, since
+    /// [`Optimizer::load_state`] refuses state saved with other values. An error, changing
+    /// nothing, for an unknown group, invalid hyper-parameters, or a rule whose slots mean
+    /// something else (naming both rules).
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, AdamW, Optimizer};
+    /// let mut opt = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+    /// opt.set_rule(0, Adam { weight_decay: 1e-2, ..Adam::torch() })?;
+    /// let err = opt.set_rule(0, AdamW::default()).unwrap_err();
+    /// assert!(err.to_string().contains("adam (torch)") && err.to_string().contains("adamw"));
+    /// # Ok::<(), rlgrad_optim::Error>(())
+    /// ```
+    pub fn set_rule(&mut self, group: usize, rule: impl Rule<T> + 'static) -> Result<()> {
+        const FUNCTION: &str = "Optimizer::set_rule";
+        let current = &self.group(FUNCTION, group)?.rule;
+        rule.validate()?;
+        let (spec, slots) = (rule.spec(), rule.slot_names());
+        if spec != current.spec() || slots != current.slot_names() {
+            return Err(Error::state(
+                FUNCTION,
+                "rule",
+                format_args!(
+                    "a rule whose slots mean what group {group}'s do: {} with slots {:?}",
+                    current.spec(),
+                    current.slot_names()
+                ),
+                format_args!("{spec} with slots {slots:?}"),
+            ));
+        }
+        self.groups[group].rule = Box::new(rule);
+        Ok(())
+    }
+
+    /// Group `group`, or an error naming `function`.
+    fn group(&self, function: &'static str, group: usize) -> Result<&Group<T>> {
+        self.groups.get(group).ok_or_else(|| {
+            Error::out_of_range(
+                function,
+                "group",
+                format_args!("a group below {}", self.groups.len()),
+                group,
+            )
+        })
     }
 
     /// The group a parameter belongs to.
@@ -678,10 +844,13 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         self.device.download(&state.buffers[index])
     }
 
-    /// The exported state: the step counter, each group's last learning rate, and every
-    /// parameter's slots, length, step count and rule, keyed by parameter name (for
-    /// checkpoints). Loading it into an optimizer with the same rules and groups resumes
-    /// bit for bit.
+    /// The exported state: the step counter, each group's last learning rate, rule,
+    /// numeric hyper-parameters ([`Rule::hyperparameters`]) and schedule
+    /// ([`Schedule::spec`]), and every parameter's group, slots, length, step count and
+    /// rule, keyed by parameter name (for checkpoints). Loading it into an optimizer built
+    /// the same way resumes bit for bit; [`Optimizer::load_state`] refuses any other
+    /// hyper-parameter or schedule, naming both values, and [`Optimizer::set_schedule`] /
+    /// [`Optimizer::set_rule`] change them after loading.
     ///
     /// Slots are the element type's exact values. A text format must keep them exact:
     /// `serde_json` does only with its `float_roundtrip` feature (without it, about one
@@ -703,6 +872,7 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                     name.clone(),
                     ParamState {
                         rule: rule.spec(),
+                        group: Some(state.group),
                         len: state.len,
                         steps: state.steps,
                         last_lr: state.last_lr,
@@ -714,17 +884,30 @@ impl<T: Float, D: Device> Optimizer<T, D> {
         Ok(OptimizerState {
             step: self.step,
             last_lrs: self.groups.iter().map(|g| g.last_lr).collect(),
+            groups: self.groups.iter().map(Group::state).collect(),
             params,
         })
     }
 
-    /// Replaces the state with an exported one. The state must come from an optimizer with
-    /// as many groups; each parameter's recorded rule (name, flavor, options) and slot
-    /// names must be those of its group here, and each slot must hold the recorded length.
+    /// Replaces the state with an exported one, so that the next step is exactly the one
+    /// the saved optimizer would have taken. The state must come from an optimizer with as
+    /// many groups; each parameter's recorded group, rule (name, flavor, options) and slot
+    /// names must be those it has here, and each slot must hold the recorded length.
     /// When the state has parameters, the next step must pass exactly them (an empty
     /// state, exported before the first step, constrains nothing). The step counter and
     /// the last learning rates come back with it, so [`Optimizer::last_lr`] and
     /// [`Optimizer::effective_lr`] answer as before the export. On error nothing changes.
+    ///
+    /// **Hyper-parameters are not overridden, they are checked**: a state saved with
+    /// another learning-rate schedule or another value of any numeric hyper-parameter
+    /// (exact f64 values) is refused, naming each one and both values, since this
+    /// optimizer's configuration lives in your code and neither it nor the saved one may
+    /// silently win (PyTorch's `load_state_dict` lets the saved one win). To resume with
+    /// another learning rate, build the optimizer as saved, load, then call
+    /// [`Optimizer::set_schedule`] ([`Optimizer::set_rule`] for other hyper-parameters).
+    /// What a state does not record is unverified: everything but the rule in state
+    /// exported before these checks existed, a custom rule's hyper-parameters without
+    /// [`Rule::hyperparameters`], a custom schedule without [`Schedule::spec`].
     ///
     /// ```
     /// use rlgrad_optim::{Flavor, Optimizer, Param, Rmsprop};
@@ -745,20 +928,40 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// ```
     pub fn load_state(&mut self, state: OptimizerState<T>) -> Result<()> {
         const FUNCTION: &str = "Optimizer::load_state";
-        if state.last_lrs.len() != self.groups.len() {
+        let groups = self.groups.len();
+        if state.last_lrs.len() != groups {
             return Err(Error::state(
                 FUNCTION,
                 "state",
-                format_args!(
-                    "the state of an optimizer with {} groups",
-                    self.groups.len()
-                ),
+                format_args!("the state of an optimizer with {groups} groups"),
                 format_args!("a state of {} groups", state.last_lrs.len()),
             ));
+        }
+        // State exported before `groups` existed has none.
+        if !state.groups.is_empty() && state.groups.len() != groups {
+            return Err(Error::state(
+                FUNCTION,
+                "state",
+                format_args!("the hyper-parameters of {groups} groups"),
+                format_args!("those of {}", state.groups.len()),
+            ));
+        }
+        for (index, (saved, group)) in state.groups.iter().zip(&self.groups).enumerate() {
+            group.state().check_resumes(index, saved)?;
         }
         let mut slots = BTreeMap::new();
         for (name, param) in state.params {
             let group = self.group_of(&name);
+            if let Some(saved) = param.group
+                && saved != group
+            {
+                return Err(Error::state(
+                    FUNCTION,
+                    "state",
+                    format_args!("`{name}` in group {group}, as this optimizer groups it"),
+                    format_args!("`{name}` in group {saved} saved with the state"),
+                ));
+            }
             let rule = &self.groups[group].rule;
             let spec = rule.spec();
             let names = rule.slot_names();

@@ -29,8 +29,8 @@ impl<T: Debug> Debug for StepRule<'_, T> {
 /// What gives a rule's slots their meaning: the rule, whose formula it follows and the
 /// options that change what the slots hold. Recorded in exported state, so that state is
 /// never loaded into a rule that would read its slots differently (a PyTorch-flavor
-/// RMSprop momentum buffer holds no learning rate; a Keras one does). Hyper-parameters
-/// such as learning rates and betas may differ between the two.
+/// RMSprop momentum buffer holds no learning rate; a Keras one does). The numeric
+/// hyper-parameters are recorded beside it ([`Rule::hyperparameters`]).
 ///
 /// ```
 /// use rlgrad_optim::{Rmsprop, Rule, RuleSpec};
@@ -98,9 +98,10 @@ fn flavor_name(flavor: Flavor) -> &'static str {
     }
 }
 
-/// An optimizer's update rule: its slots and what one step does. Implementing it is all a
-/// custom optimizer takes; see the crate docs for Lion.
-pub trait Rule<T: Float>: Debug + Send + Sync {
+/// An optimizer's update rule: its slots and what one step does. Implementing it on a
+/// `Clone` type is all a custom optimizer takes ([`CloneRule`] then comes for free, so that
+/// an [`Optimizer`](crate::Optimizer) clones); see the crate docs for Lion.
+pub trait Rule<T: Float>: Debug + Send + Sync + CloneRule<T> {
     /// A stable name (`"adam"`).
     fn name(&self) -> &'static str;
 
@@ -108,6 +109,18 @@ pub trait Rule<T: Float>: Debug + Send + Sync {
     /// import: the name alone unless the rule has flavors or options that change its slots.
     fn spec(&self) -> RuleSpec {
         RuleSpec::new(self.name())
+    }
+
+    /// The numeric hyper-parameters by name, exact and finite (Adam's `beta1`, `beta2`,
+    /// `eps`, `weight_decay`; the learning rate is the schedule's): recorded in exported
+    /// state, and a state saved with other values is refused on import, naming them.
+    ///
+    /// The default reports none, which leaves a custom rule's values unverified on import
+    /// (its [`Rule::spec`] still is checked). It is a default rather than a required method
+    /// because leaving it out loses a check, never a correct step, and keeps a custom rule
+    /// a small impl; implement it whenever the rule has hyper-parameters.
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
     }
 
     /// Checks the hyper-parameters; called when the rule joins an optimizer.
@@ -133,6 +146,25 @@ pub trait Rule<T: Float>: Debug + Send + Sync {
     fn step(&self, step: u64, lr: f64) -> StepRule<'_, T>;
 }
 
+/// Cloning behind a `Box<dyn Rule<T>>`; implemented for every `Rule<T> + Clone`.
+pub trait CloneRule<T: Float> {
+    /// A boxed copy of this rule.
+    fn clone_box(&self) -> Box<dyn Rule<T>>;
+}
+
+impl<T: Float, R: Rule<T> + Clone + 'static> CloneRule<T> for R {
+    fn clone_box(&self) -> Box<dyn Rule<T>> {
+        Box::new(self.clone())
+    }
+}
+
+impl<T: Float> Clone for Box<dyn Rule<T>> {
+    fn clone(&self) -> Self {
+        // The boxed rule's own copy: `self.clone_box()` would box the box again.
+        (**self).clone_box()
+    }
+}
+
 /// Where the two big frameworks put things differently (epsilon, weight decay, slots).
 pub use rlgrad_core::kernels::optim::Flavor;
 
@@ -154,6 +186,9 @@ impl<T: Float> Rule<T> for Sgd {
     }
     fn validate(&self) -> Result<()> {
         check::non_negative("Sgd", "weight_decay", self.weight_decay)
+    }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        vec![("weight_decay", self.weight_decay)]
     }
     fn slot_names(&self) -> Vec<&'static str> {
         Vec::new()
@@ -242,6 +277,13 @@ impl<T: Float> Rule<T> for Momentum {
             ));
         }
         Ok(())
+    }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("momentum", self.momentum),
+            ("dampening", self.dampening),
+            ("weight_decay", self.weight_decay),
+        ]
     }
     fn slot_names(&self) -> Vec<&'static str> {
         vec![match self.flavor {
@@ -349,6 +391,14 @@ impl<T: Float> Rule<T> for Adam {
     fn validate(&self) -> Result<()> {
         self.check("Adam")
     }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("beta1", self.beta1),
+            ("beta2", self.beta2),
+            ("eps", self.eps),
+            ("weight_decay", self.weight_decay),
+        ]
+    }
     fn slot_names(&self) -> Vec<&'static str> {
         self.slots()
     }
@@ -439,6 +489,13 @@ impl<T: Float> Rule<T> for AdamW {
         self.as_adam().check("AdamW")?;
         check::non_negative("AdamW", "weight_decay", self.weight_decay)
     }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        let adam = Adam {
+            weight_decay: self.weight_decay,
+            ..self.as_adam()
+        };
+        <Adam as Rule<T>>::hyperparameters(&adam)
+    }
     fn slot_names(&self) -> Vec<&'static str> {
         self.as_adam().slots()
     }
@@ -515,6 +572,14 @@ impl<T: Float> Rule<T> for Rmsprop {
         check::positive("Rmsprop", "eps", self.eps)?;
         check::unit_interval_open("Rmsprop", "momentum", self.momentum)?;
         check::non_negative("Rmsprop", "weight_decay", self.weight_decay)
+    }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("alpha", self.alpha),
+            ("eps", self.eps),
+            ("momentum", self.momentum),
+            ("weight_decay", self.weight_decay),
+        ]
     }
     fn slot_names(&self) -> Vec<&'static str> {
         let mut names = vec!["square_avg"];
@@ -610,6 +675,14 @@ impl<T: Float> Rule<T> for Adagrad {
         }
         Ok(())
     }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("lr_decay", self.lr_decay),
+            ("eps", self.eps),
+            ("initial_accumulator_value", self.initial_accumulator_value),
+            ("weight_decay", self.weight_decay),
+        ]
+    }
     fn slot_names(&self) -> Vec<&'static str> {
         vec!["sum"]
     }
@@ -640,12 +713,15 @@ impl<T: Float> Rule<T> for Adagrad {
 }
 
 /// A boxed rule is a rule, so rules can be chosen at run time.
-impl<T: Float, R: Rule<T> + ?Sized> Rule<T> for Box<R> {
+impl<T: Float> Rule<T> for Box<dyn Rule<T>> {
     fn name(&self) -> &'static str {
         (**self).name()
     }
     fn spec(&self) -> RuleSpec {
         (**self).spec()
+    }
+    fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
+        (**self).hyperparameters()
     }
     fn validate(&self) -> Result<()> {
         (**self).validate()

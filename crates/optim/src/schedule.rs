@@ -20,6 +20,16 @@ use std::fmt::Debug;
 pub trait Schedule: Debug + Send + Sync + CloneSchedule {
     /// The learning rate after `step` completed optimizer steps.
     fn lr(&self, step: u64) -> f64;
+
+    /// What tells this schedule from any other, exact values included: a constant rate is
+    /// its value (`0.001`), the others name their kind and parameters
+    /// (`cosine(base 0.0003, min 0.0, steps 1000)`). Recorded in exported state with the
+    /// step counter (the schedule's position), and a state saved with another schedule is
+    /// refused on import, naming both. `None`, the default, leaves a custom schedule
+    /// unverified on import.
+    fn spec(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Cloning behind a `Box<dyn Schedule>`; implemented for every `Schedule + Clone`.
@@ -47,6 +57,9 @@ impl Schedule for Box<dyn Schedule> {
     fn lr(&self, step: u64) -> f64 {
         (**self).lr(step)
     }
+    fn spec(&self) -> Option<String> {
+        (**self).spec()
+    }
 }
 
 /// A fixed learning rate.
@@ -57,18 +70,28 @@ impl Schedule for Constant {
     fn lr(&self, _step: u64) -> f64 {
         self.0
     }
+    fn spec(&self) -> Option<String> {
+        Some(format!("{:?}", self.0))
+    }
 }
 
 impl Schedule for f64 {
     fn lr(&self, _step: u64) -> f64 {
         *self
     }
+    fn spec(&self) -> Option<String> {
+        Constant(*self).spec()
+    }
 }
 
-/// An `f32` learning rate, widened exactly to f64.
+/// An `f32` learning rate, widened exactly to f64 (so `1e-3f32` is
+/// `Constant(0.0010000000474974513)`, not `Constant(1e-3)`).
 impl Schedule for f32 {
     fn lr(&self, _step: u64) -> f64 {
         f64::from(*self)
+    }
+    fn spec(&self) -> Option<String> {
+        Constant(f64::from(*self)).spec()
     }
 }
 
@@ -88,6 +111,16 @@ impl Schedule for StepDecay {
         let decays = step.checked_div(self.step_size).unwrap_or(0);
         self.base * self.gamma.powi(decays.min(i32::MAX as u64) as i32)
     }
+    fn spec(&self) -> Option<String> {
+        let Self {
+            base,
+            step_size,
+            gamma,
+        } = self;
+        Some(format!(
+            "step_decay(base {base:?}, step_size {step_size}, gamma {gamma:?})"
+        ))
+    }
 }
 
 /// `base * gamma^step` (`ExponentialLR`).
@@ -102,6 +135,10 @@ pub struct Exponential {
 impl Schedule for Exponential {
     fn lr(&self, step: u64) -> f64 {
         self.base * self.gamma.powf(step as f64)
+    }
+    fn spec(&self) -> Option<String> {
+        let Self { base, gamma } = self;
+        Some(format!("exponential(base {base:?}, gamma {gamma:?})"))
     }
 }
 
@@ -124,6 +161,10 @@ impl Schedule for Cosine {
         }
         let progress = step as f64 / self.steps as f64;
         self.min + (self.base - self.min) * (1.0 + libm_cos(PI * progress)) / 2.0
+    }
+    fn spec(&self) -> Option<String> {
+        let Self { base, min, steps } = self;
+        Some(format!("cosine(base {base:?}, min {min:?}, steps {steps})"))
     }
 }
 
@@ -151,6 +192,10 @@ impl<S: Schedule + Clone + 'static> Schedule for LinearWarmup<S> {
         } else {
             self.then.lr(step - self.steps)
         }
+    }
+    fn spec(&self) -> Option<String> {
+        let then = self.then.spec()?;
+        Some(format!("linear_warmup(steps {}, then {then})", self.steps))
     }
 }
 
@@ -205,6 +250,17 @@ impl Schedule for Sequence {
         };
         self.schedules[index].lr(step - start)
     }
+    fn spec(&self) -> Option<String> {
+        let mut parts = Vec::with_capacity(self.schedules.len());
+        for (k, schedule) in self.schedules.iter().enumerate() {
+            let spec = schedule.spec()?;
+            parts.push(match self.boundaries.get(k) {
+                Some(until) => format!("{spec} until step {until}"),
+                None => spec,
+            });
+        }
+        Some(format!("sequence({})", parts.join(", ")))
+    }
 }
 
 #[cfg(test)]
@@ -254,5 +310,55 @@ mod tests {
         .unwrap();
         assert_eq!((seq.lr(2), seq.lr(3), seq.lr(4)), (1.0, 0.5, 0.25));
         assert!(Sequence::new(vec![Box::new(Constant(1.0))], vec![3]).is_err());
+    }
+
+    #[test]
+    fn specs_tell_schedules_apart_exactly() {
+        // One constant rate, however it is written.
+        assert_eq!(1e-3f64.spec().as_deref(), Some("0.001"));
+        assert_eq!(Constant(1e-3).spec(), 1e-3f64.spec());
+        assert_eq!(1e-3f32.spec(), Constant(f64::from(1e-3f32)).spec());
+        assert_ne!(1e-3f32.spec(), 1e-3f64.spec());
+        assert_ne!(Constant(0.1 + 0.2).spec(), Constant(0.3).spec());
+        let cosine = Cosine {
+            base: 3e-4,
+            min: 0.0,
+            steps: 1000,
+        };
+        let warmup: Box<dyn Schedule> = Box::new(LinearWarmup {
+            steps: 10,
+            then: cosine,
+        });
+        assert_eq!(
+            warmup.spec().as_deref(),
+            Some("linear_warmup(steps 10, then cosine(base 0.0003, min 0.0, steps 1000))")
+        );
+        let seq = Sequence::new(vec![warmup, Box::new(Constant(1e-5))], vec![500]).unwrap();
+        assert_eq!(
+            seq.spec().as_deref(),
+            Some(
+                "sequence(linear_warmup(steps 10, then cosine(base 0.0003, min 0.0, steps 1000)) \
+                 until step 500, 1e-5)"
+            )
+        );
+        // A part without a spec leaves the whole unverified.
+        #[derive(Debug, Clone)]
+        struct Custom;
+        impl Schedule for Custom {
+            fn lr(&self, _step: u64) -> f64 {
+                0.1
+            }
+        }
+        let custom = LinearWarmup {
+            steps: 1,
+            then: Custom,
+        };
+        assert_eq!(custom.spec(), None);
+        assert_eq!(
+            Sequence::new(vec![Box::new(1e-3), Box::new(Custom)], vec![5])
+                .unwrap()
+                .spec(),
+            None
+        );
     }
 }

@@ -144,6 +144,7 @@ proptest! {
         rule in rule(),
         schedule in schedule(),
         group in proptest::option::of((rule(), schedule(), 0usize..3)),
+        replacement in (rule(), schedule()),
         steps in strategies::vec(params(), 1..5),
         check_finite in any::<bool>(),
         picks in strategies::vec(any::<usize>(), 6),
@@ -194,10 +195,20 @@ proptest! {
         let _ = opt.effective_lr(picks[1] % 3);
         let _ = opt.last_lr(picks[2] % 3);
         let _ = opt.rule(picks[3] % 3).map(|r| (r.spec().to_string(), r.slot_names()));
+        prop_assert_eq!(snapshot(&opt.clone()), snapshot(&opt));
+        let (new_rule, new_schedule) = replacement;
+        let before = snapshot(&opt);
+        if opt.set_rule(picks[5] % 3, new_rule).is_err() {
+            prop_assert_eq!(snapshot(&opt), before);
+        }
+        let before = snapshot(&opt);
+        if opt.set_schedule(picks[5] % 3, new_schedule).is_err() {
+            prop_assert_eq!(snapshot(&opt), before);
+        }
 
         // Imported state, intact or damaged: an error changes nothing.
         if let Ok(mut state) = opt.state() {
-            match picks[4] % 5 {
+            match picks[4] % 6 {
                 0 => state.last_lrs.push(None),
                 1 => {
                     if let Some(p) = state.params.values_mut().next() {
@@ -212,6 +223,11 @@ proptest! {
                 3 => {
                     if let Some(p) = state.params.values_mut().next() {
                         p.slots.insert("exp_avg".to_owned(), Vec::new());
+                    }
+                }
+                4 => {
+                    for value in state.groups[0].hyperparameters.values_mut() {
+                        *value = -*value - 1.0;
                     }
                 }
                 _ => {}
