@@ -238,20 +238,91 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
     /// The gradients of `loss` with respect to every parameter of `sources` (modules, in
     /// order; a [`Param`] is a module of one parameter).
     ///
-    /// A loss with several elements is differentiated as the sum of its elements (as
-    /// TensorFlow does). A parameter the loss does not depend on gets no gradient, which
-    /// [`Gradients::get`] reports by name. Errors: `loss` from another tape, a no-grad
-    /// tape, a consumed tape (a second call on a non-persistent tape), a custom op whose
-    /// backward returned gradients of the wrong shapes.
+    /// `loss` must hold one element (a scalar, or any shape of one element): a loss of
+    /// several elements is an error, as in PyTorch ("grad can be implicitly created only
+    /// for scalar outputs"), never silently summed; reduce it yourself (`sum_all`,
+    /// `mean_all`) or give the output's gradient to [`Tape::vjp`]. A parameter the loss
+    /// does not depend on gets no gradient, which [`Gradients::get`] reports by name.
+    /// Errors: `loss` from another tape or of several elements, a no-grad tape, a consumed
+    /// tape (a second call on a non-persistent tape), a custom op whose backward returned
+    /// gradients of the wrong shapes.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_tensor::Tensor;
+    /// let w = Param::new("w", Tensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
+    /// let tape = Tape::new().persistent();
+    /// let doubled = tape.param(&w).mul_scalar(2.0)?; // two elements
+    /// let err = tape.gradient(&doubled, &[&w]).unwrap_err();
+    /// assert!(err.to_string().contains("one element"), "{err}");
+    /// let grads = tape.gradient(&doubled.sum_all()?, &[&w])?;
+    /// assert_eq!(grads.get(&w)?.to_vec()?, [2.0, 2.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
     pub fn gradient(
         &self,
         loss: &Var<'_, T, D>,
         sources: &[&dyn Module<T, D>],
     ) -> Result<Gradients<T, D>> {
-        self.check_same("Tape::gradient", "loss", loss)?;
+        const FUNCTION: &str = "Tape::gradient";
+        self.check_same(FUNCTION, "loss", loss)?;
+        if loss.value().numel() != 1 {
+            return Err(Error::shape(
+                FUNCTION,
+                "loss",
+                "one element (reduce the loss, or give its gradient to Tape::vjp)",
+                loss.shape(),
+            ));
+        }
+        self.differentiate(FUNCTION, loss, None, sources)
+    }
+
+    /// The vector-Jacobian product: the gradients with respect to every parameter of
+    /// `sources` of `sum(output * output_grad)`, that is, the backward pass seeded with
+    /// `output_grad` (PyTorch's `output.backward(gradient=output_grad)`, JAX's `vjp`).
+    /// `output_grad` must have `output`'s shape. Otherwise as [`Tape::gradient`].
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_tensor::Tensor;
+    /// let w = Param::new("w", Tensor::from_vec(vec![1.0f64, 2.0], [2])?)?;
+    /// let tape = Tape::new();
+    /// let squared = tape.param(&w).square()?;
+    /// let weights = Tensor::from_vec(vec![10.0, 100.0], [2])?;
+    /// let grads = tape.vjp(&squared, &weights, &[&w])?;
+    /// assert_eq!(grads.get(&w)?.to_vec()?, [20.0, 400.0]); // 2 w * weights
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn vjp(
+        &self,
+        output: &Var<'_, T, D>,
+        output_grad: &Tensor<T, D>,
+        sources: &[&dyn Module<T, D>],
+    ) -> Result<Gradients<T, D>> {
+        const FUNCTION: &str = "Tape::vjp";
+        self.check_same(FUNCTION, "output", output)?;
+        if output_grad.shape() != output.shape() {
+            return Err(Error::shape(
+                FUNCTION,
+                "output_grad",
+                format_args!("the shape of output, {}", output.shape()),
+                output_grad.shape(),
+            ));
+        }
+        self.differentiate(FUNCTION, output, Some(output_grad), sources)
+    }
+
+    /// The backward pass from `output` (of this tape), seeded with `seed` (ones when `None`).
+    fn differentiate(
+        &self,
+        function: &'static str,
+        output: &Var<'_, T, D>,
+        seed: Option<&Tensor<T, D>>,
+        sources: &[&dyn Module<T, D>],
+    ) -> Result<Gradients<T, D>> {
         if !self.recording {
             return Err(Error::value(
-                "Tape::gradient",
+                function,
                 "self",
                 "a recording tape",
                 "a no_grad tape, which records nothing",
@@ -259,7 +330,7 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         }
         let mut state = self.state.borrow_mut();
         if state.consumed {
-            return Err(consumed_error("Tape::gradient"));
+            return Err(consumed_error(function));
         }
         let mut requested: Requests<T, D> = SmallVec::new();
         for module in sources {
@@ -272,9 +343,16 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 requested.push((node, Entry::new(p)));
             });
         }
-        if let Some(loss_node) = loss.node {
+        if let Some(output_node) = output.node {
             let state = &mut *state;
-            let grads_of_sources = self.backward(state, loss_node, loss.value(), &requested)?;
+            let grads_of_sources = self.backward(
+                function,
+                state,
+                output_node,
+                output.value(),
+                seed,
+                &requested,
+            )?;
             for ((_, entry), grad) in requested.iter_mut().zip(grads_of_sources) {
                 entry.grad = grad;
             }
@@ -289,12 +367,15 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         ))
     }
 
-    /// The reverse pass from `loss_node`; the gradient of each requested node, in order.
+    /// The reverse pass from `loss_node`, seeded with `seed` (ones when `None`); the
+    /// gradient of each requested node, in order.
     fn backward(
         &self,
+        function: &'static str,
         state: &mut State<T, D>,
         loss_node: usize,
         loss_value: &Tensor<T, D>,
+        seed: Option<&Tensor<T, D>>,
         requested: &[(Option<usize>, Entry<T, D>)],
     ) -> Result<SourceGrads<T, D>> {
         let State {
@@ -325,7 +406,10 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         let zero = &self.zero;
         let result = (|| {
             if marks[loss_node] != Mark::Skip {
-                let seed = self.one.broadcast_to(loss_value.shape().clone())?;
+                let seed = match seed {
+                    Some(seed) => seed.clone(),
+                    None => self.one.broadcast_to(loss_value.shape().clone())?,
+                };
                 grads[loss_node].add(Grad::Full(seed), zero)?;
             }
             let constants = Constants { zero };
@@ -340,7 +424,7 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 let needs = |input: usize| marks[input] != Mark::Skip;
                 let mut emit = |input: usize, grad: Grad<T, D>| grads[input].add(grad, zero);
                 op.backward(&g, &constants, &needs, &mut emit)
-                    .map_err(|e| e.in_function("Tape::gradient"))?;
+                    .map_err(|e| e.in_function(function))?;
                 if marks[i] == Mark::Source {
                     grads[i].add(Grad::Full(g), zero)?;
                 }
