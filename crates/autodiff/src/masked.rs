@@ -227,7 +227,7 @@ impl<T: Float, D: SequenceDevice<T>> CustomOp<T, D> for Padding {
 }
 
 /// The feature width of `x`, which must be `[B, T]` (width 1) or `[B, T, F]` for `seqs`.
-fn padded_features<T: Float, D: SequenceDevice<T>>(
+fn padded_features<T: Float, D: TensorDevice<T>>(
     function: &'static str,
     x: &Var<'_, T, D>,
     seqs: &Sequences,
@@ -370,5 +370,53 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
             pad: false,
         };
         self.tape().custom(op, &[self])
+    }
+}
+
+impl<T: Float, D: TensorDevice<T>> Var<'_, T, D> {
+    /// This padded `[B, T]` or `[B, T, F]` batch (batch-major) with every padded step
+    /// replaced by `+0`, *selected* in ([`Var::where_cond`]), never multiplied by a zero
+    /// mask: whatever the padding held (NaN, inf, stale values) reaches no later value and
+    /// no gradient, and everything computed from the result has the bits it has with
+    /// zero padding. The gradient passes at valid steps and is `+0` at padding.
+    ///
+    /// Use it where padded data enters elementwise math whose backward would multiply a
+    /// zero gradient by the padding's value (`exp`, products, squares): the masked
+    /// reductions then see finite values at padding and their zero gradients stay zero.
+    /// The recurrent layers' `run` applies it to their input.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_mask::Sequences;
+    /// use rlgrad_tensor::Tensor;
+    /// let seqs = Sequences::new(&[2, 1], Some(2))?;
+    /// let x = Param::new("x", Tensor::from_vec(vec![1.0f64, 2.0, 3.0, f64::NAN], [2, 2])?)?;
+    /// let tape = Tape::new();
+    /// let clean = tape.param(&x).zero_padding(&seqs)?;
+    /// assert_eq!(clean.to_vec()?, [1.0, 2.0, 3.0, 0.0]);
+    /// // exp(NaN) * 0 would be NaN; exp(0) * 0 is 0.
+    /// let loss = clean.exp()?.masked_mean(&seqs)?;
+    /// let grads = tape.gradient(&loss, &[&x])?;
+    /// assert!(grads.get(&x)?.to_vec()?.iter().all(|g| g.is_finite()));
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn zero_padding(&self, seqs: &Sequences) -> Result<Self> {
+        padded_features("Var::zero_padding", self, seqs)?;
+        if seqs.total() == seqs.padded_steps() {
+            return Ok(self.clone());
+        }
+        let (batch, steps) = (seqs.batch(), seqs.max_len());
+        // The mask broadcasts over the features of a `[B, T, F]` batch.
+        let mask_shape = if self.shape().ndim() == 2 {
+            Shape::from([batch, steps])
+        } else {
+            Shape::from([batch, steps, 1])
+        };
+        let device = self.tape().device();
+        let valid = Tensor::from_vec_on(device, seqs.mask()?.to_float()?, mask_shape)?;
+        let zero = self
+            .tape()
+            .constant(&Tensor::zeros_on(device, Shape::scalar())?);
+        Var::where_cond(&valid, self, &zero)
     }
 }

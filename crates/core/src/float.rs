@@ -104,6 +104,9 @@ pub trait Float:
     fn from_usize(value: usize) -> Self;
     /// The raw bits, widened to `u64`, for bit-equality assertions.
     fn to_bits_u64(self) -> u64;
+    /// The value whose raw bits are the low bits of `bits` (the inverse of
+    /// [`Float::to_bits_u64`]), for tests that need arbitrary bit patterns.
+    fn from_bits_u64(bits: u64) -> Self;
 
     /// `e^x`, bit-identical on every platform.
     fn exp_portable(self) -> Self;
@@ -138,6 +141,11 @@ impl Float for f32 {
     #[inline]
     fn to_bits_u64(self) -> u64 {
         u64::from(self.to_bits())
+    }
+    #[inline]
+    fn from_bits_u64(bits: u64) -> Self {
+        // The low 32 bits: truncation is the point.
+        f32::from_bits(bits as u32)
     }
     #[inline]
     fn exp_portable(self) -> Self {
@@ -184,6 +192,10 @@ impl Float for f64 {
     #[inline]
     fn to_bits_u64(self) -> u64 {
         self.to_bits()
+    }
+    #[inline]
+    fn from_bits_u64(bits: u64) -> Self {
+        f64::from_bits(bits)
     }
     #[inline]
     fn exp_portable(self) -> Self {

@@ -125,6 +125,27 @@ pub fn any_value<T: Float>() -> BoxedStrategy<T> {
     .boxed()
 }
 
+/// What a padded position may hold when nothing cleared it: NaN of both signs,
+/// infinities, `±1e30`, the extreme finite values, and arbitrary bit patterns (NaNs with
+/// payloads, subnormals, anything). Padding must be selected out, so that none of these reaches an output
+/// or a gradient: the padding tests write them where zeros would be and compare bits.
+pub fn garbage<T: Float>() -> BoxedStrategy<T> {
+    prop_oneof![
+        1 => proptest::sample::select(vec![
+            T::nan(),
+            -T::nan(),
+            T::infinity(),
+            T::neg_infinity(),
+            T::from_f64(1e30),
+            T::from_f64(-1e30),
+            T::max_value(),
+            T::min_value(),
+        ]),
+        1 => any::<u64>().prop_map(T::from_bits_u64),
+    ]
+    .boxed()
+}
+
 /// Vectors of `element` with a length in `len`.
 pub fn vec<T: std::fmt::Debug>(
     element: impl Strategy<Value = T>,

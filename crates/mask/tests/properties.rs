@@ -414,3 +414,90 @@ fn accessors_past_the_end_are_none() {
     assert_eq!((batch.width(0), batch.width(1)), (Some(1), None));
     assert!(batch.column(1).is_none());
 }
+
+/// `x` with the padded values replaced, in turn, by `garbage`.
+fn with_garbage(seqs: &Sequences, features: usize, x: &[f64], garbage: &[f64]) -> Vec<f64> {
+    let mut fill = garbage.iter().copied().cycle();
+    x.iter()
+        .zip(valid_values(seqs, features))
+        .map(|(&v, valid)| if valid { v } else { fill.next().unwrap() })
+        .collect()
+}
+
+/// Every slice-level function that reads a padded batch (its data or an upstream
+/// gradient), as bits: the values it returns, or its error.
+fn padded_readers(
+    seqs: &Sequences,
+    f: usize,
+    x: &[f64],
+    upstream: &[f64],
+) -> Vec<Result<Vec<u64>, String>> {
+    let scalar = |r: Result<f64, Error>| r.map(|v| vec![v.to_bits()]).map_err(|e| e.to_string());
+    let vector = |r: Result<Vec<f64>, Error>| {
+        r.map(|v| v.iter().map(|x| x.to_bits()).collect())
+            .map_err(|e| e.to_string())
+    };
+    let mut into = vec![7.0; seqs.total() * f];
+    let unpadded_into =
+        unpad_into(Par::Seq, seqs, x, f, PadOrder::BatchMajor, &mut into).map(|()| into);
+    let time_major = transpose(x, seqs.batch(), seqs.max_len(), f).unwrap();
+    vec![
+        scalar(masked_sum(seqs, x, f)),
+        scalar(masked_mean(seqs, x, f)),
+        scalar(masked_var(seqs, x, f, 1)),
+        scalar(masked_std(seqs, x, f, 0)),
+        vector(sequence_means(seqs, x, f)),
+        vector(masked_var_backward(seqs, x, f, 1, 0.5)),
+        vector(masked_std_backward(seqs, x, f, 0, 2.0)),
+        vector(masked_normalize(seqs, x, f, 1e-8, 1)),
+        vector(masked_normalize_backward(seqs, x, f, 1e-8, 1, upstream)),
+        vector(unpad(seqs, x, f)),
+        vector(unpadded_into),
+        vector(unpad_time_major(seqs, &time_major, f)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(96))]
+
+    /// Garbage (NaN, ±inf, ±1e30, extreme and random values) in every padded position of
+    /// the data and of the upstream gradient changes no bit of any result.
+    #[test]
+    fn prop_garbage_in_padding_changes_no_bit(
+        (lengths, max_len, f, seed) in ragged(),
+        garbage in strategies::vec(strategies::garbage::<f64>(), 1..24),
+        upstream_garbage in strategies::vec(strategies::garbage::<f64>(), 1..24),
+    ) {
+        let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
+        let x = pad(&seqs, &values(seqs.total() * f, seed), f).unwrap();
+        let upstream = pad(&seqs, &values(seqs.total() * f, seed ^ 3), f).unwrap();
+        let zeros = padded_readers(&seqs, f, &x, &upstream);
+        let dirty = padded_readers(
+            &seqs,
+            f,
+            &with_garbage(&seqs, f, &x, &garbage),
+            &with_garbage(&seqs, f, &upstream, &upstream_garbage),
+        );
+        prop_assert_eq!(zeros, dirty);
+    }
+
+    /// Chopped columns are zero-padded (`+0`, every bit), whatever the rows hold.
+    #[test]
+    fn prop_chopped_padding_is_positive_zero(
+        episode_lengths in proptest::collection::vec(1usize..20, 1..8),
+        max_seq_len in 1usize..8,
+        rows in strategies::vec(strategies::garbage::<f64>(), 1..24),
+    ) {
+        let ids: Vec<i64> = episode_lengths.iter().enumerate().flat_map(|(e, &n)| std::iter::repeat_n(e as i64, n)).collect();
+        let data: Vec<f64> = rows.iter().copied().cycle().take(ids.len() * 2).collect();
+        let batch = chop_into_sequences(&ids, &[Column { data: &data, width: 2 }], ChopConfig::new(max_seq_len)).unwrap();
+        let column = batch.column(0).unwrap();
+        for (value, valid) in column.iter().zip(valid_values(batch.seqs(), 2)) {
+            if !valid {
+                prop_assert_eq!(value.to_bits(), 0);
+            }
+        }
+        let unpadded: Vec<u64> = unpad(batch.seqs(), column, 2).unwrap().iter().map(|v| v.to_bits()).collect();
+        prop_assert_eq!(unpadded, data.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+}

@@ -37,11 +37,11 @@ mod policy;
 pub use normalize::Normalizer;
 pub use policy::{Branch, Memory, Policy};
 
-use rlgrad_autodiff::{ApplyGradients, Tape};
+use rlgrad_autodiff::{ApplyGradients, Tape, Var};
 use rlgrad_checkpoint::{Checkpoint, Restore};
 use rlgrad_core::{Error, Result, Rng};
 use rlgrad_envs::{CartPoleNoVelocity, Snapshot, VecEnv};
-use rlgrad_mask::{ChopConfig, Column, SequenceBatch, chop_into_sequences};
+use rlgrad_mask::{ChopConfig, Column, SequenceBatch, Sequences, chop_into_sequences};
 use rlgrad_optim::{Adam, Optimizer, Schedule};
 use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
 use rlgrad_tensor::Tensor;
@@ -202,6 +202,120 @@ struct UpdateStats {
     approx_kl: f64,
     clip_fraction: f64,
     minibatches: usize,
+}
+
+/// A minibatch of padded sequences as [`ppo_losses`] reads it: batch-major `[S, T, ...]`
+/// columns (`S` sequences padded to `T` steps, as [`SequenceBatch`] holds them) and each
+/// sequence's initial recurrent states. What the padded steps hold does not matter: the
+/// loss selects them out before any arithmetic.
+#[derive(Debug, Clone, Copy)]
+pub struct Minibatch<'a> {
+    /// The sequences' lengths and padded length.
+    pub seqs: &'a Sequences,
+    /// `[S, T, observation width]`.
+    pub observations: &'a [f32],
+    /// `[S, T]`, action indices as floats.
+    pub actions: &'a [f32],
+    /// `[S, T]`, the log-probabilities of the actions when they were taken.
+    pub old_log_probs: &'a [f32],
+    /// `[S, T]`, GAE advantages (normalized by the loss over the valid steps).
+    pub advantages: &'a [f32],
+    /// `[S, T]`, the value targets.
+    pub returns: &'a [f32],
+    /// `[S, actor state width]`: each sequence's actor state at its first step.
+    pub actor_state0: &'a [f32],
+    /// `[S, critic state width]`.
+    pub critic_state0: &'a [f32],
+}
+
+/// The terms of the PPO loss of a minibatch, on its tape.
+#[derive(Debug)]
+pub struct Losses<'t> {
+    /// `policy + ent_coef * entropy + vf_coef * value`, what the update differentiates.
+    pub total: Var<'t>,
+    /// The clipped surrogate, negated: `-masked_mean(min(A r, A clip(r)))`.
+    pub policy: Var<'t>,
+    /// `masked_mean((returns - V)^2)`.
+    pub value: Var<'t>,
+    /// The entropy, negated: `-masked_mean(H)`.
+    pub entropy: Var<'t>,
+    /// `log pi(a|s) - log pi_old(a|s)`, `[S, T]`.
+    pub log_ratio: Var<'t>,
+    /// `exp(log_ratio)`, `[S, T]`.
+    pub ratio: Var<'t>,
+}
+
+/// SB3's PPO loss of `batch` under `policy` with clip range `clip` and `config`'s
+/// coefficients: the clipped surrogate, the value loss and the entropy as masked means
+/// over the valid steps, the advantages normalized over the valid steps.
+///
+/// Padding is selected out at the entrance ([`Var::zero_padding`] of every column,
+/// [`Branch::run`] for the observations, action 0 at padded steps), never multiplied by a
+/// zero mask: the losses and every gradient are bitwise
+/// those of zero padding, whatever the padded steps of `batch` hold (NaN, inf, stale
+/// values), which a test checks.
+pub fn ppo_losses<'t>(
+    policy: &Policy,
+    tape: &'t Tape,
+    batch: &Minibatch<'_>,
+    clip: f32,
+    config: &Config,
+) -> Result<Losses<'t>> {
+    let seqs = batch.seqs;
+    let (s, t) = (seqs.batch(), seqs.max_len());
+    let dim = batch.observations.len() / (s * t).max(1);
+    let column = |values: &[f32], shape: &[usize]| -> Result<Var<'t>> {
+        tape.constant(&Tensor::from_vec(values.to_vec(), shape)?)
+            .zero_padding(seqs)
+    };
+    // The branches select the observations' padding out themselves.
+    let x = tape.constant(&Tensor::from_vec(batch.observations.to_vec(), [s, t, dim])?);
+    let old_log_probs = column(batch.old_log_probs, &[s, t])?;
+    let advantages = column(batch.advantages, &[s, t])?.masked_normalize(seqs, 1e-8, 1)?;
+    let returns = column(batch.returns, &[s, t])?;
+    // An action index is not arithmetic, but a padded one must still be a valid index.
+    let valid = seqs.mask()?;
+    let actions: Vec<usize> = batch
+        .actions
+        .iter()
+        .zip(valid.as_bools())
+        .map(|(&a, &valid)| if valid { a as usize } else { 0 })
+        .collect();
+
+    let logits = policy.actor.run(tape, &x, seqs, batch.actor_state0)?;
+    let values = policy
+        .critic
+        .run(tape, &x, seqs, batch.critic_state0)?
+        .reshape([s, t])?;
+    let all_log_probs = logits.log_softmax(1)?;
+    let log_probs = all_log_probs
+        .gather(1, &actions, [s * t, 1])?
+        .reshape([s, t])?;
+    let entropy = all_log_probs
+        .exp()?
+        .mul(&all_log_probs)?
+        .sum(1, false)?
+        .neg()?
+        .reshape([s, t])?;
+
+    let log_ratio = log_probs.sub(&old_log_probs)?;
+    let ratio = log_ratio.exp()?;
+    let surrogate = advantages.mul(&ratio)?;
+    let clipped = advantages.mul(&ratio.clamp(1.0 - clip, 1.0 + clip)?)?;
+    let policy_loss = surrogate.minimum(&clipped)?.masked_mean(seqs)?.neg()?;
+    let value_loss = returns.sub(&values)?.square()?.masked_mean(seqs)?;
+    let entropy_loss = entropy.masked_mean(seqs)?.neg()?;
+    let total = policy_loss
+        .add(&entropy_loss.mul_scalar(config.ent_coef)?)?
+        .add(&value_loss.mul_scalar(config.vf_coef)?)?;
+    Ok(Losses {
+        total,
+        policy: policy_loss,
+        value: value_loss,
+        entropy: entropy_loss,
+        log_ratio,
+        ratio,
+    })
 }
 
 /// The agent: policy and value networks, Adam, the environments and their recurrent
@@ -432,10 +546,7 @@ impl Ppo {
         clip: f32,
         stats: &mut UpdateStats,
     ) -> Result<()> {
-        let seqs = batch.seqs();
-        let (s, t) = (seqs.batch(), seqs.max_len());
         let column = |k: usize| batch.column(k).expect("five columns were chopped");
-        let dim = batch.width(0).expect("five columns were chopped");
         let gather_states = |states: &[f32], width: usize| -> Vec<f32> {
             batch
                 .starts()
@@ -447,53 +558,27 @@ impl Ppo {
         let actor_state0 = gather_states(&sequences.actor_states, self.policy.actor.state_width());
         let critic_state0 =
             gather_states(&sequences.critic_states, self.policy.critic.state_width());
-        let actions: Vec<usize> = column(1).iter().map(|&a| a as usize).collect();
-
-        let data = |k: usize, shape: &[usize]| Tensor::from_vec(column(k).to_vec(), shape);
-        let (x, old_log_probs) = (data(0, &[s, t, dim])?, data(2, &[s, t])?);
-        let (advantages, returns) = (data(3, &[s, t])?, data(4, &[s, t])?);
-
+        let minibatch = Minibatch {
+            seqs: batch.seqs(),
+            observations: column(0),
+            actions: column(1),
+            old_log_probs: column(2),
+            advantages: column(3),
+            returns: column(4),
+            actor_state0: &actor_state0,
+            critic_state0: &critic_state0,
+        };
         self.tape.reset();
         let tape = &self.tape;
-        let x = tape.constant(&x);
-        let old_log_probs = tape.constant(&old_log_probs);
-        let advantages = tape.constant(&advantages).masked_normalize(seqs, 1e-8, 1)?;
-        let returns = tape.constant(&returns);
-
-        let logits = self.policy.actor.run(tape, &x, seqs, &actor_state0)?;
-        let values = self
-            .policy
-            .critic
-            .run(tape, &x, seqs, &critic_state0)?
-            .reshape([s, t])?;
-        let all_log_probs = logits.log_softmax(1)?;
-        let log_probs = all_log_probs
-            .gather(1, &actions, [s * t, 1])?
-            .reshape([s, t])?;
-        let entropy = all_log_probs
-            .exp()?
-            .mul(&all_log_probs)?
-            .sum(1, false)?
-            .neg()?
-            .reshape([s, t])?;
-
-        let log_ratio = log_probs.sub(&old_log_probs)?;
-        let ratio = log_ratio.exp()?;
-        let surrogate = advantages.mul(&ratio)?;
-        let clipped = advantages.mul(&ratio.clamp(1.0 - clip, 1.0 + clip)?)?;
-        let policy_loss = surrogate.minimum(&clipped)?.masked_mean(seqs)?.neg()?;
-        let value_loss = returns.sub(&values)?.square()?.masked_mean(seqs)?;
-        let entropy_loss = entropy.masked_mean(seqs)?.neg()?;
-        let loss = policy_loss
-            .add(&entropy_loss.mul_scalar(self.config.ent_coef)?)?
-            .add(&value_loss.mul_scalar(self.config.vf_coef)?)?;
-        let mut grads = tape.gradient(&loss, &[&self.policy])?;
+        let losses = ppo_losses(&self.policy, tape, &minibatch, clip, &self.config)?;
+        let mut grads = tape.gradient(&losses.total, &[&self.policy])?;
         grads.clip_global_norm(self.config.max_grad_norm)?;
         self.adam.apply_gradients(&mut self.policy, &grads)?;
 
         // SB3's diagnostics: approx_kl = mean((ratio - 1) - log_ratio), and the share of
         // steps whose ratio left the clip range.
-        let (log_ratio, ratio) = (log_ratio.detach(), ratio.detach());
+        let seqs = minibatch.seqs;
+        let (log_ratio, ratio) = (losses.log_ratio.detach(), losses.ratio.detach());
         let kl = ratio.add_scalar(-1.0)?.sub(&log_ratio)?.masked_mean(seqs)?;
         let outside = tape.constant(
             &ratio
@@ -501,9 +586,9 @@ impl Ppo {
                 .abs()?
                 .gt(&tape.constant(&Tensor::scalar(clip)))?,
         );
-        stats.policy_loss += f64::from(policy_loss.to_scalar()?);
-        stats.value_loss += f64::from(value_loss.to_scalar()?);
-        stats.entropy -= f64::from(entropy_loss.to_scalar()?);
+        stats.policy_loss += f64::from(losses.policy.to_scalar()?);
+        stats.value_loss += f64::from(losses.value.to_scalar()?);
+        stats.entropy -= f64::from(losses.entropy.to_scalar()?);
         stats.approx_kl += f64::from(kl.to_scalar()?);
         stats.clip_fraction += f64::from(outside.masked_mean(seqs)?.to_scalar()?);
         stats.minibatches += 1;

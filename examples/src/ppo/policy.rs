@@ -113,8 +113,9 @@ impl Branch {
 
     /// The outputs `[S * T, outputs]` (sequence by sequence, padding included) of the
     /// padded batch-major sequences `x` `[S, T, F]`, each starting from its row of
-    /// `state0` (`[S, state_width]`). Past a sequence's end the LSTM's outputs are 0,
-    /// and nothing there reaches a masked loss.
+    /// `state0` (`[S, state_width]`). The padded steps of `x` are selected out before
+    /// any arithmetic ([`Var::zero_padding`], or the LSTM's own selection), so whatever
+    /// they hold, every output and gradient is bitwise that of zero padding.
     pub fn run<'t>(
         &self,
         tape: &'t Tape,
@@ -129,7 +130,10 @@ impl Branch {
                 let (outputs, _) = lstm.run(tape, x, Some(seqs), Some(&state0))?;
                 outputs.reshape([s * t, lstm.hidden()])?
             }
-            Encoder::Dense(dense) => dense.forward(tape, &x.reshape([s * t, f])?)?.relu()?,
+            Encoder::Dense(dense) => {
+                let x = x.zero_padding(seqs)?.reshape([s * t, f])?;
+                dense.forward(tape, &x)?.relu()?
+            }
         };
         self.head(tape, &features)
     }

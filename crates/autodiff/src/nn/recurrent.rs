@@ -254,6 +254,13 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
     /// The cell over a padded batch-major `x` `[B, T, F]`: the input gates of all steps in
     /// one matmul, then the recurrence; with `seqs`, a sequence's state stops changing
     /// after its last valid step and its outputs past it are 0.
+    ///
+    /// The cell still runs over padded steps (the batch keeps its rows), so padding is
+    /// made harmless by selection at both ends: the input's padded steps are replaced by
+    /// zeros before the input gates ([`Var::zero_padding`]), and the state and outputs
+    /// past a sequence's end are selected ([`Var::where_cond`]). The cell then only ever
+    /// sees finite padded rows, whose zero gradients stay zero, and every value and
+    /// gradient is bitwise what it is with zero padding, whatever the padding held.
     fn run(
         &self,
         function: &'static str,
@@ -285,6 +292,10 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
                 format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
             ));
         }
+        let x = match seqs {
+            Some(s) => x.zero_padding(s)?,
+            None => x.clone(),
+        };
         let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
         let gates = self.input_gates(tape, &time_major)?;
         // Up to the shortest sequence every row is valid, and the step needs no masking.
@@ -525,7 +536,9 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
     /// The GRU over a padded batch-major `x` `[B, T, F]` from `h0` `[B, H]` (zeros when
     /// `None`): the outputs `[B, T, H]` and the last state `[B, H]`. With `seqs`, each
     /// sequence's state is the one after its last valid step and its outputs past it are
-    /// 0, so nothing in the padding reaches a loss or a gradient.
+    /// 0. Padding is selected out, never multiplied by zero: whatever the padded steps of
+    /// `x` hold (NaN, inf, garbage), the outputs, the last state and every gradient are
+    /// bitwise those of zero padding.
     pub fn run<'t>(
         &self,
         tape: &'t Tape<T, D>,
