@@ -28,6 +28,7 @@ use rlgrad_core::kernels::{ReduceOp, UnaryOp};
 use rlgrad_core::{Error, Float, Layout, Result, Shape, View};
 
 use crate::estimators::{check_episodes, check_lambda, check_vtrace, output_len};
+use crate::finite::check_device_inputs;
 use crate::{Episodes, Gae, TimeMajor, Vtrace, VtraceParams};
 
 /// [`crate::discounted_returns`] on `device`.
@@ -39,6 +40,8 @@ pub fn discounted_returns<D: RecurrenceKernel<T>, T: Float>(
     bootstrap: &D::Buffer<T>,
 ) -> Result<D::Buffer<T>> {
     check_episodes("discounted_returns", &episodes)?;
+    let inputs = [("rewards", rewards), ("bootstrap", bootstrap)];
+    check_device_inputs(device, "discounted_returns", layout, &inputs, &episodes)?;
     let mut out = device.alloc_zeros(output_len(
         "discounted_returns",
         layout,
@@ -60,6 +63,12 @@ pub fn gae<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<Gae<D::Buffer<T>>> {
     check_episodes("gae", &episodes)?;
     check_lambda("gae", lambda)?;
+    let inputs = [
+        ("rewards", rewards),
+        ("values", values),
+        ("bootstrap", bootstrap),
+    ];
+    check_device_inputs(device, "gae", layout, &inputs, &episodes)?;
     let len = output_len("gae", layout, device.buffer_len(rewards))?;
     let mut out = Gae {
         advantages: device.alloc_zeros(len)?,
@@ -89,6 +98,8 @@ pub fn lambda_returns<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<D::Buffer<T>> {
     check_episodes("lambda_returns", &episodes)?;
     check_lambda("lambda_returns", lambda)?;
+    let inputs = [("rewards", rewards), ("next_values", next_values)];
+    check_device_inputs(device, "lambda_returns", layout, &inputs, &episodes)?;
     let mut out = device.alloc_zeros(output_len(
         "lambda_returns",
         layout,
@@ -111,6 +122,8 @@ pub fn n_step_returns<D: RecurrenceKernel<T>, T: Float>(
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
+    let inputs = [("rewards", rewards), ("next_values", next_values)];
+    check_device_inputs(device, "n_step_returns", layout, &inputs, &episodes)?;
     let mut out = device.alloc_zeros(output_len(
         "n_step_returns",
         layout,
@@ -134,6 +147,13 @@ pub fn vtrace<D: RecurrenceKernel<T>, T: Float>(
 ) -> Result<Vtrace<D::Buffer<T>>> {
     check_episodes("vtrace", &episodes)?;
     check_vtrace(&params)?;
+    let inputs = [
+        ("rewards", rewards),
+        ("values", values),
+        ("bootstrap", bootstrap),
+        ("rhos", rhos),
+    ];
+    check_device_inputs(device, "vtrace", layout, &inputs, &episodes)?;
     let len = output_len("vtrace", layout, device.buffer_len(rewards))?;
     let mut out = Vtrace {
         vs: device.alloc_zeros(len)?,

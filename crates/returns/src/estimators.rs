@@ -8,6 +8,7 @@
 use rlgrad_core::check;
 use rlgrad_core::cpu::{alloc, recurrence as kernel};
 
+use crate::finite;
 use crate::{Episodes, Error, Float, Par, Result, SliceEpisodes, TimeMajor, VtraceParams};
 
 /// GAE advantages and the lambda-returns `advantages + values` (the value targets), as
@@ -142,6 +143,8 @@ pub fn discounted_returns_into<T: Float>(
     returns: &mut [T],
 ) -> Result<()> {
     check_episodes("discounted_returns", &episodes)?;
+    let inputs = [("rewards", rewards), ("bootstrap", bootstrap)];
+    finite::check_inputs("discounted_returns", layout, &inputs, &episodes)?;
     kernel::discounted_returns(par, layout, rewards, episodes, bootstrap, returns)
 }
 
@@ -194,6 +197,12 @@ pub fn gae_into<T: Float>(
 ) -> Result<()> {
     check_episodes("gae", &episodes)?;
     check_lambda("gae", lambda)?;
+    let inputs = [
+        ("rewards", rewards),
+        ("values", values),
+        ("bootstrap", bootstrap),
+    ];
+    finite::check_inputs("gae", layout, &inputs, &episodes)?;
     kernel::gae(
         par, layout, rewards, values, bootstrap, episodes, lambda, advantages, returns,
     )
@@ -235,6 +244,8 @@ pub fn lambda_returns_into<T: Float>(
 ) -> Result<()> {
     check_episodes("lambda_returns", &episodes)?;
     check_lambda("lambda_returns", lambda)?;
+    let inputs = [("rewards", rewards), ("next_values", next_values)];
+    finite::check_inputs("lambda_returns", layout, &inputs, &episodes)?;
     kernel::lambda_returns(par, layout, rewards, next_values, episodes, lambda, returns)
 }
 
@@ -276,6 +287,8 @@ pub fn n_step_returns_into<T: Float>(
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
+    let inputs = [("rewards", rewards), ("next_values", next_values)];
+    finite::check_inputs("n_step_returns", layout, &inputs, &episodes)?;
     kernel::n_step_returns(par, layout, rewards, next_values, episodes, n, returns)
 }
 
@@ -327,6 +340,13 @@ pub fn vtrace_into<T: Float>(
 ) -> Result<()> {
     check_episodes("vtrace", &episodes)?;
     check_vtrace(&params)?;
+    let inputs = [
+        ("rewards", rewards),
+        ("values", values),
+        ("bootstrap", bootstrap),
+        ("rhos", rhos),
+    ];
+    finite::check_inputs("vtrace", layout, &inputs, &episodes)?;
     kernel::vtrace(
         par,
         layout,

@@ -121,13 +121,17 @@
 //! `T * B` (or `B` for bootstraps), `gamma` or `lambda` outside `[0, 1]` or not finite,
 //! `n = 0`, clip thresholds that are not finite and positive. `T = 0` or `B = 0` give empty
 //! results. Non-finite data propagates the IEEE way within an episode, never across its
-//! end. No public function panics or aborts on its input: sizes are checked arithmetic,
+//! end; ask for [`TimeMajor::require_finite`] and every estimator instead refuses a NaN
+//! or an infinity in any input it reads, naming the argument and the first bad index
+//! (`gae: argument `rewards` holds a non-finite value at index 37: NaN`), at the cost of
+//! one more read of the inputs (and a copy to the host for device buffers). No public function panics or aborts on its input: sizes are checked arithmetic,
 //! outputs are allocated only after the data agrees with the layout and through a fallible
 //! allocator, and an `_into` function that fails leaves its outputs as they were (tested
 //! with random sizes up to `usize::MAX` and non-finite values).
 
 pub mod device;
 mod estimators;
+mod finite;
 mod standardize;
 
 pub use estimators::{

@@ -57,19 +57,49 @@
 
 use crate::{Device, Float, Result};
 
-/// The shape of time-major data: `t` steps of `b` columns, element `(s, j)` at `s * b + j`.
+/// The shape of time-major data: `t` steps of `b` columns, element `(s, j)` at `s * b + j`;
+/// and whether the estimators that read it must refuse non-finite inputs
+/// ([`TimeMajor::require_finite`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimeMajor {
     /// Time steps (`T`).
     pub t: usize,
     /// Columns: environments or sequences (`B`).
     pub b: usize,
+    require_finite: bool,
 }
 
 impl TimeMajor {
     /// A `[t, b]` layout.
     pub fn new(t: usize, b: usize) -> Self {
-        Self { t, b }
+        Self {
+            t,
+            b,
+            require_finite: false,
+        }
+    }
+
+    /// This layout, asking `rlgrad-returns`' estimators to check that every input value
+    /// they read is finite before they compute, and to return an error naming the
+    /// argument and the first bad index otherwise. Off by default: the check reads every
+    /// input once more (and copies device buffers to the host), and by default non-finite
+    /// data propagates the IEEE way. The kernels of this module ignore it.
+    ///
+    /// ```
+    /// use rlgrad_core::kernels::recurrence::TimeMajor;
+    /// let layout = TimeMajor::new(128, 8).require_finite();
+    /// assert!(layout.requires_finite() && !TimeMajor::new(128, 8).requires_finite());
+    /// ```
+    pub fn require_finite(self) -> Self {
+        Self {
+            require_finite: true,
+            ..self
+        }
+    }
+
+    /// Whether [`TimeMajor::require_finite`] was asked for.
+    pub fn requires_finite(&self) -> bool {
+        self.require_finite
     }
 
     /// `t * b`, or `None` on overflow.
