@@ -313,6 +313,22 @@ fn bad_input_is_an_error_that_names_it() {
         err.contains("`actor/l1/weight` of shape [3, 4]") && err.contains("[3, 5]"),
         "{err}"
     );
+    // A shape error in a layer names the layer's path and the input, not its weight.
+    let x = tape.constant(&Tensor::zeros([256, 4]).unwrap());
+    let err = target.forward(&tape, &x).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "Linear::forward: argument `x` has the wrong shape: expected [..., 3]: layer \
+         \"actor/l1\" expects 3 input features, got [256, 4] (4 features)"
+    );
+    let hidden = tape.constant(&Tensor::zeros([8, 3]).unwrap());
+    let layer = Linear::<f64>::new("critic/q", 5, 1, Init::TorchDefault, &mut rng).unwrap();
+    let err = layer.forward(&tape, &hidden).unwrap_err().to_string();
+    assert!(
+        err.contains("layer \"critic/q\" expects 5") && err.contains("[8, 3]"),
+        "{err}"
+    );
+
     assert!(hard_update(&mut target, &wider).is_err());
     assert!(soft_update(&mut target, &wider.clone(), 1.5).is_err());
     let after: Vec<Vec<f64>> = target

@@ -147,6 +147,17 @@ impl<T: Float, D: Device> Linear<T, D> {
         self.bias.as_ref()
     }
 
+    /// The layer's path: its weight's name without the `/weight` (or PyTorch's `.weight`)
+    /// suffix, `actor/l1` for a layer built as `Linear::new("actor/l1", ..)`. Errors of
+    /// [`Forward::forward`] name it.
+    pub fn name(&self) -> &str {
+        let weight = self.weight.name();
+        weight
+            .strip_suffix("/weight")
+            .or_else(|| weight.strip_suffix(".weight"))
+            .unwrap_or(weight)
+    }
+
     /// The number of input features.
     pub fn inputs(&self) -> usize {
         self.weight.shape().dims()[0]
@@ -184,7 +195,25 @@ impl<T: Float, D: TensorDevice<T>> Linear<T, D> {
         x: &Var<'t, T, D>,
         activation: Activation,
     ) -> Result<Var<'t, T, D>> {
-        let in_forward = |e: rlgrad_core::Error| e.in_function("Linear::forward");
+        const FUNCTION: &str = "Linear::forward";
+        let inputs = self.inputs();
+        let features = x.dims().last().copied();
+        if features != Some(inputs) {
+            return Err(Error::shape(
+                FUNCTION,
+                "x",
+                format_args!(
+                    "[..., {inputs}]: layer \"{}\" expects {inputs} input features",
+                    self.name()
+                ),
+                format_args!(
+                    "{} ({} features)",
+                    x.shape(),
+                    features.map_or_else(|| "no".to_owned(), |f| f.to_string())
+                ),
+            ));
+        }
+        let in_forward = |e: rlgrad_core::Error| e.in_function(FUNCTION);
         let weight = tape.param(&self.weight);
         let bias = self.bias.as_ref().map(|b| tape.param(b));
         match bias {
