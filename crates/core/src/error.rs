@@ -3,6 +3,8 @@
 //! Every variant carries the public function that refused the call and the argument at
 //! fault, and says what was expected and what came, so that a message reads like
 //! `gae: argument `lambda` is invalid: expected a finite value in [0, 1], got 1.5`.
+//! `std::io::Error` converts into it ([`Error::ForeignIo`]), so that `?` works on file
+//! work in a function that returns [`Result`].
 
 use std::fmt::Display;
 
@@ -12,7 +14,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Errors of every rlgrad crate.
 ///
 /// The variants group errors by what a caller has to fix; all of them name the public
-/// function (`function`) and the argument (`argument`) that were at fault.
+/// function (`function`) and the argument (`argument`) that were at fault, but for
+/// [`Error::ForeignIo`], an I/O error of the caller's own code.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -72,6 +75,16 @@ pub enum Error {
         function: &'static str,
         action: &'static str,
         path: String,
+        message: String,
+    },
+    /// An I/O error of the caller's own code, converted by `?` in a function returning
+    /// `rlgrad_core::Result` (`From<std::io::Error>`); its function is `std::io`.
+    /// rlgrad's own file operations report [`Error::Io`], which names the file.
+    #[error("std::io: {message} ({kind:?})")]
+    ForeignIo {
+        /// The kind of the original error.
+        kind: std::io::ErrorKind,
+        /// Its message.
         message: String,
     },
     /// The device failed (allocation, transfer, kernel launch).
@@ -166,6 +179,7 @@ impl Error {
             | Self::State { function: f, .. }
             | Self::Device { function: f, .. }
             | Self::Io { function: f, .. } => *f = function,
+            Self::ForeignIo { .. } => {}
         }
         self
     }
@@ -196,6 +210,7 @@ impl Error {
             | Self::State { function, .. }
             | Self::Io { function, .. }
             | Self::Device { function, .. } => function,
+            Self::ForeignIo { .. } => "std::io",
         }
     }
 
@@ -208,7 +223,26 @@ impl Error {
             | Self::Empty { argument, .. }
             | Self::NonFinite { argument, .. }
             | Self::State { argument, .. } => Some(argument),
-            Self::Io { .. } | Self::Device { .. } => None,
+            Self::Io { .. } | Self::ForeignIo { .. } | Self::Device { .. } => None,
+        }
+    }
+}
+
+/// `?` on file work in a function that returns `rlgrad_core::Result`.
+///
+/// ```
+/// fn read_config(path: &str) -> rlgrad_core::Result<String> {
+///     Ok(std::fs::read_to_string(path)?)
+/// }
+/// let err = read_config("/no/such/rlgrad/config.json").unwrap_err();
+/// assert_eq!(err.function(), "std::io");
+/// assert!(matches!(err, rlgrad_core::Error::ForeignIo { kind: std::io::ErrorKind::NotFound, .. }));
+/// ```
+impl From<std::io::Error> for Error {
+    fn from(error: std::io::Error) -> Self {
+        Self::ForeignIo {
+            kind: error.kind(),
+            message: error.to_string(),
         }
     }
 }
