@@ -21,15 +21,8 @@ const DEMO_SEED: &str = "42";
 /// The Gymnasium the twins step (the one `crates/envs` recorded its trajectories with).
 const GYMNASIUM: &str = "gymnasium==1.4.0";
 
-const USAGE: &str = "\
-usage: cargo xtask examples-compare [--only A,B] [--threads N] [--quick] [--seed N]
-                                    [--out FILE] [--peers DIR]
-
-Each example's training, in rlgrad and in its PyTorch twin (examples/python/, Gymnasium
-environments, the peers' venv with gymnasium added), one after the other at the same
-budget, seed and thread count, early stopping off; prints environment steps per second
-and their ratio, and writes the JSON to target/examples-compare/latest.json.
-
+/// The options of `cargo xtask examples-compare` (its `--help`).
+pub const OPTIONS: &str = "\
   --only      agents among actor_critic, td3, ddpg, ppo_lstm, ppo_mlp (default: all)
   --threads   rayon threads of rlgrad, intra-op threads of torch (default 1)
   --quick     short budgets (a smoke run, not a figure to cite)
@@ -188,8 +181,9 @@ impl Options {
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
             let mut value = || {
-                rest.next()
-                    .ok_or_else(|| format!("{arg} needs a value\n\n{USAGE}"))
+                rest.next().ok_or_else(|| {
+                    format!("{arg} needs a value (`cargo xtask examples-compare --help`)")
+                })
             };
             match arg.as_str() {
                 "--only" => {
@@ -225,7 +219,8 @@ impl Options {
                 "--peers" => options.peers = Some(PathBuf::from(value()?)),
                 other => {
                     return Err(format!(
-                        "examples-compare: unknown argument `{other}`\n\n{USAGE}"
+                        "examples-compare: unknown argument `{other}` \
+                         (`cargo xtask examples-compare --help`)"
                     ));
                 }
             }
@@ -236,10 +231,6 @@ impl Options {
 
 /// `cargo xtask examples-compare`.
 pub fn compare(args: &[String]) -> Result<(), String> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{USAGE}");
-        return Ok(());
-    }
     let options = Options::parse(args)?;
     let root = crate::root();
     let peers = Peers::locate(options.peers.clone(), &root)?;

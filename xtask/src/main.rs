@@ -26,65 +26,230 @@ mod parity;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "\
-usage: cargo xtask <command>
+/// A subcommand: how it is called, what it does, and what runs it.
+struct Subcommand {
+    /// `name [options]`, as the command list shows it.
+    synopsis: &'static str,
+    /// What it does, one line per line of the command list.
+    about: &'static [&'static str],
+    /// The options, for `cargo xtask NAME --help`; empty for a command without any.
+    options: &'static str,
+    run: fn(&[String]) -> Result<(), String>,
+}
 
-commands:
-  demo                       trains the actor-critic on CartPole until it solves it
-                             (progress bar); learning curve, TensorBoard logs, CSV and
-                             checkpoint in runs/demo
-  test                       cargo fmt --check, clippy -D warnings, warning-free cargo doc,
-                             cargo test, parity
-  proptest [--cases N]       only the property tests (names starting prop_), N cases each
-  parity [DIR] [--suite S] [--device cpu|cuda]
-                             run reference vectors (default DIR: the vendored parity/);
-                             --suite may repeat; ends with `N passed, N failed`;
-                             --device cuda runs the suites whose ops go through device
-                             kernels (returns) on GPU 0; without a GPU it says so and
-                             exits 0
-  bench [FILTER]             criterion benches (results in target/criterion)
-  gpu-bench [--out FILE]     rlgrad's CUDA kernels and PyTorch's on the same GPU, one
-                             sitting: a table (GB/s, share of copy bandwidth, ratio to
-                             PyTorch) and JSON; without a GPU it says so and exits 0
-  gpu-build                  builds the CUDA test binaries, the bench and xtask with
-                             --release into gpu-bin/ and prints how to run them on a
-                             GPU machine
-  converge                   the convergence test of GD, momentum and Adam on
-                             L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts
-                             in target/converge/
-  interop                    checkpoints and event files read by Python's safetensors
-                             and tensorboard, and theirs by rlgrad (pip installs them
-                             into target/interop/venv); ends with `N passed, N failed`
-  compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE]
-          [--peers DIR] [-v]
-                             rlgrad's benches beside the peer drivers (../shared/peers),
-                             interleaved for a few rounds: a table per workload, the JSON
-                             in target/compare/latest.json, and one line per case
-                             (`W3 [2048,64] 1t: 4.80x best peer (...)`); no ratio where a
-                             side failed its float64 check. `compare --help` for more
-";
+impl Subcommand {
+    fn name(&self) -> &'static str {
+        self.synopsis
+            .split_whitespace()
+            .next()
+            .expect("every synopsis starts with the command's name")
+    }
+
+    /// What `cargo xtask NAME --help` prints.
+    fn help(&self) -> String {
+        let mut help = format!("usage: cargo xtask {}\n\n", self.synopsis);
+        for line in self.about {
+            help.push_str(line);
+            help.push('\n');
+        }
+        if !self.options.is_empty() {
+            help.push('\n');
+            help.push_str(self.options);
+        }
+        help
+    }
+}
+
+/// The column where the command list's descriptions start.
+const ABOUT_COLUMN: usize = 29;
+
+const SUBCOMMANDS: &[Subcommand] = &[
+    Subcommand {
+        synopsis: "demo",
+        about: &[
+            "trains the actor-critic on CartPole until it solves it",
+            "(progress bar); learning curve, TensorBoard logs, CSV and",
+            "checkpoint in runs/demo",
+        ],
+        options: "",
+        run: |args| no_options("demo", args).and_then(|()| examples::demo()),
+    },
+    Subcommand {
+        synopsis: "test",
+        about: &[
+            "cargo fmt --check, clippy -D warnings, warning-free cargo doc,",
+            "cargo test, parity",
+        ],
+        options: "",
+        run: |args| no_options("test", args).and_then(|()| test()),
+    },
+    Subcommand {
+        synopsis: "proptest [--cases N]",
+        about: &["only the property tests (names starting prop_), N cases each"],
+        options: "",
+        run: proptest,
+    },
+    Subcommand {
+        synopsis: "parity [DIR] [--suite S] [--device cpu|cuda]",
+        about: &[
+            "run reference vectors (default DIR: the vendored parity/);",
+            "--suite may repeat; ends with `N passed, N failed`;",
+            "--device cuda runs the suites whose ops go through device",
+            "kernels (returns) on GPU 0; without a GPU it says so and",
+            "exits 0",
+        ],
+        options: "",
+        run: parity_command,
+    },
+    Subcommand {
+        synopsis: "bench [FILTER]",
+        about: &["criterion benches (results in target/criterion)"],
+        options: "",
+        run: bench,
+    },
+    Subcommand {
+        synopsis: "gpu-bench [--out FILE]",
+        about: &[
+            "rlgrad's CUDA kernels and PyTorch's on the same GPU, one",
+            "sitting: a table (GB/s, share of copy bandwidth, ratio to",
+            "PyTorch) and JSON; without a GPU it says so and exits 0",
+        ],
+        options: "",
+        run: gpu_bench,
+    },
+    Subcommand {
+        synopsis: "gpu-build",
+        about: &[
+            "builds the CUDA test binaries, the bench and xtask with",
+            "--release into gpu-bin/ and prints how to run them on a",
+            "GPU machine",
+        ],
+        options: "",
+        run: |args| no_options("gpu-build", args).and_then(|()| gpu_build()),
+    },
+    Subcommand {
+        synopsis: "converge",
+        about: &[
+            "the convergence test of GD, momentum and Adam on",
+            "L(x) = 2x^4 + 3x^3 + 2: outcome table, and PNG/SVG charts",
+            "in target/converge/",
+        ],
+        options: "",
+        run: |args| no_options("converge", args).and_then(|()| converge::run()),
+    },
+    Subcommand {
+        synopsis: "interop",
+        about: &[
+            "checkpoints and event files read by Python's safetensors",
+            "and tensorboard, and theirs by rlgrad (pip installs them",
+            "into target/interop/venv); ends with `N passed, N failed`",
+        ],
+        options: "",
+        run: |args| no_options("interop", args).and_then(|()| interop::run()),
+    },
+    Subcommand {
+        synopsis: "compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE] [--peers DIR] [-v]",
+        about: &[
+            "rlgrad's benches beside the peer drivers (../shared/peers),",
+            "interleaved for a few rounds: a table per workload, the JSON",
+            "in target/compare/latest.json, and one line per case",
+            "(`W3 [2048,64] 1t: 4.80x best peer (...)`); no ratio where a",
+            "side failed its float64 check",
+        ],
+        options: compare::OPTIONS,
+        run: compare::run,
+    },
+    Subcommand {
+        synopsis: "examples-compare [--only A,B] [--threads N] [--quick] [--seed N] [--out FILE] [--peers DIR]",
+        about: &[
+            "each example's training in rlgrad and in its PyTorch twin",
+            "(examples/python/), one after the other at the same budget,",
+            "seed and threads: environment steps per second and their",
+            "ratio, JSON in target/examples-compare/latest.json",
+        ],
+        options: examples::OPTIONS,
+        run: examples::compare,
+    },
+];
+
+/// What `cargo xtask --help` prints: every subcommand, generated from [`SUBCOMMANDS`].
+fn usage() -> String {
+    let mut usage = "usage: cargo xtask <command> [options]\n       \
+                     cargo xtask <command> --help\n\ncommands:\n"
+        .to_owned();
+    for command in SUBCOMMANDS {
+        let mut lines = command.about.iter();
+        let first = lines.next().copied().unwrap_or_default();
+        if command.synopsis.len() + 2 < ABOUT_COLUMN {
+            usage.push_str(&format!(
+                "  {:<w$}{first}\n",
+                command.synopsis,
+                w = ABOUT_COLUMN - 2
+            ));
+        } else {
+            usage.push_str(&format!(
+                "  {}\n{:ABOUT_COLUMN$}{first}\n",
+                command.synopsis, ""
+            ));
+        }
+        for line in lines {
+            usage.push_str(&format!("{:ABOUT_COLUMN$}{line}\n", ""));
+        }
+    }
+    usage
+}
+
+/// `Ok` when a command that takes no options got none.
+fn no_options(command: &str, args: &[String]) -> Result<(), String> {
+    match args.first() {
+        None => Ok(()),
+        Some(arg) => Err(format!(
+            "{command} takes no options, got `{arg}` (`cargo xtask {command} --help`)"
+        )),
+    }
+}
+
+/// What the command line asks for.
+enum Request<'a> {
+    Usage,
+    Help(&'a Subcommand),
+    Run(&'a Subcommand, &'a [String]),
+}
+
+/// The subcommand `args` name, and whether they ask for its help (`--help` or `-h`
+/// anywhere after it: help never runs a command).
+fn parse(args: &[String]) -> Result<Request<'_>, String> {
+    let Some(first) = args.first() else {
+        return Err(usage());
+    };
+    if matches!(first.as_str(), "help" | "--help" | "-h") {
+        return Ok(Request::Usage);
+    }
+    let command = SUBCOMMANDS
+        .iter()
+        .find(|c| c.name() == first)
+        .ok_or_else(|| format!("unknown command `{first}`\n\n{}", usage()))?;
+    let rest = &args[1..];
+    if rest.iter().any(|a| a == "--help" || a == "-h") {
+        Ok(Request::Help(command))
+    } else {
+        Ok(Request::Run(command, rest))
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("test") => test(),
-        Some("proptest") => proptest(&args[1..]),
-        Some("parity") => parity_command(&args[1..]),
-        Some("bench") => bench(&args[1..]),
-        Some("gpu-bench") => gpu_bench(&args[1..]),
-        Some("gpu-build") => gpu_build(),
-        Some("converge") => converge::run(),
-        Some("interop") => interop::run(),
-        Some("compare") => compare::run(&args[1..]),
-        Some("demo") => examples::demo(),
-        Some("examples-compare") => examples::compare(&args[1..]),
-        Some("help" | "--help" | "-h") => {
-            print!("{USAGE}");
+    let result = parse(&args).and_then(|request| match request {
+        Request::Usage => {
+            print!("{}", usage());
             Ok(())
         }
-        Some(other) => Err(format!("unknown command `{other}`\n\n{USAGE}")),
-        None => Err(USAGE.to_owned()),
-    };
+        Request::Help(command) => {
+            print!("{}", command.help());
+            Ok(())
+        }
+        Request::Run(command, rest) => (command.run)(rest),
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -193,9 +358,11 @@ fn parity_command(args: &[String]) -> Result<(), String> {
             let suite = rest.next().ok_or("--suite needs a suite name")?;
             suites.push(suite.clone());
         } else if arg.starts_with("--") {
-            return Err(format!("unknown option `{arg}`\n\n{USAGE}"));
+            return Err(format!(
+                "unknown option `{arg}` (`cargo xtask parity --help`)"
+            ));
         } else if dir.replace(PathBuf::from(arg)).is_some() {
-            return Err(format!("more than one directory given\n\n{USAGE}"));
+            return Err("more than one directory given (`cargo xtask parity --help`)".to_owned());
         }
     }
     if target == parity::Target::Cuda
@@ -295,4 +462,67 @@ fn gpu_build() -> Result<(), String> {
          {GPU_BIN}/rlgrad-gpu-bench --out $OUT/gpu-bench.json"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn every_subcommand_answers_help_without_running() {
+        for command in SUBCOMMANDS {
+            for flag in ["--help", "-h"] {
+                let line = args(&[command.name(), flag]);
+                assert!(
+                    matches!(parse(&line), Ok(Request::Help(c)) if c.name() == command.name()),
+                    "`cargo xtask {} {flag}` does not ask for help",
+                    command.name()
+                );
+            }
+            // Even after other options.
+            let line = args(&[command.name(), "--quick", "--help"]);
+            assert!(matches!(parse(&line), Ok(Request::Help(_))));
+            let help = command.help();
+            assert!(
+                help.starts_with(&format!("usage: cargo xtask {}", command.name())),
+                "{help}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_command_list_names_every_subcommand() {
+        let usage = usage();
+        for command in SUBCOMMANDS {
+            assert!(
+                usage.contains(&format!("\n  {}", command.synopsis)),
+                "`{}` missing from:\n{usage}",
+                command.name()
+            );
+        }
+        assert!(usage.contains("examples-compare"));
+        for words in [&["--help"][..], &["-h"], &["help"]] {
+            assert!(matches!(parse(&args(words)), Ok(Request::Usage)));
+        }
+        assert!(parse(&[]).is_err());
+        let err = parse(&args(&["demoo"])).err().unwrap();
+        assert!(err.starts_with("unknown command `demoo`"), "{err}");
+    }
+
+    #[test]
+    fn commands_without_options_refuse_them() {
+        let line = args(&["demo", "--seed", "3"]);
+        let Ok(Request::Run(command, rest)) = parse(&line) else {
+            panic!("demo with an option is a run request");
+        };
+        let err = (command.run)(rest).unwrap_err();
+        assert_eq!(
+            err,
+            "demo takes no options, got `--seed` (`cargo xtask demo --help`)"
+        );
+    }
 }

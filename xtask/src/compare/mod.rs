@@ -37,10 +37,8 @@ use workloads::Workload;
 /// Rounds of each side per workload and thread count, unless `--rounds` says otherwise.
 const DEFAULT_ROUNDS: usize = 3;
 
-const USAGE: &str = "\
-usage: cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N]
-                           [--out FILE] [--peers DIR] [-v]
-
+/// The options of `cargo xtask compare` (its `--help`).
+pub const OPTIONS: &str = "\
   --only      workloads W0-W7 (default: all)
   --threads   thread count of both sides (default: both, 1 then 2)
   --quick     the peers' --quick and short criterion runs (~1.5 s a case)
@@ -77,7 +75,7 @@ impl Options {
         while let Some(arg) = rest.next() {
             let mut value = || {
                 rest.next()
-                    .ok_or_else(|| format!("{arg} needs a value\n\n{USAGE}"))
+                    .ok_or_else(|| format!("{arg} needs a value (`cargo xtask compare --help`)"))
             };
             match arg.as_str() {
                 "--only" => {
@@ -107,7 +105,11 @@ impl Options {
                 "--out" => options.out = Some(PathBuf::from(value()?)),
                 "--peers" => options.peers = Some(PathBuf::from(value()?)),
                 "-v" | "--verbose" => options.verbose = true,
-                other => return Err(format!("compare: unknown argument `{other}`\n\n{USAGE}")),
+                other => {
+                    return Err(format!(
+                        "compare: unknown argument `{other}` (`cargo xtask compare --help`)"
+                    ));
+                }
             }
         }
         if options.workloads.is_empty() {
@@ -132,10 +134,6 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print!("{USAGE}");
-        return Ok(());
-    }
     let options = Options::parse(args)?;
     let root = crate::root();
     let target = target_dir(&root);
