@@ -54,7 +54,8 @@ class Episodes:
         for i in range(self.window - 1, len(self.returns)):
             last = self.returns[i + 1 - self.window : i + 1]
             if sum(last) / self.window >= self.threshold:
-                return {"episode": i, "env_step": self.end_steps[i]}
+                # Episodes count from 1, as in rlgrad's summary.json and console report.
+                return {"episode": i + 1, "env_step": self.end_steps[i]}
         return None
 
 

@@ -268,7 +268,8 @@ pub struct Summary {
     pub final_score: Option<f64>,
     /// The target.
     pub target: Target,
-    /// The first episode (index) and environment step at which the target held.
+    /// The first episode (its index, from 0) and environment step at which the target
+    /// held; `summary.json` and the console report give the episode's number, from 1.
     pub reached_at: Option<(usize, u64)>,
     /// Seconds this session trained (the loop, its logs and checkpoints).
     pub seconds: f64,
@@ -288,9 +289,10 @@ impl Summary {
 
     /// The summary as JSON (what `summary.json` holds).
     pub fn to_json(&self) -> String {
+        // Episodes count from 1 here, as in the console report.
         let reached = self
             .reached_at
-            .map(|(episode, step)| serde_json::json!({"episode": episode, "env_step": step}));
+            .map(|(index, step)| serde_json::json!({"episode": index + 1, "env_step": step}));
         let json = serde_json::json!({
             "agent": self.agent,
             "seed": self.seed,
@@ -530,6 +532,34 @@ mod tests {
             threshold: 0.0,
         };
         assert_eq!(log.first_reaching(never), None);
+    }
+
+    #[test]
+    fn summary_json_and_the_console_report_count_episodes_alike() {
+        let summary = Summary {
+            agent: "actor-critic",
+            seed: 42,
+            threads: 1,
+            units: 614,
+            unit: "episodes",
+            env_steps: 90_000,
+            episodes: 614,
+            final_score: Some(475.5),
+            target: Target {
+                window: 100,
+                threshold: 475.0,
+            },
+            reached_at: Some((613, 89_000)),
+            seconds: 3.0,
+            session_env_steps: 90_000,
+            run_dir: PathBuf::from("runs/demo"),
+            curve: None,
+        };
+        let json: serde_json::Value = serde_json::from_str(&summary.to_json()).unwrap();
+        assert_eq!(json["reached_at"]["episode"], 614);
+        assert_eq!(json["episodes"], 614);
+        let report = crate::cli::report(&summary);
+        assert!(report.contains("reached at episode 614 "), "{report}");
     }
 
     #[test]
