@@ -25,6 +25,13 @@ use crate::{Device, Error, Float, Result, check};
 
 /// Lengths of `B` sequences padded to `max_len` steps, with their prefix sums.
 ///
+/// **Padding never matters:** every rlgrad op that takes `Sequences` (masked reductions,
+/// normalization, pad/unpad, the GRU and LSTM runners, `Var::zero_padding`) selects
+/// padded positions out, in the forward and the backward, and never multiplies them by a
+/// zero mask, so whatever they hold (NaN, ±inf, stale values), every output and every
+/// gradient is bitwise what it is with zero padding (property-tested with NaN, ±inf,
+/// ±1e30 and random bits).
+///
 /// ```
 /// use rlgrad_core::kernels::sequence::Sequences;
 /// let seqs = Sequences::new(&[3, 0, 2], None)?;
