@@ -117,6 +117,8 @@ struct Slots<B> {
 ///
 /// It is `Clone` wherever the device's buffers are (on the host, always): a clone is an
 /// independent optimizer with a copy of every slot, that steps exactly as the original.
+/// GPU buffers are not `Clone` (a device copy can fail, and `clone` cannot say so): copy
+/// a device optimizer with [`Optimizer::state`] and [`Optimizer::load_state`].
 #[derive(Debug, Clone)]
 pub struct Optimizer<T: Float, D: Device = Cpu> {
     device: D,

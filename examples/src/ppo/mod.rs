@@ -151,6 +151,11 @@ impl Schedule for LinearPerUpdate {
     fn lr(&self, step: u64) -> f64 {
         self.base * self.remaining(step / self.steps_per_update + 1)
     }
+
+    // Saved with the optimizer's state, so that a resume with another budget is refused.
+    fn spec(&self) -> Option<String> {
+        Some(format!("{self:?}"))
+    }
 }
 
 /// One rollout, time-major (`row = t * B + env`).
