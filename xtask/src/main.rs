@@ -96,7 +96,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "--suite may repeat; ends with `N passed, N failed`;",
             "--device cuda runs the suites whose ops go through device",
             "kernels (returns) on GPU 0; without a GPU it says so and",
-            "exits 0",
+            "exits 0 (fails with RLGRAD_REQUIRE_GPU=1)",
         ],
         options: "",
         run: parity_command,
@@ -113,6 +113,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "rlgrad's CUDA kernels and PyTorch's on the same GPU, one",
             "sitting: a table (GB/s, share of copy bandwidth, ratio to",
             "PyTorch) and JSON; without a GPU it says so and exits 0",
+            "(fails with RLGRAD_REQUIRE_GPU=1)",
         ],
         options: "",
         run: gpu_bench,
@@ -368,7 +369,8 @@ fn parity_command(args: &[String]) -> Result<(), String> {
     if target == parity::Target::Cuda
         && let Err(why) = rlgrad_cuda::Cuda::new(0)
     {
-        println!("parity --device cuda: SKIPPED, no case ran: {why}");
+        let skipped = rlgrad_cuda::skip_outcome(rlgrad_cuda::gpu_required(), "GPU", &why)?;
+        println!("parity --device cuda: {skipped}, no case ran");
         return Ok(());
     }
     parity::run(&dir.unwrap_or_else(parity::default_dir), &suites, target)
@@ -457,6 +459,7 @@ fn gpu_build() -> Result<(), String> {
     println!(
         "gpu-build: binaries in {GPU_BIN}/. On the GPU machine, from the repository root \
          (the device tool's `run` with carry [\"{GPU_BIN}\"]):\n\n  \
+         export RLGRAD_REQUIRE_GPU=1; \
          for t in {GPU_BIN}/tests/*; do $t --nocapture || exit 1; done; \
          {GPU_BIN}/xtask parity parity --device cuda; \
          {GPU_BIN}/rlgrad-gpu-bench --out $OUT/gpu-bench.json"
@@ -511,6 +514,27 @@ mod tests {
         assert!(parse(&[]).is_err());
         let err = parse(&args(&["demoo"])).err().unwrap();
         assert!(err.starts_with("unknown command `demoo`"), "{err}");
+    }
+
+    /// The CUDA test binaries and the bench are built here and run on a GPU machine
+    /// (`gpu-build`): a path of this machine compiled into them would not exist there.
+    #[test]
+    fn what_runs_on_the_gpu_machine_opens_no_path_of_the_build_machine() {
+        let cuda = root().join("crates/cuda");
+        for dir in ["tests", "src/bin"] {
+            for entry in std::fs::read_dir(cuda.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    assert!(
+                        !text.contains("CARGO_MANIFEST_DIR"),
+                        "{} bakes in a path of the build machine: embed the file \
+                         (include_str!/include_bytes!) instead",
+                        path.display()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -52,7 +52,10 @@
 //!
 //! cudarc loads `libcuda` and `libnvrtc` at run time (`dynamic-loading`), so this crate
 //! builds and its tests pass on a machine without a CUDA toolkit or a GPU; the GPU tests
-//! print that they were skipped and why. No other rlgrad crate depends on this one.
+//! print that they were skipped and why. On a GPU machine, `RLGRAD_REQUIRE_GPU=1` makes
+//! every such skip a failure (tests, `cargo xtask parity --device cuda`, the GPU bench), so
+//! that a run that found no GPU cannot pass ([`skip`]). No other rlgrad crate depends on
+//! this one.
 //!
 //! # Plan: data parallelism over several GPUs
 //!
@@ -87,11 +90,13 @@ mod matmul;
 mod optim;
 mod recurrence;
 mod reduce;
+mod require;
 mod sequence;
 mod strided;
 
 pub use compile::{Family, nvrtc_available};
 pub use device::{Cuda, CudaBuffer};
+pub use require::{REQUIRE_GPU, gpu_required, skip, skip_outcome};
 
 /// The README's examples, compiled as doctests so that the README stays true.
 #[cfg(doctest)]

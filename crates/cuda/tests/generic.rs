@@ -1,6 +1,7 @@
 //! The generic code really is device-generic: `Tensor<f32, Cuda>` ops and a
 //! `Tape<f32, Cuda>` training step of a small MLP with Adam compile (this file), and with
-//! a GPU they give the Cpu's bits. Without a GPU the test prints that it was skipped.
+//! a GPU they give the Cpu's bits. Without a GPU the test prints that it was skipped (or fails, with
+//! `RLGRAD_REQUIRE_GPU=1`).
 
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
@@ -84,10 +85,7 @@ fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
     let (cpu_ops, cpu_training) = (tensor_ops(&cpu), training(&cpu));
     let gpu = match Cuda::new(0) {
         Ok(gpu) => gpu,
-        Err(why) => {
-            println!("SKIPPED (no GPU): {why}");
-            return;
-        }
+        Err(why) => return rlgrad_cuda::skip("GPU", &why),
     };
     same("tensor ops", &cpu_ops, &tensor_ops(&gpu));
     same("training", &cpu_training, &training(&gpu));

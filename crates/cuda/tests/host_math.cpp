@@ -18,7 +18,7 @@ static inline double f64_from(unsigned long long u) { double x; std::memcpy(&x, 
 #define RL_F64_BITS(x) f64_bits(x)
 #define RL_F64_FROM(u) f64_from(u)
 using std::sqrt;  // IEEE square roots, as on the GPU
-#include "../src/cuda/math.cuh"
+#include "math.cuh"  // src/cuda/math.cuh, written beside this file by tests/host_math.rs
 
 int main() {
     char name[16];

@@ -165,11 +165,16 @@ fn the_cuda_math_port_gives_libm_bits_on_the_host() {
     let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".to_owned());
     let dir = tempfile::tempdir().expect("a temporary directory");
     let binary = dir.path().join("host_math");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/host_math.cpp");
+    // Embedded, not opened by a path of the build machine: the test binary is carried to
+    // and run on other machines.
+    let source = dir.path().join("host_math.cpp");
+    std::fs::write(&source, include_str!("host_math.cpp")).expect("a temporary file");
+    let header = dir.path().join("math.cuh");
+    std::fs::write(&header, include_str!("../src/cuda/math.cuh")).expect("a temporary file");
     let built = Command::new(&compiler)
         .args(["-O2", "-ffp-contract=off", "-fno-fast-math", "-o"])
         .arg(&binary)
-        .arg(source)
+        .arg(&source)
         .status();
     match built {
         Err(error) => {
@@ -178,7 +183,11 @@ fn the_cuda_math_port_gives_libm_bits_on_the_host() {
             );
             return;
         }
-        Ok(status) => assert!(status.success(), "`{compiler}` failed on {source}"),
+        Ok(status) => assert!(
+            status.success(),
+            "`{compiler}` failed on {}",
+            source.display()
+        ),
     }
     let cases = cases();
     let mut child = Command::new(&binary)

@@ -1,7 +1,7 @@
 //! Every kernel of the Cuda device against the Cpu device, bit for bit (`to_bits`; NaN
 //! payloads aside), on random inputs with odd sizes, zero-length inputs, strided and
 //! broadcast views, in f32 and f64. Without a GPU each test prints that it was skipped
-//! and why.
+//! and why (or fails, with `RLGRAD_REQUIRE_GPU=1`).
 
 use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::optim::{
@@ -15,15 +15,45 @@ use rlgrad_core::kernels::{
 };
 use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Par, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
+use std::ops::Deref;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-fn gpu() -> Option<Cuda> {
+/// Tests share GPU 0 (`Cuda::new` hands out one device per ordinal, with one caching
+/// allocator): they run side by side under a read lock, and the test that counts the
+/// allocator's cached bytes runs alone under the write lock.
+static SHARED_GPU: RwLock<()> = RwLock::new(());
+
+/// GPU 0 for a test, or `None` (after saying the test was skipped, or failing it when
+/// `RLGRAD_REQUIRE_GPU=1`).
+struct Gpu<G> {
+    cuda: Cuda,
+    _lock: G,
+}
+
+impl<G> Deref for Gpu<G> {
+    type Target = Cuda;
+    fn deref(&self) -> &Cuda {
+        &self.cuda
+    }
+}
+
+fn open_gpu<G>(lock: G) -> Option<Gpu<G>> {
     match Cuda::new(0) {
-        Ok(gpu) => Some(gpu),
+        Ok(cuda) => Some(Gpu { cuda, _lock: lock }),
         Err(why) => {
-            println!("SKIPPED (no GPU): {why}");
+            rlgrad_cuda::skip("GPU", &why);
             None
         }
     }
+}
+
+fn gpu() -> Option<Gpu<RwLockReadGuard<'static, ()>>> {
+    open_gpu(SHARED_GPU.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// GPU 0 with no other test using it.
+fn exclusive_gpu() -> Option<Gpu<RwLockWriteGuard<'static, ()>>> {
+    open_gpu(SHARED_GPU.write().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn cpu() -> Cpu {
@@ -931,7 +961,7 @@ fn every_fused_update_is_the_cpus() {
 
 #[test]
 fn a_warmed_up_loop_takes_its_buffers_from_the_cache() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = exclusive_gpu() else { return };
     let layout = Layout::contiguous(Shape::from([1000]));
     let x = gpu.upload(&vec![1.5f32; 1000]).unwrap();
     let step = || {

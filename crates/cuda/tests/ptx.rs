@@ -1,15 +1,15 @@
 //! Every kernel source compiles through NVRTC, wherever `libnvrtc` can be loaded: no GPU
 //! is needed, so a syntax error in a `.cu` file fails CI (`.ci/run` installs NVIDIA's
 //! `nvidia-cuda-nvrtc` wheel for this), and no family but matmul has a fused multiply-add
-//! (FMA contraction is off). Without NVRTC the test prints that it was skipped.
+//! (FMA contraction is off). Without NVRTC the test prints that it was skipped (or fails, with
+//! `RLGRAD_REQUIRE_GPU=1`).
 
 use rlgrad_cuda::{Family, nvrtc_available};
 
 #[test]
 fn every_kernel_source_compiles_to_ptx() {
     if let Err(why) = nvrtc_available() {
-        println!("SKIPPED: the kernel sources were not compiled: {why}");
-        return;
+        return rlgrad_cuda::skip("NVRTC", &why);
     }
     // The oldest architecture NVRTC 13 targets and the H100's.
     for arch in [None, Some("compute_90")] {

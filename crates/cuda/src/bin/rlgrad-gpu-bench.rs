@@ -4,7 +4,7 @@
 //!
 //! Standalone: PyTorch's side is a script embedded in this binary, run with `python3`
 //! (skipped with a note when torch is missing). `--quick` runs small sizes. Without a GPU
-//! it says so and exits 0. Never a test: timings need a quiet machine.
+//! it says so and exits 0 (1 with `RLGRAD_REQUIRE_GPU=1`). Never a test: timings need a quiet machine.
 
 use std::io::Write;
 use std::process::Command;
@@ -181,10 +181,13 @@ fn main() {
         .unwrap_or_else(|| "gpu-bench.json".to_owned());
     let gpu = match Cuda::new(0) {
         Ok(gpu) => gpu,
-        Err(why) => {
-            println!("gpu-bench: SKIPPED, no GPU: {why}");
-            return;
-        }
+        Err(why) => match rlgrad_cuda::skip_outcome(rlgrad_cuda::gpu_required(), "GPU", &why) {
+            Ok(skipped) => return println!("gpu-bench: {skipped}"),
+            Err(refused) => {
+                eprintln!("gpu-bench: {refused}");
+                std::process::exit(1);
+            }
+        },
     };
     let rows = match rlgrad_rows(&gpu, quick) {
         Ok(rows) => rows,
