@@ -3,7 +3,7 @@
 //! Each check returns the [`Error`] variant a caller expects, with the function and the
 //! argument named, so that a public function validates its input in a few lines.
 
-use crate::{Error, Result};
+use crate::{Error, Float, Result};
 
 /// `value` must be finite and lie in `[0, 1]` (discounts, lambda, Polyak tau).
 pub fn unit_interval(function: &'static str, argument: &'static str, value: f64) -> Result<()> {
@@ -101,9 +101,49 @@ pub fn product(
     })
 }
 
+/// Every value must be finite: else [`Error::NonFinite`] naming `argument`, the first bad
+/// index and its value (opt-in data checks: returns' `require_finite`, summaries, envs).
+pub fn finite<T: Float>(
+    function: &'static str,
+    argument: &'static str,
+    values: &[T],
+) -> Result<()> {
+    finite_where(function, argument, values, |_| true)
+}
+
+/// [`finite`] for the values at the indices `read` selects (those a computation reads).
+pub fn finite_where<T: Float>(
+    function: &'static str,
+    argument: &'static str,
+    values: &[T],
+    read: impl Fn(usize) -> bool,
+) -> Result<()> {
+    match (0..values.len()).find(|&i| !values[i].is_finite() && read(i)) {
+        None => Ok(()),
+        Some(index) => Err(Error::NonFinite {
+            function,
+            argument,
+            index,
+            value: values[index].as_f64(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finite_names_the_first_bad_index_it_reads() {
+        assert!(finite("f", "x", &[1.0f32, -0.0]).is_ok());
+        let err = finite("f", "x", &[1.0f64, f64::INFINITY, f64::NAN]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "f: argument `x` holds a non-finite value at index 1: inf"
+        );
+        // NaN at an index the computation does not read is not an error.
+        assert!(finite_where("f", "x", &[f32::NAN, 2.0], |i| i == 1).is_ok());
+    }
 
     #[test]
     fn domains() {

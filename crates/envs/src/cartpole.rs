@@ -2,12 +2,12 @@
 
 use std::f64::consts::PI;
 
-use rlgrad_core::Result;
+use rlgrad_core::{Result, check};
 
 use crate::seeding::{NumpyRng, reseed};
 use crate::snapshot::{Snapshot, WordReader, WordWriter};
 use crate::space::{ActionElement, ActionSpace, BoxSpace, Discrete};
-use crate::{Env, Step, TimeLimit, Trig, check_finite, not_reset};
+use crate::{Env, Step, TimeLimit, Trig, not_reset};
 
 const GRAVITY: f64 = 9.8;
 const MASS_CART: f64 = 1.0;
@@ -131,7 +131,7 @@ impl CartPole {
     /// Starts an episode from `state` instead of a random one (the generator is left
     /// alone); an error if a coordinate is not finite.
     pub fn reset_to_state(&mut self, state: [f64; 4]) -> Result<&[f32]> {
-        check_finite("CartPole::reset_to_state", &state)?;
+        check::finite("CartPole::reset_to_state", "state", &state)?;
         Ok(self.begin_episode(state))
     }
 
@@ -311,7 +311,7 @@ impl CartPoleNoVelocity {
 
     /// Starts an episode from a full `[x, x_dot, theta, theta_dot]` state.
     pub fn reset_to_state(&mut self, state: [f64; 4]) -> Result<&[f32]> {
-        check_finite("CartPoleNoVelocity::reset_to_state", &state)?;
+        check::finite("CartPoleNoVelocity::reset_to_state", "state", &state)?;
         self.cartpole.begin_episode(state);
         Ok(self.hide_velocities())
     }

@@ -198,19 +198,6 @@ fn not_reset(function: &'static str) -> Error {
     )
 }
 
-/// An error naming the first non-finite coordinate of `state`.
-fn check_finite(function: &'static str, state: &[f64]) -> Result<()> {
-    match state.iter().position(|v| !v.is_finite()) {
-        Some(index) => Err(Error::NonFinite {
-            function,
-            argument: "state",
-            index,
-            value: state[index],
-        }),
-        None => Ok(()),
-    }
-}
-
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

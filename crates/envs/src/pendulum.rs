@@ -2,12 +2,12 @@
 
 use std::f64::consts::PI;
 
-use rlgrad_core::Result;
+use rlgrad_core::{Result, check};
 
 use crate::seeding::{NumpyRng, reseed};
 use crate::snapshot::{Snapshot, WordReader, WordWriter};
 use crate::space::{ActionElement, ActionSpace, BoxSpace};
-use crate::{Env, Step, TimeLimit, Trig, check_finite, not_reset};
+use crate::{Env, Step, TimeLimit, Trig, not_reset};
 
 const MAX_SPEED: f64 = 8.0;
 const MAX_TORQUE: f32 = 2.0;
@@ -102,7 +102,7 @@ impl Pendulum {
     /// Starts an episode from `state` instead of a random one (the generator is left
     /// alone); an error if a coordinate is not finite.
     pub fn reset_to_state(&mut self, state: [f64; 2]) -> Result<&[f32]> {
-        check_finite("Pendulum::reset_to_state", &state)?;
+        check::finite("Pendulum::reset_to_state", "state", &state)?;
         Ok(self.begin_episode(state))
     }
 

@@ -1,28 +1,9 @@
 //! The opt-in check that every input an estimator reads is finite
 //! ([`TimeMajor::require_finite`]).
 
-use rlgrad_core::Device;
+use rlgrad_core::{Device, check};
 
-use crate::{Episodes, Error, Float, Result, SliceEpisodes, TimeMajor};
-
-/// `Ok` when every value of `values` that `read` selects is finite; else an error naming
-/// `argument`, the first bad index and its value.
-fn check<T: Float>(
-    function: &'static str,
-    argument: &'static str,
-    values: &[T],
-    read: impl Fn(usize) -> bool,
-) -> Result<()> {
-    match (0..values.len()).find(|&i| !values[i].is_finite() && read(i)) {
-        None => Ok(()),
-        Some(index) => Err(Error::NonFinite {
-            function,
-            argument,
-            index,
-            value: values[index].as_f64(),
-        }),
-    }
-}
+use crate::{Episodes, Float, Result, SliceEpisodes, TimeMajor};
 
 /// `Ok` when every value of `inputs` is finite, and every value of `final_values` at a
 /// step that `truncated` flags.
@@ -33,9 +14,9 @@ fn check_all<T: Float>(
     truncated: impl Fn(usize) -> bool,
 ) -> Result<()> {
     for &(argument, values) in inputs {
-        check(function, argument, values, |_| true)?;
+        check::finite(function, argument, values)?;
     }
-    check(function, "final_values", final_values, truncated)
+    check::finite_where(function, "final_values", final_values, truncated)
 }
 
 /// With `layout.requires_finite()`, `Ok` when every named input and every value

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prost::Message;
-use rlgrad_core::{Error, Result};
+use rlgrad_core::{Error, Result, check};
 
 use crate::cadence::{Cadence, WriterOptions};
 use crate::histogram::histogram;
@@ -196,14 +196,7 @@ impl EventWriter {
             return Err(Error::empty(FUNCTION, "values", "at least one value"));
         }
         let values: Vec<f64> = values.iter().map(|&v| v.into()).collect();
-        if let Some(index) = values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::NonFinite {
-                function: FUNCTION,
-                argument: "values",
-                index,
-                value: values[index],
-            });
-        }
+        check::finite(FUNCTION, "values", &values)?;
         self.summary(
             FUNCTION,
             tag,
