@@ -257,7 +257,7 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
     ///
     /// The cell still runs over padded steps (the batch keeps its rows), so padding is
     /// made harmless by selection at both ends: the input's padded steps are replaced by
-    /// zeros before the input gates ([`Var::zero_padding`]), and the state and outputs
+    /// zeros before the input gates (as [`Var::zero_padding`] does), and the state and outputs
     /// past a sequence's end are selected ([`Var::where_cond`]). The cell then only ever
     /// sees finite padded rows, whose zero gradients stay zero, and every value and
     /// gradient is bitwise what it is with zero padding, whatever the padding held.
@@ -292,14 +292,9 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
                 format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
             ));
         }
-        let x = match seqs {
-            Some(s) => x.zero_padding(s)?,
-            None => x.clone(),
-        };
-        let time_major = x.transpose(0, 1)?.reshape([steps * batch, inputs])?;
-        let gates = self.input_gates(tape, &time_major)?;
         // Up to the shortest sequence every row is valid, and the step needs no masking.
         let all_valid = seqs.map_or(steps, |s| s.lengths().iter().copied().min().unwrap_or(0));
+        // Whether step `t` of each sequence is valid, `[T, B, 1]`, when some step is not.
         let valid = match seqs {
             Some(s) if all_valid < steps => {
                 let flags: Vec<T> = (0..steps)
@@ -318,6 +313,14 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
             _ => None,
         };
         let zero = tape.constant(&Tensor::zeros_on(tape.device(), Shape::scalar())?);
+        let time_major = x.transpose(0, 1)?;
+        // The input's padded steps selected to zeros (what `Var::zero_padding` does, here
+        // with the time-major flags the steps below select with).
+        let time_major = match &valid {
+            Some(valid) => Var::where_cond(valid, &time_major, &zero)?,
+            None => time_major,
+        };
+        let gates = self.input_gates(tape, &time_major.reshape([steps * batch, inputs])?)?;
         let mut outputs: SmallVec<[Var<'t, T, D>; 16]> = SmallVec::with_capacity(steps);
         for t in 0..steps {
             let (output, next) = self.advance(tape, &gates.narrow(0, t * batch, batch)?, &state)?;
