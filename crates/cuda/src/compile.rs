@@ -7,15 +7,20 @@
 //! IEEE division and square root.
 //!
 //! A device compiles a family the first time one of its kernels runs, once per process
-//! and device. The PTX is cached on disk, keyed by a hash of the source, the options, the
-//! NVRTC version and the target architecture, in `$RLGRAD_CUDA_CACHE`, else
+//! and device, into a cubin for the GPU's architecture where NVRTC knows it, PTX
+//! otherwise (the choice and why: [`Target`]). The image is cached on disk, keyed by a
+//! hash of the source, the options (the target among them) and the NVRTC version, in
+//! `$RLGRAD_CUDA_CACHE`, else
 //! `$XDG_CACHE_HOME/rlgrad-cuda`, else `~/.cache/rlgrad-cuda`; a cache that cannot be read
 //! or written is only slower.
 
+use std::ffi::CString;
 use std::path::PathBuf;
 
-use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
+use cudarc::nvrtc::{self, Ptx};
 use rlgrad_core::{Error, Result};
+
+use crate::target::{CudaVersion, KernelResources, Target, lower_ptx_version, parse_resources};
 
 const MATH: &str = include_str!("cuda/math.cuh");
 const COMMON: &str = include_str!("cuda/common.cuh");
@@ -125,62 +130,224 @@ impl Family {
         )
     }
 
-    /// The PTX of this family for `arch` (`"compute_90"`; `None`: NVRTC's default), freshly
-    /// compiled (no cache). An error naming the family and carrying NVRTC's log when the
-    /// source does not compile, or when NVRTC cannot be loaded.
-    pub fn compile(self, arch: Option<&'static str>) -> Result<String> {
+    /// This family compiled for `target`, freshly (no cache): the image the driver loads
+    /// and NVRTC's log, which for a cubin holds ptxas's resource report of every kernel
+    /// ([`Compiled::resources`]). An error naming the family and carrying NVRTC's log when
+    /// the source does not compile, or when NVRTC cannot be loaded.
+    pub fn compile(self, target: Target) -> Result<Compiled> {
         nvrtc_available()?;
-        let options = options(self, arch);
-        let ptx = compile_ptx_with_opts(self.source(), options).map_err(|error| {
-            let log = match &error {
-                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                    log.to_string_lossy().into_owned()
-                }
-                other => other.to_string(),
-            };
-            compile_error(format!("NVRTC failed on {}.cu:\n{log}", self.name()))
-        })?;
-        Ok(ptx.to_src())
+        let options = options(target);
+        let fail = |what: &str, log: &str| {
+            compile_error(format!("NVRTC failed on {}.cu {what}:\n{log}", self.name()))
+        };
+        let program = Program::create(&self.source(), self.name())?;
+        // SAFETY: `program` is a live NVRTC program; the options are valid C strings.
+        let compiled = unsafe { nvrtc::result::compile_program(program.handle, &options) };
+        let log = program.log();
+        compiled.map_err(|e| fail(&format!("({e:?})"), &log))?;
+        let image = match target {
+            Target::Cubin(_) => {
+                let mut size = 0usize;
+                // SAFETY: a compiled program; NVRTC writes the size, then exactly that
+                // many bytes into a buffer of that size.
+                let bytes = unsafe {
+                    nvrtc::sys::nvrtcGetCUBINSize(program.handle, &mut size)
+                        .result()
+                        .and_then(|()| {
+                            let mut bytes = vec![0u8; size];
+                            nvrtc::sys::nvrtcGetCUBIN(program.handle, bytes.as_mut_ptr().cast())
+                                .result()
+                                .map(|()| bytes)
+                        })
+                };
+                Image::Cubin(bytes.map_err(|e| fail(&format!("(no cubin: {e:?})"), &log))?)
+            }
+            Target::Ptx { isa, .. } => {
+                // SAFETY: a compiled program.
+                let text = unsafe { nvrtc::result::get_ptx(program.handle) }
+                    .map_err(|e| fail(&format!("(no PTX: {e:?})"), &log))?;
+                let bytes: Vec<u8> = text
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                let ptx = String::from_utf8_lossy(&bytes).into_owned();
+                Image::Ptx(match isa {
+                    Some(isa) => lower_ptx_version(&ptx, isa)?,
+                    None => ptx,
+                })
+            }
+        };
+        Ok(Compiled { image, log })
     }
 
-    /// The PTX from the disk cache, or compiled and stored there.
-    pub(crate) fn ptx(self, arch: Option<&'static str>) -> Result<Ptx> {
-        let path = cache_dir().map(|dir| {
+    /// The image from the disk cache, or compiled and stored there.
+    pub(crate) fn image(self, target: Target) -> Result<Image> {
+        self.image_cached_in(target, cache_dir().as_deref())
+    }
+
+    /// The image from `cache` (no cache: `None`), or compiled and stored there. Cache
+    /// files carry a CRC32C: a truncated or damaged one is compiled anew.
+    fn image_cached_in(self, target: Target, cache: Option<&std::path::Path>) -> Result<Image> {
+        let path = cache.map(|dir| {
             let key = format!(
                 "{}\n{:?}\n{:?}",
                 self.source(),
-                options(self, arch),
+                options(target),
                 nvrtc_version()
             );
+            let extension = match target {
+                Target::Cubin(_) => "cubin",
+                Target::Ptx { .. } => "ptx",
+            };
             dir.join(format!(
-                "{}-{}-{:016x}.ptx",
+                "{}-{}-{:016x}.{extension}",
                 self.name(),
-                arch.unwrap_or("default"),
+                target.label(),
                 fnv1a(key.as_bytes())
             ))
         });
-        if let Some(src) = path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
-            return Ok(Ptx::from_src(src));
+        let cached = path
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(unsealed);
+        if let Some(bytes) = cached {
+            match target {
+                Target::Cubin(_) => return Ok(Image::Cubin(bytes)),
+                Target::Ptx { .. } => {
+                    if let Ok(text) = String::from_utf8(bytes) {
+                        return Ok(Image::Ptx(text));
+                    }
+                }
+            }
         }
-        let src = self.compile(arch)?;
+        let image = self.compile(target)?.image;
         if let Some(path) = path {
-            store(&path, &src);
+            store(&path, &sealed(image.bytes()));
         }
-        Ok(Ptx::from_src(src))
+        Ok(image)
     }
 }
 
-fn options(family: Family, arch: Option<&'static str>) -> CompileOptions {
-    CompileOptions {
-        fmad: Some(false),
-        ftz: Some(false),
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        use_fast_math: Some(false),
-        arch,
-        name: Some(format!("{}.cu", family.name())),
-        ..Default::default()
+/// A compiled kernel family.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// What the driver loads.
+    pub image: Image,
+    /// NVRTC's log (ptxas's `-v` report for a cubin).
+    pub log: String,
+}
+
+impl Compiled {
+    /// Registers, stack and spills of every kernel, from ptxas's report (cubins only;
+    /// empty for PTX, which ptxas does not see until the driver loads it).
+    pub fn resources(&self) -> Vec<KernelResources> {
+        parse_resources(&self.log)
     }
+}
+
+/// A module image for the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Image {
+    /// Machine code for one architecture (an ELF file).
+    Cubin(Vec<u8>),
+    /// PTX text, compiled by the driver at load.
+    Ptx(String),
+}
+
+impl Image {
+    /// The bytes as stored on disk.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Image::Cubin(bytes) => bytes,
+            Image::Ptx(text) => text.as_bytes(),
+        }
+    }
+
+    /// The image as cudarc loads it.
+    pub(crate) fn into_module_source(self) -> Ptx {
+        match self {
+            Image::Cubin(bytes) => Ptx::from_binary(bytes),
+            Image::Ptx(text) => Ptx::from_src(text),
+        }
+    }
+}
+
+/// A cache file's contents: the image, then its CRC32C (4 bytes, little-endian).
+fn sealed(image: &[u8]) -> Vec<u8> {
+    let mut bytes = image.to_vec();
+    bytes.extend_from_slice(&crc32c::crc32c(image).to_le_bytes());
+    bytes
+}
+
+/// The image of a cache file whose checksum holds; `None` for a truncated or damaged one.
+fn unsealed(mut bytes: Vec<u8>) -> Option<Vec<u8>> {
+    let split = bytes.len().checked_sub(4)?;
+    let stored = u32::from_le_bytes(bytes[split..].try_into().ok()?);
+    bytes.truncate(split);
+    (crc32c::crc32c(&bytes) == stored).then_some(bytes)
+}
+
+/// An NVRTC program, destroyed on drop. The source and name stay alive as long as the
+/// program, whatever NVRTC's copying rules are.
+struct Program {
+    handle: nvrtc::sys::nvrtcProgram,
+    _source: CString,
+    _name: CString,
+}
+
+impl Program {
+    fn create(source: &str, name: &str) -> Result<Program> {
+        let text = CString::new(source)
+            .map_err(|_| compile_error(format!("{name}.cu holds a NUL byte")))?;
+        let file = CString::new(format!("{name}.cu"))
+            .map_err(|_| compile_error(format!("{name}: a NUL byte in the name")))?;
+        let program = nvrtc::result::create_program(&text, Some(&file))
+            .map_err(|e| compile_error(format!("NVRTC cannot create {name}.cu: {e:?}")))?;
+        Ok(Program {
+            handle: program,
+            _source: text,
+            _name: file,
+        })
+    }
+
+    fn log(&self) -> String {
+        // SAFETY: a live program; the log is a NUL-terminated string NVRTC owns a copy of.
+        match unsafe { nvrtc::result::get_program_log(self.handle) } {
+            Ok(chars) => {
+                let bytes: Vec<u8> = chars
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            Err(e) => format!("(no log: {e:?})"),
+        }
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the program was created by `create` and is destroyed once, here.
+        let _ = unsafe { nvrtc::result::destroy_program(self.handle) };
+    }
+}
+
+/// NVRTC's options: IEEE arithmetic as the Cpu has it, the target's architecture, and
+/// ptxas's resource report for cubins.
+fn options(target: Target) -> Vec<String> {
+    let mut options = vec![
+        "--fmad=false".to_owned(),
+        "--ftz=false".to_owned(),
+        "--prec-div=true".to_owned(),
+        "--prec-sqrt=true".to_owned(),
+        format!("--gpu-architecture={}", target.gpu_architecture()),
+    ];
+    if let Target::Cubin(_) = target {
+        options.push("--ptxas-options=-v".to_owned());
+    }
+    options
 }
 
 fn compile_error(message: String) -> Error {
@@ -206,15 +373,44 @@ pub fn nvrtc_available() -> Result<()> {
     }
 }
 
-/// NVRTC's `(major, minor)` version.
-fn nvrtc_version() -> (i32, i32) {
+/// NVRTC's version, `None` when its library cannot be loaded.
+pub fn nvrtc_version() -> Option<CudaVersion> {
+    nvrtc_available().ok()?;
     let (mut major, mut minor) = (0, 0);
-    // SAFETY: nvrtcVersion writes two ints through valid pointers; the library is present
-    // (checked by the caller, `nvrtc_available`, before any compile).
-    unsafe {
-        cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor);
+    // SAFETY: nvrtcVersion writes two ints through valid pointers; the library is present.
+    unsafe { nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .ok()?;
+    Some(CudaVersion {
+        major: major.max(0) as u32,
+        minor: minor.max(0) as u32,
+    })
+}
+
+/// The architectures NVRTC compiles cubins for (`90` for `sm_90`), empty when its
+/// library cannot be loaded.
+pub fn nvrtc_archs() -> Vec<u32> {
+    if nvrtc_available().is_err() {
+        return Vec::new();
     }
-    (major, minor)
+    let mut count = 0;
+    // SAFETY: NVRTC writes the count, then exactly `count` ints into a buffer that long.
+    unsafe {
+        if nvrtc::sys::nvrtcGetNumSupportedArchs(&mut count)
+            .result()
+            .is_err()
+        {
+            return Vec::new();
+        }
+        let mut archs = vec![0i32; count.max(0) as usize];
+        if nvrtc::sys::nvrtcGetSupportedArchs(archs.as_mut_ptr())
+            .result()
+            .is_err()
+        {
+            return Vec::new();
+        }
+        archs.into_iter().map(|a| a.max(0) as u32).collect()
+    }
 }
 
 fn cache_dir() -> Option<PathBuf> {
@@ -228,15 +424,15 @@ fn cache_dir() -> Option<PathBuf> {
         .or_else(|| from("HOME").map(|d| d.join(".cache").join("rlgrad-cuda")))
 }
 
-/// Writes the PTX through a temporary file and a rename, so that a reader never sees half
-/// a file; failures are ignored (the cache only saves time).
-fn store(path: &std::path::Path, src: &str) {
+/// Writes an image through a temporary file and a rename, so that a reader never sees
+/// half a file; failures are ignored (the cache only saves time).
+fn store(path: &std::path::Path, bytes: &[u8]) {
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
     let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&temporary, src).is_ok() && std::fs::rename(&temporary, path).is_err() {
+    if std::fs::write(&temporary, bytes).is_ok() && std::fs::rename(&temporary, path).is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
 }
@@ -262,5 +458,45 @@ mod tests {
         }
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn cubins_are_cached_by_target_and_a_damaged_one_is_compiled_anew() {
+        if let Err(why) = nvrtc_available() {
+            return crate::skip("NVRTC", &why);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let h100 = Target::Cubin(crate::Arch::from_number(90));
+        let family = Family::Optim;
+        let first = family.image_cached_in(h100, Some(dir.path())).unwrap();
+        let files: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("optim-sm_90-") && name.ends_with(".cubin"),
+            "{name}"
+        );
+        assert_eq!(std::fs::read(&files[0]).unwrap(), sealed(first.bytes()));
+        // Another target is another file.
+        let a100 = Target::Cubin(crate::Arch::from_number(80));
+        let other = family.image_cached_in(a100, Some(dir.path())).unwrap();
+        assert_ne!(other, first);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        // A truncated or damaged file is not loaded: the cubin is compiled and stored again.
+        let whole = sealed(first.bytes());
+        let mut flipped = whole.clone();
+        flipped[whole.len() / 2] ^= 4;
+        for damaged in [&whole[..3], &whole[..whole.len() - 1], &flipped[..]] {
+            assert_eq!(unsealed(damaged.to_vec()), None);
+            std::fs::write(&files[0], damaged).unwrap();
+            assert_eq!(
+                family.image_cached_in(h100, Some(dir.path())).unwrap(),
+                first
+            );
+            assert_eq!(std::fs::read(&files[0]).unwrap(), whole);
+        }
     }
 }

@@ -15,6 +15,7 @@ use rlgrad_core::{Device, Element, Error, Float, Result};
 
 use crate::compile::Family;
 use crate::strided::Strided;
+use crate::target::{Arch, CudaVersion, Target};
 
 /// A buffer of `len` elements of `E` in GPU memory (the [`Device::Buffer`] of [`Cuda`]).
 pub struct CudaBuffer<E> {
@@ -57,7 +58,7 @@ struct Inner {
     name: String,
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    arch: Option<&'static str>,
+    target: Target,
     modules: [OnceLock<Arc<CudaModule>>; Family::ALL.len()],
     functions: Mutex<HashMap<String, CudaFunction>>,
     pool: Mutex<Pool>,
@@ -76,25 +77,6 @@ struct Pool {
     free: HashMap<usize, Vec<CudaSlice<u8>>>,
     bytes: usize,
     limit: usize,
-}
-
-/// Compute capabilities NVRTC 13 can target directly; others get NVRTC's default PTX,
-/// which the driver compiles for the GPU at load time.
-fn arch_name(major: i32, minor: i32) -> Option<&'static str> {
-    Some(match (major, minor) {
-        (7, 5) => "compute_75",
-        (8, 0) => "compute_80",
-        (8, 6) => "compute_86",
-        (8, 7) => "compute_87",
-        (8, 9) => "compute_89",
-        (9, 0) => "compute_90",
-        (10, 0) => "compute_100",
-        (10, 3) => "compute_103",
-        (11, 0) => "compute_110",
-        (12, 0) => "compute_120",
-        (12, 1) => "compute_121",
-        _ => return None,
-    })
 }
 
 static DEVICES: OnceLock<Mutex<HashMap<usize, Cuda>>> = OnceLock::new();
@@ -168,13 +150,30 @@ impl Cuda {
         let name = context.name().map_err(|e| e.to_string())?;
         let (major, minor) = context.compute_capability().map_err(|e| e.to_string())?;
         let total = context.total_mem().map_err(|e| e.to_string())?;
+        let mut driver = 0;
+        // SAFETY: writes one int through a valid pointer; the driver library is loaded.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) }
+            .result()
+            .map_err(|e| e.to_string())?;
+        let nvrtc = crate::compile::nvrtc_version().ok_or("NVRTC's version is unreadable")?;
+        let gpu = Arch {
+            major: major.max(0) as u32,
+            minor: minor.max(0) as u32,
+        };
+        let target = Target::choose(
+            gpu,
+            CudaVersion::from_driver(driver.max(0) as u32),
+            nvrtc,
+            &crate::compile::nvrtc_archs(),
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Cuda {
             inner: Arc::new(Inner {
                 ordinal,
                 name,
                 context,
                 stream,
-                arch: arch_name(major, minor),
+                target,
                 modules: std::array::from_fn(|_| OnceLock::new()),
                 functions: Mutex::default(),
                 pool: Mutex::new(Pool {
@@ -203,6 +202,12 @@ impl Cuda {
             .stream
             .memcpy_dtod(&from, &mut to)
             .map_err(|e| self.error("Cuda::copy_buffer", e))
+    }
+
+    /// What the kernels are compiled into for this GPU (a cubin for its architecture,
+    /// or PTX; see [`Target`]).
+    pub fn target(&self) -> Target {
+        self.inner.target
     }
 
     /// The GPU's model name (`"NVIDIA H100 80GB HBM3"`).
@@ -383,10 +388,20 @@ impl Cuda {
         if let Some(module) = cell.get() {
             return Ok(Arc::clone(module));
         }
-        let ptx = family.ptx(self.inner.arch)?;
-        let module =
-            self.inner.context.load_module(ptx).map_err(|e| {
-                self.error("Cuda::launch", format_args!("{}.cu: {e}", family.name()))
+        let image = family.image(self.inner.target)?;
+        let module = self
+            .inner
+            .context
+            .load_module(image.into_module_source())
+            .map_err(|e| {
+                self.error(
+                    "Cuda::launch",
+                    format_args!(
+                        "{}.cu for {}: {e}",
+                        family.name(),
+                        self.inner.target.label()
+                    ),
+                )
             })?;
         Ok(Arc::clone(cell.get_or_init(|| module)))
     }

@@ -44,7 +44,8 @@
 //!   allocator (free lists by size, half the GPU's memory at most by default, see
 //!   [`Cuda::set_cache_limit`]), as PyTorch's caching allocator does.
 //! - **Compiled once**: each kernel family is compiled by NVRTC the first time it runs,
-//!   once per process and device, and its PTX is cached on disk (see [`Family`]).
+//!   once per process and device, into a cubin for the GPU (PTX only for a GPU newer
+//!   than NVRTC, see [`Target`]), and cached on disk (see [`Family`]).
 //! - **Ordered**: a device has one stream; work runs in call order, and
 //!   [`Device::download`](rlgrad_core::Device::download) waits for it.
 //!
@@ -93,10 +94,12 @@ mod reduce;
 mod require;
 mod sequence;
 mod strided;
+mod target;
 
-pub use compile::{Family, nvrtc_available};
+pub use compile::{Compiled, Family, Image, nvrtc_archs, nvrtc_available, nvrtc_version};
 pub use device::{Cuda, CudaBuffer};
 pub use require::{REQUIRE_GPU, gpu_required, skip, skip_outcome};
+pub use target::{Arch, CudaVersion, KernelResources, Target};
 
 /// The README's examples, compiled as doctests so that the README stays true.
 #[cfg(doctest)]

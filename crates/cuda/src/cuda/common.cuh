@@ -20,6 +20,16 @@ struct Strided {
     u64 strides[MAX_DIMS];
 };
 
+// A kernel parameter holding a view: read in place from the parameter bank, never copied
+// to the thread's local memory (device functions take `const Strided&`).
+#define KERNEL_VIEW const __grid_constant__ Strided
+
+// Whether element i of the view is at offset + i: one merged dimension of stride 1, or a
+// scalar.
+__device__ __forceinline__ bool is_dense(const Strided& s) {
+    return s.ndim == 0 || (s.ndim == 1 && s.strides[0] == 1);
+}
+
 __device__ __forceinline__ u64 strided_offset(const Strided& s, u64 i) {
     if (s.ndim == 1) return s.offset + i * s.strides[0];
     u64 off = s.offset;

@@ -1,7 +1,7 @@
 // Data movement (rlgrad_core::kernels::CopyKernel): one thread per output element.
 
 // out[i] = element i (row-major) of a strided view.
-template <typename T> __device__ void copy_strided(const T* x, Strided xs, T* out, u64 n) {
+template <typename T> __device__ void copy_strided(const T* x, const Strided& xs, T* out, u64 n) {
     for (u64 i = first_index(); i < n; i += grid_stride()) out[i] = x[strided_offset(xs, i)];
 }
 
@@ -36,7 +36,7 @@ __device__ void index_add(const T* x, u64 k, u64 inner, u64 size, const u64* ord
 // One part of a concatenation: element i of the part (row-major, `width` per outer row)
 // goes to column `column + i % width` of outer row `i / width` of out (`total` wide).
 template <typename T>
-__device__ void concat_part(const T* part, Strided ps, u64 width, u64 total, u64 column,
+__device__ void concat_part(const T* part, const Strided& ps, u64 width, u64 total, u64 column,
                             T* out, u64 n) {
     for (u64 i = first_index(); i < n; i += grid_stride()) {
         out[(i / width) * total + column + i % width] = part[strided_offset(ps, i)];
@@ -44,7 +44,7 @@ __device__ void concat_part(const T* part, Strided ps, u64 width, u64 total, u64
 }
 
 #define COPY_KERNELS(T, S)                                                                 \
-    extern "C" __global__ void copy_##S(const T* x, Strided xs, T* out, u64 n) {           \
+    extern "C" __global__ void copy_##S(const T* x, KERNEL_VIEW xs, T* out, u64 n) {       \
         copy_strided<T>(x, xs, out, n);                                                    \
     }                                                                                      \
     extern "C" __global__ void index_select_##S(const T* x, u64 len, u64 inner,            \
@@ -56,7 +56,7 @@ __device__ void concat_part(const T* part, Strided ps, u64 width, u64 total, u64
                                              u64 n) {                                      \
         index_add<T>(x, k, inner, size, order, starts, out, n);                            \
     }                                                                                      \
-    extern "C" __global__ void concat_part_##S(const T* part, Strided ps, u64 width,       \
+    extern "C" __global__ void concat_part_##S(const T* part, KERNEL_VIEW ps, u64 width,   \
                                                u64 total, u64 column, T* out, u64 n) {     \
         concat_part<T>(part, ps, width, total, column, out, n);                            \
     }

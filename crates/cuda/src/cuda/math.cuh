@@ -443,9 +443,11 @@ RL_FN double rl_tanh(double x) {
 // ---- powf (powf.rs) ------------------------------------------------------------------
 
 RL_FN float rl_powf(float x, float y) {
-    const float bp[2] = {1.0f, 1.5f};
-    const float dp_h[2] = {0.0f, 5.84960938e-01f};
-    const float dp_l[2] = {0.0f, 1.56322085e-06f};
+    // libm's two-element tables bp, dp_h and dp_l as pairs of scalars picked by k: an
+    // array indexed by a variable would live in the GPU thread's local memory.
+    const float bp0 = 1.0f, bp1 = 1.5f;
+    const float dp_h0 = 0.0f, dp_h1 = 5.84960938e-01f;
+    const float dp_l0 = 0.0f, dp_l1 = 1.56322085e-06f;
     const float two24 = 16777216.0f;
     const float huge = 1.0e30f;
     const float tiny = 1.0e-30f;
@@ -538,15 +540,15 @@ RL_FN float rl_powf(float x, float y) {
             ix -= 0x00800000;
         }
         ax = RL_F32_FROM((rl_u32)ix);
-        u = ax - bp[k];
-        v = 1.0f / (ax + bp[k]);
+        u = ax - (k ? bp1 : bp0);
+        v = 1.0f / (ax + (k ? bp1 : bp0));
         s = u * v;
         s_h = s;
         is = (rl_i32)RL_F32_BITS(s_h);
         s_h = RL_F32_FROM((rl_u32)is & 0xfffff000u);
         is = (rl_i32)((((rl_u32)ix >> 1) & 0xfffff000u) | 0x20000000u);
         t_h = RL_F32_FROM((rl_u32)is + 0x00400000u + ((rl_u32)k << 21));
-        t_l = ax - (t_h - bp[k]);
+        t_l = ax - (t_h - (k ? bp1 : bp0));
         s_l = v * ((u - s_h * t_h) - s_h * t_l);
         s2 = s * s;
         r = s2 * s2 * (l1 + s2 * (l2 + s2 * (l3 + s2 * (l4 + s2 * (l5 + s2 * l6)))));
@@ -563,12 +565,12 @@ RL_FN float rl_powf(float x, float y) {
         p_h = RL_F32_FROM((rl_u32)is & 0xfffff000u);
         p_l = v - (p_h - u);
         z_h = cp_h * p_h;
-        z_l = cp_l * p_h + p_l * cp + dp_l[k];
+        z_l = cp_l * p_h + p_l * cp + (k ? dp_l1 : dp_l0);
         t = (float)n;
-        t1 = ((z_h + z_l) + dp_h[k]) + t;
+        t1 = ((z_h + z_l) + (k ? dp_h1 : dp_h0)) + t;
         is = (rl_i32)RL_F32_BITS(t1);
         t1 = RL_F32_FROM((rl_u32)is & 0xfffff000u);
-        t2 = z_l - (((t1 - t) - dp_h[k]) - z_h);
+        t2 = z_l - (((t1 - t) - (k ? dp_h1 : dp_h0)) - z_h);
     }
     is = (rl_i32)RL_F32_BITS(y);
     y1 = RL_F32_FROM((rl_u32)is & 0xfffff000u);
@@ -628,9 +630,10 @@ RL_FN double rl_with_low(double f, rl_u32 lo) {
 }
 
 RL_FN double rl_pow(double x, double y) {
-    const double bp[2] = {1.0, 1.5};
-    const double dp_h[2] = {0.0, 5.84962487220764160156e-01};
-    const double dp_l[2] = {0.0, 1.35003920212974897128e-08};
+    // libm's tables as pairs of scalars, as in rl_powf.
+    const double bp0 = 1.0, bp1 = 1.5;
+    const double dp_h0 = 0.0, dp_h1 = 5.84962487220764160156e-01;
+    const double dp_l0 = 0.0, dp_l1 = 1.35003920212974897128e-08;
     const double two53 = 9007199254740992.0;
     const double huge = 1.0e300;
     const double tiny = 1.0e-300;
@@ -740,13 +743,13 @@ RL_FN double rl_pow(double x, double y) {
             ix -= 0x00100000;
         }
         ax = rl_with_high(ax, (rl_u32)ix);
-        double u = ax - bp[k];
-        double v = 1.0 / (ax + bp[k]);
+        double u = ax - (k ? bp1 : bp0);
+        double v = 1.0 / (ax + (k ? bp1 : bp0));
         double ss = u * v;
         double s_h = rl_with_low(ss, 0);
         double t_h = rl_with_high(
             0.0, (((rl_u32)ix >> 1) | 0x20000000u) + 0x00080000u + ((rl_u32)k << 18));
-        double t_l = ax - (t_h - bp[k]);
+        double t_l = ax - (t_h - (k ? bp1 : bp0));
         double s_l = v * ((u - s_h * t_h) - s_h * t_l);
         double s2 = ss * ss;
         double r = s2 * s2 * (l1 + s2 * (l2 + s2 * (l3 + s2 * (l4 + s2 * (l5 + s2 * l6)))));
@@ -759,10 +762,10 @@ RL_FN double rl_pow(double x, double y) {
         double p_h = rl_with_low(u + v, 0);
         double p_l = v - (p_h - u);
         double z_h = cp_h * p_h;
-        double z_l = cp_l * p_h + p_l * cp + dp_l[k];
+        double z_l = cp_l * p_h + p_l * cp + (k ? dp_l1 : dp_l0);
         double t = (double)n;
-        t1 = rl_with_low(((z_h + z_l) + dp_h[k]) + t, 0);
-        t2 = z_l - (((t1 - t) - dp_h[k]) - z_h);
+        t1 = rl_with_low(((z_h + z_l) + (k ? dp_h1 : dp_h0)) + t, 0);
+        t2 = z_l - (((t1 - t) - (k ? dp_h1 : dp_h0)) - z_h);
     }
     double y1 = rl_with_low(y, 0);
     double p_l = (y - y1) * t1 + y * t2;

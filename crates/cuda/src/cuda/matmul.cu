@@ -15,8 +15,8 @@
 #define SUB 4
 
 template <typename T>
-__device__ void matmul(const T* a, Strided a_batch, u64 a_rs, u64 a_cs, const T* b,
-                       Strided b_batch, u64 b_rs, u64 b_cs, T* c, u64 m, u64 n, u64 k,
+__device__ void matmul(const T* a, const Strided& a_batch, u64 a_rs, u64 a_cs, const T* b,
+                       const Strided& b_batch, u64 b_rs, u64 b_cs, T* c, u64 m, u64 n, u64 k,
                        u64 batches) {
     __shared__ T as[TILE_K][TILE_M];
     __shared__ T bs[TILE_K][TILE_N];
@@ -70,8 +70,8 @@ __device__ void matmul(const T* a, Strided a_batch, u64 a_rs, u64 a_cs, const T*
 }
 
 #define MATMUL_KERNELS(T, S)                                                               \
-    extern "C" __global__ void matmul_##S(const T* a, Strided a_batch, u64 a_rs, u64 a_cs,  \
-                                          const T* b, Strided b_batch, u64 b_rs, u64 b_cs,  \
+    extern "C" __global__ void matmul_##S(const T* a, KERNEL_VIEW a_batch, u64 a_rs, u64 a_cs, \
+                                          const T* b, KERNEL_VIEW b_batch, u64 b_rs, u64 b_cs, \
                                           T* c, u64 m, u64 n, u64 k, u64 batches) {        \
         matmul<T>(a, a_batch, a_rs, a_cs, b, b_batch, b_rs, b_cs, c, m, n, k, batches);    \
     }

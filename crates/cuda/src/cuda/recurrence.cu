@@ -3,13 +3,20 @@
 // of the module docs (one multiply, the cut selection, one add per step; no FMA).
 //
 // The chain through time is serial, so what decides the speed is keeping loads out of it:
-// each thread loads a chunk of CHUNK steps into registers before running the chain over
-// them, and loads the next chunk before running the current one (double buffering), so
-// that a chunk's memory latency hides behind the previous chunk's arithmetic. Adjacent
-// threads are adjacent columns, so every load and store of a step is coalesced.
+// each thread loads a chunk of steps into registers before running the chain over them,
+// and loads the next chunk before running the current one (double buffering), so that a
+// chunk's memory latency hides behind the previous chunk's arithmetic. Adjacent threads
+// are adjacent columns, so every load and store of a step is coalesced.
+//
+// A chunk is 16 steps of f32 and 8 of f64: the same bytes in flight per column, and two
+// chunks of V-trace's four f64 values per step would take more than the 255 registers a
+// thread has (ptxas then spills to local memory; tests/ptx.rs checks that none does).
 
-#define CHUNK 16
 #define COLUMNS_PER_BLOCK 32
+
+template <typename T> struct Chunk {
+    enum { steps = sizeof(T) == 8 ? 8 : 16 };
+};
 
 // The effective reward and discount of a step (episode_step): `mode` 0 Constant, 1
 // Discounts, 2 terminations, 3 terminations and truncations. Flags are set when nonzero
@@ -47,7 +54,7 @@ template <typename Scan, typename Step>
 __device__ __forceinline__ void load_chunk(const Scan& scan, Step* buf, long long top, u64 b,
                                            u64 col) {
 #pragma unroll
-    for (int k = 0; k < CHUNK; ++k) {
+    for (int k = 0; k < Step::chunk; ++k) {
         long long t = top - k;
         if (t >= 0) buf[k] = scan.load((u64)t * b + col);
     }
@@ -57,7 +64,7 @@ template <typename Scan, typename Step>
 __device__ __forceinline__ void run_chunk(Scan& scan, const Step* buf, long long top, u64 b,
                                           u64 col) {
 #pragma unroll
-    for (int k = 0; k < CHUNK; ++k) {
+    for (int k = 0; k < Step::chunk; ++k) {
         long long t = top - k;
         if (t >= 0) scan.apply((u64)t, (u64)t * b + col, buf[k]);
     }
@@ -65,16 +72,17 @@ __device__ __forceinline__ void run_chunk(Scan& scan, const Step* buf, long long
 
 // Runs `scan` over one column, t = steps - 1 down to 0, chunk by chunk, double-buffered.
 template <typename Scan> __device__ void scan_column(Scan& scan, u64 steps, u64 b, u64 col) {
-    typename Scan::Step first[CHUNK], second[CHUNK];
+    const int chunk = Scan::Step::chunk;
+    typename Scan::Step first[chunk], second[chunk];
     long long top = (long long)steps - 1;
     load_chunk(scan, first, top, b, col);
     while (top >= 0) {
-        long long next = top - CHUNK;
+        long long next = top - chunk;
         if (next >= 0) load_chunk(scan, second, next, b, col);
         run_chunk(scan, first, top, b, col);
         top = next;
         if (top < 0) break;
-        next = top - CHUNK;
+        next = top - chunk;
         if (next >= 0) load_chunk(scan, first, next, b, col);
         run_chunk(scan, second, top, b, col);
         top = next;
@@ -82,12 +90,15 @@ template <typename Scan> __device__ void scan_column(Scan& scan, u64 steps, u64 
 }
 
 template <typename T> struct RD {
+    enum { chunk = Chunk<T>::steps };
     T r, d;
 };
 template <typename T> struct RDV {
+    enum { chunk = Chunk<T>::steps };
     T r, d, v;
 };
 template <typename T> struct RDVRho {
+    enum { chunk = Chunk<T>::steps };
     T r, d, v, rho;
 };
 

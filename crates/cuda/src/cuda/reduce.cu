@@ -147,6 +147,11 @@ __device__ void sum_vectors(const T* in, u64 count, u64 blocks_per_segment, T* o
     tree_slots(tree8(vectors), out + (o * blocks_per_segment + b) * LANES);
 }
 
+template <int WIDTH, typename T> __device__ __forceinline__ void fold_lanes(T* l) {
+#pragma unroll
+    for (int j = 0; j < WIDTH; ++j) l[j] = l[j] + l[j + WIDTH];
+}
+
 // Folds each segment's lanes by halving (l[j] += l[j + 8], + 4, + 2, + 1) and divides by
 // `divisor` when `divide`; an empty segment (lengths[o] == 0) sums to +0.
 template <typename T>
@@ -156,11 +161,12 @@ __device__ void sum_finish(const T* in, u64 segments, int divide, T divisor,
         T l[LANES];
 #pragma unroll
         for (int j = 0; j < LANES; ++j) l[j] = in[o * LANES + j];
-#pragma unroll
-        for (int width = LANES / 2; width > 0; width /= 2) {
-#pragma unroll
-            for (int j = 0; j < width; ++j) l[j] = l[j] + l[j + width];
-        }
+        // The widths are written out: a loop over them is not always unrolled for f64,
+        // which leaves `l` in local memory.
+        fold_lanes<8>(l);
+        fold_lanes<4>(l);
+        fold_lanes<2>(l);
+        fold_lanes<1>(l);
         T value = divide ? l[0] / divisor : l[0];
         out[o] = (lengths && lengths[o] == 0) ? (T)0 : value;
     }
