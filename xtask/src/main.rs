@@ -9,7 +9,8 @@
 //! cargo xtask bench [FILTER]          the criterion benches
 //! cargo xtask parity --device cuda    the suites with device kernels, on the GPU
 //! cargo xtask gpu-bench [--out FILE]  rlgrad's CUDA kernels beside PyTorch on one GPU
-//! cargo xtask gpu-build               test and bench binaries in gpu-bin/ for a GPU machine
+//! cargo xtask gpu-build               the GPU bundle in gpu-bin/ (tests, bench, runner gpu-bin/run)
+//! cargo xtask gpu-run [--dry-run]     what gpu-bin/run runs: everything, one report
 //! cargo xtask converge                the TF guide's convergence test, plotted
 //! cargo xtask interop                 checkpoints and event files against Python's readers
 //! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
@@ -20,6 +21,7 @@
 mod compare;
 mod converge;
 mod examples;
+mod gpu;
 mod interop;
 mod parity;
 
@@ -121,12 +123,37 @@ const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         synopsis: "gpu-build",
         about: &[
-            "builds the CUDA test binaries, the bench and xtask with",
-            "--release into gpu-bin/ and prints how to run them on a",
+            "the GPU bundle in gpu-bin/: the CUDA test binaries, the",
+            "bench, xtask (--release), the parity vectors and the",
+            "runner gpu-bin/run; prints the one command to run on a",
             "GPU machine",
         ],
         options: "",
-        run: |args| no_options("gpu-build", args).and_then(|()| gpu_build()),
+        run: |args| no_options("gpu-build", args).and_then(|()| gpu::build(&root())),
+    },
+    Subcommand {
+        synopsis: "gpu-run [--dry-run] [--quick] [--budget S] [--bundle DIR] [--out DIR]",
+        about: &[
+            "what gpu-bin/run calls on the GPU machine: every CUDA test",
+            "in its own process with RLGRAD_REQUIRE_GPU=1, parity on",
+            "the GPU, the bench; never stops at a failure; writes",
+            "gpu-report.md and gpu-report.json into the --out folder",
+        ],
+        options: "  --dry-run     no GPU expected: what needs one is reported \"not run\"\n\
+                  \x20 --quick       the bench at small sizes\n\
+                  \x20 --budget S    seconds for everything (default 540)\n\
+                  \x20 --bundle DIR  the bundle (default: this binary's folder)\n\
+                  \x20 --out DIR     the report's folder (default $OUT, else gpu-report)\n",
+        run: gpu::run,
+    },
+    Subcommand {
+        synopsis: "gpu-facts",
+        about: &[
+            "one JSON line: the GPU, its driver, NVRTC and the compile",
+            "target, or why there is no GPU (for gpu-run's report)",
+        ],
+        options: "",
+        run: gpu::facts,
     },
     Subcommand {
         synopsis: "converge",
@@ -396,75 +423,6 @@ fn gpu_bench(args: &[String]) -> Result<(), String> {
     ];
     cargo_args.extend(args.iter().map(String::as_str));
     cargo(&cargo_args, &[])
-}
-
-/// Where `gpu-build` puts the binaries (git-ignored).
-const GPU_BIN: &str = "gpu-bin";
-
-fn gpu_build() -> Result<(), String> {
-    let root = root();
-    let out = root.join(GPU_BIN);
-    std::fs::create_dir_all(out.join("tests")).map_err(|e| format!("{}: {e}", out.display()))?;
-    cargo(
-        &[
-            "build",
-            "--release",
-            "-p",
-            "rlgrad-cuda",
-            "--bin",
-            "rlgrad-gpu-bench",
-        ],
-        &[],
-    )?;
-    cargo(&["build", "--release", "-p", "xtask"], &[])?;
-    // The test binaries: cargo names them in its JSON messages.
-    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo_bin)
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "rlgrad-cuda",
-            "--no-run",
-            "--message-format=json",
-        ])
-        .current_dir(&root)
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err("building the rlgrad-cuda tests failed".to_owned());
-    }
-    let copy = |from: &Path, to: &Path| {
-        std::fs::copy(from, to)
-            .map(|_| ())
-            .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
-    };
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let is_test = message["profile"]["test"].as_bool() == Some(true);
-        if let (true, Some(path)) = (is_test, message["executable"].as_str()) {
-            let path = Path::new(path);
-            let name = message["target"]["name"].as_str().unwrap_or("lib");
-            copy(path, &out.join("tests").join(name))?;
-        }
-    }
-    let release = root.join("target/release");
-    copy(
-        &release.join("rlgrad-gpu-bench"),
-        &out.join("rlgrad-gpu-bench"),
-    )?;
-    copy(&release.join("xtask"), &out.join("xtask"))?;
-    println!(
-        "gpu-build: binaries in {GPU_BIN}/. On the GPU machine, from the repository root \
-         (the device tool's `run` with carry [\"{GPU_BIN}\"]):\n\n  \
-         export RLGRAD_REQUIRE_GPU=1; \
-         for t in {GPU_BIN}/tests/*; do $t --nocapture || exit 1; done; \
-         {GPU_BIN}/xtask parity parity --device cuda; \
-         {GPU_BIN}/rlgrad-gpu-bench --out $OUT/gpu-bench.json"
-    );
-    Ok(())
 }
 
 #[cfg(test)]

@@ -59,6 +59,7 @@ struct Inner {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     target: Target,
+    driver: CudaVersion,
     modules: [OnceLock<Arc<CudaModule>>; Family::ALL.len()],
     functions: Mutex<HashMap<String, CudaFunction>>,
     pool: Mutex<Pool>,
@@ -160,13 +161,9 @@ impl Cuda {
             major: major.max(0) as u32,
             minor: minor.max(0) as u32,
         };
-        let target = Target::choose(
-            gpu,
-            CudaVersion::from_driver(driver.max(0) as u32),
-            nvrtc,
-            &crate::compile::nvrtc_archs(),
-        )
-        .map_err(|e| e.to_string())?;
+        let driver = CudaVersion::from_driver(driver.max(0) as u32);
+        let target = Target::choose(gpu, driver, nvrtc, &crate::compile::nvrtc_archs())
+            .map_err(|e| e.to_string())?;
         Ok(Cuda {
             inner: Arc::new(Inner {
                 ordinal,
@@ -174,6 +171,7 @@ impl Cuda {
                 context,
                 stream,
                 target,
+                driver,
                 modules: std::array::from_fn(|_| OnceLock::new()),
                 functions: Mutex::default(),
                 pool: Mutex::new(Pool {
@@ -208,6 +206,11 @@ impl Cuda {
     /// or PTX; see [`Target`]).
     pub fn target(&self) -> Target {
         self.inner.target
+    }
+
+    /// The CUDA version of the driver (`cuDriverGetVersion`; 13.0 for driver 580).
+    pub fn driver_version(&self) -> CudaVersion {
+        self.inner.driver
     }
 
     /// The GPU's model name (`"NVIDIA H100 80GB HBM3"`).

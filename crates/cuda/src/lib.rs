@@ -98,7 +98,7 @@ mod target;
 
 pub use compile::{Compiled, Family, Image, nvrtc_archs, nvrtc_available, nvrtc_version};
 pub use device::{Cuda, CudaBuffer};
-pub use require::{REQUIRE_GPU, gpu_required, skip, skip_outcome};
+pub use require::{REQUIRE_GPU, bits_line, gpu_required, parse_bits_line, skip, skip_outcome};
 pub use target::{Arch, CudaVersion, KernelResources, Target};
 
 /// The README's examples, compiled as doctests so that the README stays true.

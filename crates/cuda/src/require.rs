@@ -43,9 +43,38 @@ pub fn skip(what: &str, why: &dyn Display) {
     }
 }
 
+/// The line a GPU test prints once, when it ends, with how many elements it compared
+/// with the Cpu and how many of them differed: the GPU runner (`cargo xtask gpu-run`)
+/// reads it back with [`parse_bits_line`] and reports the counts per test.
+pub fn bits_line(compared: u64, differing: u64) -> String {
+    format!("rlgrad-bits: compared {compared}, differing {differing}")
+}
+
+/// The `(compared, differing)` counts of a line written by [`bits_line`], `None` for any
+/// other line.
+pub fn parse_bits_line(line: &str) -> Option<(u64, u64)> {
+    let rest = line.trim().strip_prefix("rlgrad-bits: compared ")?;
+    let (compared, differing) = rest.split_once(", differing ")?;
+    Some((compared.parse().ok()?, differing.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bit_counts_survive_the_round_trip_through_a_test_log() {
+        assert_eq!(parse_bits_line(&bits_line(12_345, 0)), Some((12_345, 0)));
+        assert_eq!(
+            parse_bits_line("  rlgrad-bits: compared 7, differing 2\r"),
+            Some((7, 2))
+        );
+        assert_eq!(
+            parse_bits_line("rlgrad-bits: compared x, differing 2"),
+            None
+        );
+        assert_eq!(parse_bits_line("test foo ... ok"), None);
+    }
 
     #[test]
     fn a_required_gpu_makes_a_skip_an_error() {

@@ -12,6 +12,9 @@ use rlgrad_cuda::Cuda;
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
+mod common;
+use common::{BitCount, same};
+
 /// Results of a few tensor ops on `device`, as host vectors.
 fn tensor_ops<D: TensorDevice<f32>>(device: &D) -> Vec<Vec<f32>> {
     let mut rng = Rng::new(1, "cuda-generic-tensor");
@@ -70,12 +73,10 @@ fn training<D: TensorDevice<f32> + OptimKernel<f32>>(device: &D) -> Vec<Vec<f32>
     out
 }
 
-fn same(what: &str, cpu: &[Vec<f32>], gpu: &[Vec<f32>]) {
+fn same_results(what: &str, cpu: &[Vec<f32>], gpu: &[Vec<f32>]) {
     assert_eq!(cpu.len(), gpu.len());
     for (k, (c, g)) in cpu.iter().zip(gpu).enumerate() {
-        let c: Vec<u32> = c.iter().map(|v| v.to_bits()).collect();
-        let g: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
-        assert_eq!(c, g, "{what}: result {k}");
+        same(&format!("{what}: result {k}"), c, g);
     }
 }
 
@@ -87,6 +88,7 @@ fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
         Ok(gpu) => gpu,
         Err(why) => return rlgrad_cuda::skip("GPU", &why),
     };
-    same("tensor ops", &cpu_ops, &tensor_ops(&gpu));
-    same("training", &cpu_training, &training(&gpu));
+    let _count = BitCount;
+    same_results("tensor ops", &cpu_ops, &tensor_ops(&gpu));
+    same_results("training", &cpu_training, &training(&gpu));
 }

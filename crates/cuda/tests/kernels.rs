@@ -16,6 +16,9 @@ use rlgrad_core::kernels::{
 use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Par, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
 use std::ops::Deref;
+
+mod common;
+use common::{BitCount, same};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Tests share GPU 0 (`Cuda::new` hands out one device per ordinal, with one caching
@@ -28,6 +31,7 @@ static SHARED_GPU: RwLock<()> = RwLock::new(());
 struct Gpu<G> {
     cuda: Cuda,
     _lock: G,
+    _count: BitCount,
 }
 
 impl<G> Deref for Gpu<G> {
@@ -39,7 +43,11 @@ impl<G> Deref for Gpu<G> {
 
 fn open_gpu<G>(lock: G) -> Option<Gpu<G>> {
     match Cuda::new(0) {
-        Ok(cuda) => Some(Gpu { cuda, _lock: lock }),
+        Ok(cuda) => Some(Gpu {
+            cuda,
+            _lock: lock,
+            _count: BitCount,
+        }),
         Err(why) => {
             rlgrad_cuda::skip("GPU", &why);
             None
@@ -58,17 +66,6 @@ fn exclusive_gpu() -> Option<Gpu<RwLockWriteGuard<'static, ()>>> {
 
 fn cpu() -> Cpu {
     Cpu::seq()
-}
-
-/// Same bits, or NaN on both sides.
-fn same<T: Float>(what: &str, cpu: &[T], gpu: &[T]) {
-    assert_eq!(cpu.len(), gpu.len(), "{what}: lengths");
-    for (i, (a, b)) in cpu.iter().zip(gpu).enumerate() {
-        assert!(
-            a.to_bits_u64() == b.to_bits_u64() || (a.is_nan() && b.is_nan()),
-            "{what}: element {i}: cpu {a:e}, gpu {b:e}"
-        );
-    }
 }
 
 /// Normal values with the edge cases sprinkled in.

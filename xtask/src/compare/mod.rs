@@ -18,7 +18,7 @@ mod bench;
 mod load;
 mod machine;
 mod peers;
-mod report;
+pub(crate) mod report;
 mod workloads;
 
 pub(crate) use load::Snapshot;
