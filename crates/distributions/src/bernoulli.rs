@@ -91,7 +91,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Bernoulli<'t, T, D> {
         function: &'static str,
         actions: &Var<'t, T, D>,
     ) -> Result<()> {
-        same_shape(function, "actions", actions, self.logits.dims())?;
+        same_shape(function, "actions", actions, &self.logits)?;
         let values = actions.to_vec()?;
         if let Some(i) =
             (0..values.len()).find(|&i| values[i] != T::zero() && values[i] != T::one())

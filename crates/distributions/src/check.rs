@@ -53,13 +53,34 @@ pub(crate) fn broadcast_to<'t, T: Float, D: TensorDevice<T>>(
     x.broadcast_to(dims.to_vec())
 }
 
-/// `Ok` when `x` has exactly `dims`.
+/// `Ok` when `x` lives on the tape of `like`.
+pub(crate) fn same_tape<T: Float, D: TensorDevice<T>>(
+    function: &'static str,
+    argument: &'static str,
+    x: &Var<'_, T, D>,
+    like: &Var<'_, T, D>,
+) -> Result<()> {
+    if std::ptr::eq(x.tape(), like.tape()) {
+        Ok(())
+    } else {
+        Err(Error::value(
+            function,
+            argument,
+            "a variable of the distribution's tape",
+            "a variable of another tape",
+        ))
+    }
+}
+
+/// `Ok` when `x` lives on the tape of `like` and has its shape.
 pub(crate) fn same_shape<T: Float, D: TensorDevice<T>>(
     function: &'static str,
     argument: &'static str,
     x: &Var<'_, T, D>,
-    dims: &[usize],
+    like: &Var<'_, T, D>,
 ) -> Result<()> {
+    same_tape(function, argument, x, like)?;
+    let dims = like.dims();
     if x.dims() == dims {
         Ok(())
     } else {

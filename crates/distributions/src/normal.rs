@@ -4,7 +4,7 @@ use rlgrad_autodiff::Var;
 use rlgrad_core::{Cpu, Float, Result, Rng};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
-use crate::check::{broadcast_to, matrix, same_shape};
+use crate::check::{broadcast_to, matrix, same_shape, same_tape};
 
 /// `ln(sqrt(2 pi))`, the normal log-density's constant.
 pub(crate) const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
@@ -52,6 +52,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Normal<'t, T, D> {
     pub fn from_log_std(mean: &Var<'t, T, D>, log_std: &Var<'t, T, D>) -> Result<Self> {
         let function = "Normal::from_log_std";
         matrix(function, "mean", mean)?;
+        same_tape(function, "log_std", log_std, mean)?;
         let log_std = broadcast_to(function, "log_std", log_std, mean.dims())?;
         let std = log_std.exp().map_err(|e| e.in_function(function))?;
         Ok(Self {
@@ -67,6 +68,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Normal<'t, T, D> {
     pub fn from_std(mean: &Var<'t, T, D>, std: &Var<'t, T, D>) -> Result<Self> {
         let function = "Normal::from_std";
         matrix(function, "mean", mean)?;
+        same_tape(function, "std", std, mean)?;
         let std = broadcast_to(function, "std", std, mean.dims())?;
         let log_std = std.log().map_err(|e| e.in_function(function))?;
         Ok(Self {
@@ -104,7 +106,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Normal<'t, T, D> {
     /// The log-density of `actions` (`[B, A]`) per element, `[B, A]`.
     pub fn log_prob_per_dim(&self, actions: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         let function = "Normal::log_prob_per_dim";
-        same_shape(function, "actions", actions, self.mean.dims())?;
+        same_shape(function, "actions", actions, &self.mean)?;
         self.density(actions).map_err(|e| e.in_function(function))
     }
 
@@ -122,7 +124,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Normal<'t, T, D> {
     /// The log-density of `actions` (`[B, A]`) summed over the action dimension, `[B]`.
     pub fn log_prob(&self, actions: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         let function = "Normal::log_prob";
-        same_shape(function, "actions", actions, self.mean.dims())?;
+        same_shape(function, "actions", actions, &self.mean)?;
         self.density(actions)
             .and_then(|lp| lp.sum(1, false))
             .map_err(|e| e.in_function(function))
@@ -147,7 +149,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Normal<'t, T, D> {
     pub fn rsample(&self, eps: &Tensor<T, D>) -> Result<Var<'t, T, D>> {
         let function = "Normal::rsample";
         let eps = self.mean.tape().constant(eps);
-        same_shape(function, "eps", &eps, self.mean.dims())?;
+        same_shape(function, "eps", &eps, &self.mean)?;
         self.std
             .mul(&eps)
             .and_then(|s| self.mean.add(&s))

@@ -103,7 +103,7 @@ impl<'t, T: Float, D: TensorDevice<T>> TanhNormal<'t, T, D> {
     /// value `pre_tanh` (`[B, A]`): `N(u) - 2 * (ln 2 - u - softplus(-2u))`, `[B, A]`.
     pub fn log_prob_per_dim(&self, pre_tanh: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         let function = "TanhNormal::log_prob_per_dim";
-        same_shape(function, "pre_tanh", pre_tanh, self.normal.mean().dims())?;
+        same_shape(function, "pre_tanh", pre_tanh, self.normal.mean())?;
         self.squashed_density(pre_tanh)
             .map_err(|e| e.in_function(function))
     }
@@ -112,7 +112,7 @@ impl<'t, T: Float, D: TensorDevice<T>> TanhNormal<'t, T, D> {
     /// dimension, `[B]`.
     pub fn log_prob(&self, pre_tanh: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         let function = "TanhNormal::log_prob";
-        same_shape(function, "pre_tanh", pre_tanh, self.normal.mean().dims())?;
+        same_shape(function, "pre_tanh", pre_tanh, self.normal.mean())?;
         self.squashed_density(pre_tanh)
             .and_then(|lp| lp.sum(1, false))
             .map_err(|e| e.in_function(function))
