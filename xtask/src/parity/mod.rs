@@ -10,6 +10,7 @@
 mod autodiff;
 mod case;
 mod convergence;
+mod distributions;
 mod mask;
 mod optim;
 mod returns;
@@ -40,6 +41,7 @@ const SUITES: &[(&str, &[(&str, Handler)])] = &[
     ("mask", mask::OPS),
     ("optim", optim::OPS),
     ("convergence", convergence::OPS),
+    ("distributions", distributions::OPS),
 ];
 
 /// Where the cases run: the slice level (the Cpu), or the device level on a GPU.
