@@ -324,6 +324,7 @@ impl Checkpoint {
         self.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    #[cfg_attr(not(feature = "optim"), allow(dead_code))]
     pub(crate) fn set_reserved_metadata(&mut self, key: String, value: String) {
         debug_assert!(key.starts_with(RESERVED_PREFIX));
         self.metadata.insert(key, value);

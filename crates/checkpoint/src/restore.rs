@@ -197,6 +197,7 @@ impl Report {
     }
 
     /// Problems recorded so far.
+    #[cfg_attr(not(feature = "optim"), allow(dead_code))]
     pub(crate) fn problem_count(&self) -> usize {
         self.problems.len()
     }
@@ -207,6 +208,7 @@ impl Report {
     }
 
     /// Whether a target's missing entry is allowed.
+    #[cfg_attr(not(feature = "optim"), allow(dead_code))]
     pub(crate) fn allows_missing(&self) -> bool {
         self.allow_missing
     }
@@ -262,6 +264,7 @@ pub(crate) enum Need {
     /// A target's own entry: missing is allowed when the plan allows it.
     Target,
     /// Part of a larger stored value (a slot of a stored optimizer state): never missing.
+    #[cfg_attr(not(feature = "optim"), allow(dead_code))]
     Part,
 }
 
