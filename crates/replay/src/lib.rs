@@ -12,11 +12,11 @@
 //!   [`Rng`](rlgrad_core::Rng); [`ReplayBuffer::sample_prioritized`] and
 //!   [`ReplayBuffer::update_priorities`]: proportional prioritized replay (`alpha`,
 //!   `beta`, importance weights) on a sum tree.
-//! - [`Batch`]: contiguous host vectors; feature `tensor`: [`Batch::into_tensors`] gives
+//! - [`Batch`]: contiguous host vectors; feature `tensor`: `Batch::into_tensors` gives
 //!   `rlgrad_tensor::Tensor`s.
-//! - Feature `checkpoint`: [`ReplayBuffer::save`], [`ReplayBuffer::restore`] (into an
+//! - Feature `checkpoint`: `ReplayBuffer::save`, `ReplayBuffer::restore` (into an
 //!   `rlgrad_checkpoint::Restore` plan with the rest of an agent) and
-//!   [`ReplayBuffer::load`].
+//!   `ReplayBuffer::load`.
 //!
 //! The critic's target of a sampled transition is `rewards + discounts * V(next_obs)`:
 //!
@@ -87,7 +87,7 @@
 //!   batches as a run that never stopped (tested), priorities included.
 //! - **No panics on input**: wrong slice lengths, a zero capacity or dimension, sampling
 //!   more than is stored, positions not stored, NaN or non-positive priorities, a
-//!   checkpoint of another configuration: each is an [`Error`](rlgrad_core::Error)
+//!   checkpoint of another configuration: each is an [`Error`]
 //!   naming the function, the argument, what was expected and what came, and a failed
 //!   call changes nothing.
 //!
