@@ -20,6 +20,11 @@
 //!   `Restore::tensor`).
 //! - Feature `autodiff`: every parameter of an `rlgrad_autodiff` module under its name
 //!   (`Checkpoint::put_module`, `Restore::module`).
+//! - Feature `torch`: PyTorch `state_dict`s written by `safetensors.torch.save_file` into
+//!   autodiff modules and back (`Checkpoint::load_torch_module`, `Restore::torch_module`,
+//!   `Checkpoint::put_torch_module`, `TorchNames`), `Linear` weights transposed, keys
+//!   mapped by prefix rules; see the `torch` module for the layouts and for why it lives
+//!   here.
 //!
 //! # Example
 //!
@@ -78,11 +83,15 @@ mod optim;
 mod restore;
 #[cfg(feature = "tensor")]
 mod tensor;
+#[cfg(feature = "torch")]
+pub mod torch;
 
 pub use checkpoint::{Checkpoint, TensorInfo};
 pub use dtype::{Dtype, Scalar};
 pub use manager::{CheckpointManager, Saved};
 pub use restore::Restore;
+#[cfg(feature = "torch")]
+pub use torch::TorchNames;
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]
