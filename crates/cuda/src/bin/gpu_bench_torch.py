@@ -1,6 +1,9 @@
 """PyTorch's side of rlgrad-gpu-bench: the same workloads on the same GPU, timed with
 CUDA events. Prints one JSON object {workload: milliseconds} on stdout. Run by the bench
-binary (which embeds this file); needs torch with CUDA."""
+binary (which embeds this file); needs torch with CUDA.
+
+Baselines as a PyTorch user writes them: torch.sum, Adam(fused=True), GAE as a loop over
+time, pad/unpad with precomputed indices (index_copy_/index_select, not boolean masks)."""
 import json
 import sys
 
@@ -55,17 +58,21 @@ def main():
 
         out[f"gae {t}x{b}"] = timed(gae, 3)
     batch, features = (512, 16) if quick else (4096, 64)
-    lengths = torch.tensor([1 + i % 256 for i in range(batch)], device=dev)
-    mask = torch.arange(256, device=dev)[None, :] < lengths[:, None]
-    flat = torch.randn(int(lengths.sum()), features, device=dev)
-    padded = torch.zeros(batch, 256, features, device=dev)
+    lengths = [1 + i % 256 for i in range(batch)]
+    # Precomputed destination rows of the packed steps in the [batch, 256] padded array
+    # (batch-major), as an RNN data loader keeps them: no boolean mask at run time.
+    rows = torch.tensor(
+        [b * 256 + t for b, n in enumerate(lengths) for t in range(n)], device=dev
+    )
+    flat = torch.randn(len(rows), features, device=dev)
+    padded = torch.zeros(batch * 256, features, device=dev)
 
     def pad():
         padded.zero_()
-        padded[mask] = flat
+        padded.index_copy_(0, rows, flat)
 
     out["pad"] = timed(pad, 20)
-    out["unpad"] = timed(lambda: padded[mask], 20)
+    out["unpad"] = timed(lambda: padded.index_select(0, rows), 20)
     print(json.dumps(out))
 
 

@@ -1,9 +1,16 @@
-//! rlgrad-gpu-bench: rlgrad's CUDA kernels and the same workloads in PyTorch, on one GPU,
-//! in one sitting. Prints a table (milliseconds, GB/s, share of the device-to-device copy
-//! bandwidth, ratio to PyTorch) and writes JSON (`--out FILE`, default `gpu-bench.json`).
+//! rlgrad-gpu-bench: rlgrad's CUDA kernels and the same workloads in PyTorch and JAX, on
+//! one GPU, in one sitting. Each workload first checks that its output has the Cpu's bits
+//! (the `bits` column; any difference makes the bench exit 1), then times. Prints a table
+//! (milliseconds, GB/s, share of the device-to-device copy bandwidth, ratio to the best
+//! peer) and writes JSON (`--out FILE`, default `gpu-bench.json`).
 //!
-//! Standalone: PyTorch's side is a script embedded in this binary, run with `python3`
-//! (skipped with a note when torch is missing). `--quick` runs small sizes. Without a GPU
+//! The baselines are what a GPU user runs: `torch.sum`, PyTorch's Adam with
+//! `fused=True`, GAE as a PyTorch loop and as JAX `lax.scan` under `jit`, pad and unpad
+//! as `index_copy_`/`index_select` (PyTorch) and gathers (JAX) with precomputed indices,
+//! and the device-to-device copy as the bandwidth bound.
+//!
+//! Standalone: the peers' sides are scripts embedded in this binary, run with `python3`
+//! (a column is left out, with a note, when torch or jax is missing). `--quick` runs small sizes. Without a GPU
 //! it says so and exits 0 (1 with `RLGRAD_REQUIRE_GPU=1`). Never a test: timings need a quiet machine.
 
 use std::io::Write;
@@ -14,16 +21,19 @@ use rlgrad_core::kernels::optim::{AdamTorch, Update};
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor};
 use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
 use rlgrad_core::kernels::{OptimKernel, RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel};
-use rlgrad_core::{Device, Layout, Result, Rng, Shape, View};
+use rlgrad_core::{Cpu, Device, Layout, Result, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
 
 const TORCH_SCRIPT: &str = include_str!("gpu_bench_torch.py");
+const JAX_SCRIPT: &str = include_str!("gpu_bench_jax.py");
 
-/// One workload: its name (as the PyTorch script names it), bytes moved, milliseconds.
+/// One workload: its name (as the peer scripts name it), bytes moved, milliseconds, and
+/// whether its output had the Cpu's bits.
 struct Row {
     name: String,
     bytes: f64,
     ms: f64,
+    bits: String,
 }
 
 /// Milliseconds per call of `run`, after a warm-up call, over `repeats` queued calls.
@@ -42,21 +52,48 @@ fn random(rng: &mut Rng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.normal(0.0, 1.0)).collect()
 }
 
+/// `same` when the GPU's output has the Cpu's bits (NaN payloads aside), else how many
+/// elements differ: checked before a workload is timed.
+fn bits(cpu: &[f32], gpu: &[f32]) -> String {
+    if cpu.len() != gpu.len() {
+        return format!("DIFFER: {} elements, the Cpu has {}", gpu.len(), cpu.len());
+    }
+    let differing = cpu
+        .iter()
+        .zip(gpu)
+        .filter(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()))
+        .count();
+    if differing == 0 {
+        "same".to_owned()
+    } else {
+        format!("DIFFER: {differing} of {}", cpu.len())
+    }
+}
+
 fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
+    let cpu = Cpu::seq();
     let mut rng = Rng::new(0, "gpu-bench");
     let mut rows = Vec::new();
     let big = 1usize << if quick { 22 } else { 28 };
-    let x = gpu.upload(&random(&mut rng, big))?;
+    let host = random(&mut rng, big);
+    let x = gpu.upload(&host)?;
     let mut y = gpu.alloc_zeros::<f32>(big)?;
+    gpu.copy_buffer(&x, &mut y)?;
+    let copied = bits(&host, &gpu.download(&y)?);
     let ms = time(gpu, 20, || gpu.copy_buffer(&x, &mut y))?;
     rows.push(Row {
         name: "copy".into(),
         bytes: 8.0 * big as f64,
         ms,
+        bits: copied,
     });
     drop(y);
     let layout = Layout::contiguous(Shape::from([big]));
     let mut sum = gpu.alloc_zeros::<f32>(1)?;
+    let mut cpu_sum = vec![0.0f32];
+    cpu.reduce(ReduceOp::Sum, View::new(&host, &layout), None, &mut cpu_sum)?;
+    gpu.reduce(ReduceOp::Sum, View::new(&x, &layout), None, &mut sum)?;
+    let summed = bits(&cpu_sum, &gpu.download(&sum)?);
     let ms = time(gpu, 20, || {
         gpu.reduce(ReduceOp::Sum, View::new(&x, &layout), None, &mut sum)
     })?;
@@ -64,16 +101,15 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         name: "sum".into(),
         bytes: 4.0 * big as f64,
         ms,
+        bits: summed,
     });
-    drop(x);
+    drop((x, host));
     for n in if quick {
         vec![1 << 20]
     } else {
         vec![1 << 24, 1 << 28]
     } {
-        let mut p = gpu.upload(&random(&mut rng, n))?;
-        let g = gpu.upload(&random(&mut rng, n))?;
-        let (mut m, mut v) = (gpu.alloc_zeros::<f32>(n)?, gpu.alloc_zeros::<f32>(n)?);
+        let (p0, g0) = (random(&mut rng, n), random(&mut rng, n));
         let update = Update::Adam(rlgrad_core::kernels::optim::Adam::Torch(AdamTorch {
             step_size: 1e-3 / 0.1,
             bias_correction2_sqrt: 0.001f32.sqrt(),
@@ -85,6 +121,16 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
             decoupled_keep: 1.0,
             amsgrad: false,
         }));
+        let (mut p, g) = (gpu.upload(&p0)?, gpu.upload(&g0)?);
+        let (mut m, mut v) = (gpu.alloc_zeros::<f32>(n)?, gpu.alloc_zeros::<f32>(n)?);
+        gpu.update(&update, &mut p, &g, &mut [&mut m, &mut v])?;
+        let (mut cpu_p, mut cpu_m, mut cpu_v) = (p0, vec![0.0f32; n], vec![0.0f32; n]);
+        cpu.update(&update, &mut cpu_p, &g0, &mut [&mut cpu_m, &mut cpu_v])?;
+        let mut updated = bits(&cpu_p, &gpu.download(&p)?);
+        if updated == "same" {
+            updated = bits(&cpu_v, &gpu.download(&v)?);
+        }
+        drop((cpu_p, cpu_m, cpu_v));
         let ms = time(gpu, 20, || {
             gpu.update(&update, &mut p, &g, &mut [&mut m, &mut v])
         })?;
@@ -92,6 +138,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
             name: format!("adam {n}"),
             bytes: 28.0 * n as f64,
             ms,
+            bits: updated,
         });
     }
     for (t, b) in if quick {
@@ -100,17 +147,39 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         vec![(2048, 64), (2048, 4096)]
     } {
         let layout = TimeMajor::new(t, b);
-        let r = gpu.upload(&random(&mut rng, t * b))?;
-        let v = gpu.upload(&random(&mut rng, t * b))?;
-        let term: Vec<f32> = (0..t * b).map(|_| f32::from(rng.below(100) == 0)).collect();
-        let term = gpu.upload(&term)?;
-        let boot = gpu.upload(&random(&mut rng, b))?;
+        let (r0, v0) = (random(&mut rng, t * b), random(&mut rng, t * b));
+        let term0: Vec<f32> = (0..t * b).map(|_| f32::from(rng.below(100) == 0)).collect();
+        let boot0 = random(&mut rng, b);
+        let (r, v, term, boot) = (
+            gpu.upload(&r0)?,
+            gpu.upload(&v0)?,
+            gpu.upload(&term0)?,
+            gpu.upload(&boot0)?,
+        );
         let mut adv = gpu.alloc_zeros::<f32>(t * b)?;
         let episodes = Episodes::Flags {
             gamma: 0.99,
             terminated: &term,
             truncation: None,
         };
+        gpu.gae(layout, &r, &v, &boot, episodes, 0.95, &mut adv, None)?;
+        let mut cpu_adv = vec![0.0f32; t * b];
+        let cpu_episodes = Episodes::Flags {
+            gamma: 0.99,
+            terminated: &term0,
+            truncation: None,
+        };
+        cpu.gae(
+            layout,
+            &r0,
+            &v0,
+            &boot0,
+            cpu_episodes,
+            0.95,
+            &mut cpu_adv,
+            None,
+        )?;
+        let advantages = bits(&cpu_adv, &gpu.download(&adv)?);
         let ms = time(gpu, 50, || {
             gpu.gae(layout, &r, &v, &boot, episodes, 0.95, &mut adv, None)
         })?;
@@ -118,18 +187,30 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
             name: format!("gae {t}x{b}"),
             bytes: 16.0 * (t * b) as f64,
             ms,
+            bits: advantages,
         });
     }
     let (batch, features) = if quick { (512, 16) } else { (4096, 64) };
     let lengths: Vec<usize> = (0..batch).map(|i| 1 + i % 256).collect();
     let seqs = Sequences::new(&lengths, Some(256))?;
-    let flat = gpu.upload(&random(&mut rng, seqs.total() * features))?;
+    let flat0 = random(&mut rng, seqs.total() * features);
+    let flat = gpu.upload(&flat0)?;
     let mut padded = gpu.alloc_zeros::<f32>(seqs.padded_steps() * features)?;
     let mut back = gpu.alloc_zeros::<f32>(seqs.total() * features)?;
     let (packed, full) = (
         4.0 * (seqs.total() * features) as f64,
         4.0 * (seqs.padded_steps() * features) as f64,
     );
+    gpu.pad(&seqs, features, PadOrder::BatchMajor, &flat, &mut padded)?;
+    let mut cpu_padded = vec![0.0f32; seqs.padded_steps() * features];
+    cpu.pad(
+        &seqs,
+        features,
+        PadOrder::BatchMajor,
+        &flat0,
+        &mut cpu_padded,
+    )?;
+    let padded_bits = bits(&cpu_padded, &gpu.download(&padded)?);
     let ms = time(gpu, 20, || {
         gpu.pad(&seqs, features, PadOrder::BatchMajor, &flat, &mut padded)
     })?;
@@ -137,7 +218,10 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         name: "pad".into(),
         bytes: packed + full,
         ms,
+        bits: padded_bits,
     });
+    gpu.unpad(&seqs, features, PadOrder::BatchMajor, &padded, &mut back)?;
+    let unpadded_bits = bits(&flat0, &gpu.download(&back)?);
     let ms = time(gpu, 20, || {
         gpu.unpad(&seqs, features, PadOrder::BatchMajor, &padded, &mut back)
     })?;
@@ -145,29 +229,44 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         name: "unpad".into(),
         bytes: 2.0 * packed,
         ms,
+        bits: unpadded_bits,
     });
     Ok(rows)
 }
 
-/// PyTorch's milliseconds by workload, or why there are none.
-fn torch_times(quick: bool) -> std::result::Result<serde_json::Value, String> {
+/// A peer's milliseconds by workload (its script run with `python3`, printing one JSON
+/// object), or why there are none.
+fn peer_times(
+    file: &str,
+    script: &str,
+    quick: bool,
+    environment: &[(&str, &str)],
+) -> std::result::Result<serde_json::Value, String> {
     let dir = std::env::temp_dir().join(format!("rlgrad-gpu-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let script = dir.join("gpu_bench_torch.py");
-    std::fs::write(&script, TORCH_SCRIPT).map_err(|e| e.to_string())?;
+    let path = dir.join(file);
+    std::fs::write(&path, script).map_err(|e| e.to_string())?;
     let mut command = Command::new("python3");
-    command.arg(&script);
+    command.arg(&path).envs(environment.iter().copied());
     if quick {
         command.arg("--quick");
     }
     let output = command
         .output()
         .map_err(|e| format!("cannot run python3: {e}"))?;
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&path);
     if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        return Err(tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
     }
-    serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    serde_json::from_str(line).map_err(|e| format!("{e} in {line:?}"))
 }
 
 fn main() {
@@ -196,8 +295,21 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let torch = torch_times(quick).unwrap_or_else(|why| {
+    // The peers get the GPU's memory back: rlgrad's cached buffers are freed first, and
+    // JAX allocates as it goes instead of taking 75% of the GPU at start.
+    gpu.clear_cache();
+    let torch = peer_times("gpu_bench_torch.py", TORCH_SCRIPT, quick, &[]).unwrap_or_else(|why| {
         println!("gpu-bench: no PyTorch column ({why})");
+        serde_json::Value::Null
+    });
+    let jax = peer_times(
+        "gpu_bench_jax.py",
+        JAX_SCRIPT,
+        quick,
+        &[("XLA_PYTHON_CLIENT_PREALLOCATE", "false")],
+    )
+    .unwrap_or_else(|why| {
+        println!("gpu-bench: no JAX column ({why})");
         serde_json::Value::Null
     });
     let copy_gbs = rows[0].bytes / rows[0].ms / 1e6;
@@ -207,29 +319,38 @@ fn main() {
         if quick { "quick sizes" } else { "full sizes" }
     );
     println!(
-        "{:<16} {:>10} {:>9} {:>8} {:>11} {:>9}",
-        "workload", "rlgrad ms", "GB/s", "of copy", "PyTorch ms", "speedup"
+        "{:<16} {:>6} {:>10} {:>9} {:>8} {:>11} {:>9} {:>12}",
+        "workload", "bits", "rlgrad ms", "GB/s", "of copy", "PyTorch ms", "JAX ms", "vs best peer"
     );
     let mut json = Vec::new();
+    let mut differing = 0;
     for row in &rows {
         let gbs = row.bytes / row.ms / 1e6;
         let torch_ms = torch[&row.name].as_f64();
+        let jax_ms = jax[&row.name].as_f64();
+        let best = [torch_ms, jax_ms].into_iter().flatten().reduce(f64::min);
+        let ms = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.4}"));
         println!(
-            "{:<16} {:>10.4} {:>9.0} {:>7.0}% {:>11} {:>9}",
+            "{:<16} {:>6} {:>10.4} {:>9.0} {:>7.0}% {:>11} {:>9} {:>12}",
             row.name,
+            if row.bits == "same" { "same" } else { "DIFFER" },
             row.ms,
             gbs,
             100.0 * gbs / copy_gbs,
-            torch_ms.map_or("-".to_owned(), |t| format!("{t:.4}")),
-            torch_ms.map_or("-".to_owned(), |t| format!("{:.2}x", t / row.ms)),
+            ms(torch_ms),
+            ms(jax_ms),
+            best.map_or("-".to_owned(), |t| format!("{:.2}x", t / row.ms)),
         );
+        differing += usize::from(row.bits != "same");
         json.push(serde_json::json!({
             "workload": row.name,
+            "bits": row.bits,
             "rlgrad_ms": row.ms,
             "bytes": row.bytes,
             "gb_per_s": gbs,
             "fraction_of_copy": gbs / copy_gbs,
             "torch_ms": torch_ms,
+            "jax_ms": jax_ms,
         }));
     }
     let report = serde_json::json!({ "device": gpu.model(), "quick": quick, "rows": json });
@@ -243,5 +364,9 @@ fn main() {
     match written {
         Ok(()) => println!("gpu-bench: JSON in {out}"),
         Err(e) => eprintln!("gpu-bench: cannot write {out}: {e}"),
+    }
+    if differing > 0 {
+        eprintln!("gpu-bench: {differing} workload(s) did not give the Cpu's bits");
+        std::process::exit(1);
     }
 }
