@@ -60,6 +60,7 @@ struct Inner {
     stream: Arc<CudaStream>,
     target: Target,
     driver: CudaVersion,
+    total_memory: usize,
     modules: [OnceLock<Arc<CudaModule>>; Family::ALL.len()],
     functions: Mutex<HashMap<String, CudaFunction>>,
     pool: Mutex<Pool>,
@@ -172,6 +173,7 @@ impl Cuda {
                 stream,
                 target,
                 driver,
+                total_memory: total,
                 modules: std::array::from_fn(|_| OnceLock::new()),
                 functions: Mutex::default(),
                 pool: Mutex::new(Pool {
@@ -206,6 +208,11 @@ impl Cuda {
     /// or PTX; see [`Target`]).
     pub fn target(&self) -> Target {
         self.inner.target
+    }
+
+    /// The GPU's memory in bytes.
+    pub fn total_memory(&self) -> usize {
+        self.inner.total_memory
     }
 
     /// The CUDA version of the driver (`cuDriverGetVersion`; 13.0 for driver 580).
