@@ -112,6 +112,8 @@
 mod collective;
 mod grads;
 mod local;
+#[cfg(feature = "mpi")]
+mod mpi_backend;
 mod params;
 mod reduce;
 mod stats;
@@ -120,6 +122,8 @@ mod tree;
 pub use collective::Collective;
 pub use grads::{GradientReducer, ReducedGradients, Scale};
 pub use local::Local;
+#[cfg(feature = "mpi")]
+pub use mpi_backend::Mpi;
 pub use params::{Fingerprint, ParamSpec, check_same_params, params_fingerprint};
 pub use reduce::all_reduce;
 pub use stats::{

@@ -11,31 +11,11 @@ use rlgrad_dist::{
     global_standardize, global_sum, owned_range,
 };
 
+mod common;
+
+use common::{accumulate, bits32, value};
+
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn bits32(x: &[f32]) -> Vec<u32> {
-    x.iter().map(|v| v.to_bits()).collect()
-}
-
-/// Values over many magnitudes, so that a different order of additions shows in the bits.
-fn value(seed: u64, i: usize) -> f32 {
-    let h =
-        (seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    let unit = (h >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-    unit * 10f32.powi(((h >> 8) % 9) as i32 - 4)
-}
-
-/// Single-worker gradient accumulation in the canonical order, written with rlgrad-core's
-/// tree reduction.
-fn accumulate(microbatches: usize, leaf: impl Fn(usize) -> Vec<f32> + Sync) -> Vec<f32> {
-    reduce::tree_reduce(microbatches, Par::Seq, leaf, |mut a, b| {
-        for (x, y) in a.iter_mut().zip(b) {
-            *x += y;
-        }
-        a
-    })
-    .unwrap()
-}
 
 #[test]
 fn all_reduce_is_the_same_for_w_1_to_8_and_equals_accumulation() {
