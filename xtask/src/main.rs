@@ -381,9 +381,9 @@ fn all_features_exclusions(mpi_missing: &Option<String>) -> Vec<&'static str> {
 /// The world sizes the MPI tests run at; more ranks than cores is fine (--oversubscribe).
 const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
-/// rlgrad-dist's MPI backend: clippy with the feature, then its test binary under
-/// `mpirun -np W` for each of [`MPI_WORLD_SIZES`]; skipped with the reason where MPI is
-/// missing.
+/// rlgrad-dist's MPI backend: clippy with the feature, its test binary under
+/// `mpirun -np W` for each of [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
+/// which must be the same for all of them; skipped with the reason where MPI is missing.
 fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
     if let Some(why) = mpi_missing {
         println!("xtask: MPI tests of rlgrad-dist skipped: {why}");
@@ -394,9 +394,11 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
             "clippy",
             "-p",
             "rlgrad-dist",
+            "-p",
+            "rlgrad-examples",
             "--all-targets",
             "--features",
-            "mpi",
+            "rlgrad-dist/mpi,rlgrad-examples/mpi",
             "--",
             "-D",
             "warnings",
@@ -431,22 +433,8 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         .find(|m| m["target"]["name"] == "mpi" && m["profile"]["test"] == true)
         .and_then(|m| m["executable"].as_str().map(PathBuf::from))
         .ok_or("cargo named no executable for rlgrad-dist's MPI test")?;
-    // Open MPI refuses to run as root unless told; CI runs as root.
-    let root_user = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
     for world in MPI_WORLD_SIZES {
-        let np = world.to_string();
-        let mut args = vec!["--oversubscribe", "--timeout", "300", "-np", np.as_str()];
-        if root_user {
-            args.insert(0, "--allow-run-as-root");
-        }
-        eprintln!("xtask: mpirun {} {}", args.join(" "), binary.display());
-        let status = Command::new("mpirun")
-            .args(&args)
-            .arg(&binary)
-            .current_dir(root())
+        let status = mpirun(world, &binary, &[])
             .status()
             .map_err(|e| format!("cannot run mpirun: {e}"))?;
         if !status.success() {
@@ -455,7 +443,80 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
             ));
         }
     }
+    // The ppo_dist example, a short run per world size: one fingerprint for all of them.
+    cargo(
+        &[
+            "build",
+            "--profile",
+            "test",
+            "-p",
+            "rlgrad-examples",
+            "--example",
+            "ppo_dist",
+            "--features",
+            "mpi",
+        ],
+        &[],
+    )?;
+    let example = root().join("target/debug/examples/ppo_dist");
+    let mut prints = Vec::new();
+    for world in MPI_WORLD_SIZES {
+        let output = mpirun(world, &example, &["--updates", "3", "--quiet"])
+            .output()
+            .map_err(|e| format!("cannot run mpirun: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "ppo_dist failed under mpirun -np {world} ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let print = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("params fingerprint: "))
+            .ok_or_else(|| format!("ppo_dist -np {world} printed no fingerprint: {stdout}"))?
+            .to_owned();
+        eprintln!("xtask: ppo_dist under mpirun -np {world}: params fingerprint {print}");
+        prints.push(print);
+    }
+    if prints.iter().any(|p| *p != prints[0]) {
+        return Err(format!(
+            "ppo_dist's parameters differ across world sizes {MPI_WORLD_SIZES:?}: {prints:?}"
+        ));
+    }
+    println!(
+        "xtask: ppo_dist under mpirun -np {MPI_WORLD_SIZES:?}: one params fingerprint, {}",
+        prints[0]
+    );
     Ok(())
+}
+
+/// `mpirun -np world program args` with what every run here needs: `--oversubscribe`
+/// (more ranks than cores), a timeout, and `--allow-run-as-root` as root (CI), which Open
+/// MPI refuses otherwise.
+fn mpirun(world: usize, program: &Path, args: &[&str]) -> Command {
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let mut command = Command::new("mpirun");
+    if root_user {
+        command.arg("--allow-run-as-root");
+    }
+    command
+        .args([
+            "--oversubscribe",
+            "--timeout",
+            "300",
+            "-np",
+            &world.to_string(),
+        ])
+        .arg(program)
+        .args(args)
+        .current_dir(root());
+    eprintln!("xtask: {command:?}");
+    command
 }
 
 fn parity_command(args: &[String]) -> Result<(), String> {
