@@ -71,6 +71,19 @@ impl Args {
         Ok(Some(value))
     }
 
+    /// An error for an argument nobody took out.
+    pub fn finish(self) -> Result<()> {
+        match self.rest.first() {
+            Some(unknown) => Err(Error::value(
+                PROGRAM,
+                "arguments",
+                "the options of --help",
+                format_args!("`{unknown}`"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The common options for agent `A`, from what is left; an error for an unknown
     /// argument.
     pub fn options<A: Agent>(mut self) -> Result<Options> {
@@ -91,14 +104,7 @@ impl Args {
         }
         options.stop_at_target = !self.flag("--no-early-stop");
         options.progress = !self.flag("--quiet");
-        if let Some(unknown) = self.rest.first() {
-            return Err(Error::value(
-                PROGRAM,
-                "arguments",
-                "the options of --help",
-                format_args!("`{unknown}`"),
-            ));
-        }
+        self.finish()?;
         if options.resume && options.overwrite {
             return Err(Error::value(
                 PROGRAM,

@@ -1,4 +1,4 @@
-//! rlgrad-examples: three agents trained end to end with rlgrad's crates, as library
+//! rlgrad-examples: four agents trained end to end with rlgrad's crates, as library
 //! modules that the examples (`cargo run --release --example ...`), the tests and
 //! `cargo xtask demo` share.
 //!
@@ -7,6 +7,7 @@
 //! | [`actor_critic`] | the TensorFlow actor-critic tutorial | CartPole-v1 | mean return of the last 100 episodes >= 475 |
 //! | [`td3`] | TD3 with Fujimoto's hyper-parameters; DDPG with its three additions off | Pendulum-v1 | mean return of the last 10 episodes >= -200 |
 //! | [`ppo`] | PPO with an LSTM policy and value (or an MLP, for comparison) | CartPole without velocities | mean return of the last 50 episodes >= 475 |
+//! | [`ppo_dist`] | DD-PPO with MLPs on any number of workers (threads or MPI processes), the same final parameters for every count | CartPole-v1 | none: a fixed number of updates |
 //!
 //! [`run::train`] drives any of them: a rayon pool of the requested size, TensorBoard and
 //! CSV scalars, checkpoints every N units (parameters, optimizer slots, random streams,
@@ -45,6 +46,7 @@ pub mod actor_critic;
 mod categorical;
 pub mod cli;
 pub mod ppo;
+pub mod ppo_dist;
 pub mod replay;
 pub mod run;
 pub mod td3;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo xtask demo                    the actor-critic trained on CartPole, curve and logs in runs/demo
-//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, parity
+//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
 //!                                     reference vectors (default: the vendored parity/)
@@ -80,7 +80,8 @@ const SUBCOMMANDS: &[Subcommand] = &[
         synopsis: "test",
         about: &[
             "cargo fmt --check, clippy -D warnings, warning-free cargo doc,",
-            "cargo test, parity",
+            "cargo test, rlgrad-dist's MPI tests under mpirun -np 1..4",
+            "(skipped, saying why, without MPI), parity",
         ],
         options: "",
         run: |args| no_options("test", args).and_then(|()| test()),
@@ -326,14 +327,19 @@ fn test() -> Result<(), String> {
     )?;
     // Docs without warnings, with and without the optional features (a link to an item
     // behind a feature breaks one of the two).
+    let mpi = mpi_missing();
     for features in [None, Some("--all-features")] {
         let mut args = vec!["doc", "--workspace", "--no-deps"];
         args.extend(features);
+        if features.is_some() {
+            args.extend(all_features_exclusions(&mpi));
+        }
         cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
     }
     cargo(&["test", "--workspace", "--exclude", "rlgrad-cuda"], &[])?;
     // The CUDA crate's tests print whether they ran on a GPU or were skipped, and why.
     cargo(&["test", "-p", "rlgrad-cuda", "--", "--nocapture"], &[])?;
+    mpi_tests(&mpi)?;
     let suites: Vec<String> = parity::implemented_suites()
         .iter()
         .map(|s| (*s).to_owned())
@@ -364,10 +370,180 @@ fn proptest(args: &[String]) -> Result<(), String> {
         .iter()
         .map(|n| ("PROPTEST_CASES", n.as_str()))
         .collect();
+    let mut args = vec!["test", "--workspace", "--all-features"];
+    args.extend(all_features_exclusions(&mpi_missing()));
+    args.extend(["--tests", "prop_"]);
+    cargo(&args, &envs)
+}
+
+/// Why the MPI backend of rlgrad-dist cannot be built or run here (`None` when it can):
+/// rsmpi's build needs `mpicc` and libclang, the tests need `mpirun`.
+fn mpi_missing() -> Option<String> {
+    for (tool, arg) in [("mpicc", "--showme:version"), ("mpirun", "--version")] {
+        let found = Command::new(tool)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!(
+                "`{tool}` not found (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev)"
+            ));
+        }
+    }
+    None
+}
+
+/// What an `--all-features` build leaves out: rlgrad-dist, whose `mpi` feature needs MPI,
+/// where MPI is missing (its other features are built without `--all-features`).
+fn all_features_exclusions(mpi_missing: &Option<String>) -> Vec<&'static str> {
+    match mpi_missing {
+        Some(why) => {
+            eprintln!("xtask: --all-features without rlgrad-dist: {why}");
+            vec!["--exclude", "rlgrad-dist"]
+        }
+        None => Vec::new(),
+    }
+}
+
+/// The world sizes the MPI tests run at; more ranks than cores is fine (--oversubscribe).
+const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
+
+/// rlgrad-dist's MPI backend: clippy with the feature, its test binary under
+/// `mpirun -np W` for each of [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
+/// which must be the same for all of them; skipped with the reason where MPI is missing.
+fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
+    if let Some(why) = mpi_missing {
+        println!("xtask: MPI tests of rlgrad-dist skipped: {why}");
+        return Ok(());
+    }
     cargo(
-        &["test", "--workspace", "--all-features", "--tests", "prop_"],
-        &envs,
-    )
+        &[
+            "clippy",
+            "-p",
+            "rlgrad-dist",
+            "-p",
+            "rlgrad-examples",
+            "--all-targets",
+            "--features",
+            "rlgrad-dist/mpi,rlgrad-examples/mpi",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo_bin)
+        .args([
+            "test",
+            "-p",
+            "rlgrad-dist",
+            "--features",
+            "mpi",
+            "--test",
+            "mpi",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building rlgrad-dist's MPI test failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let binary = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|m| m["target"]["name"] == "mpi" && m["profile"]["test"] == true)
+        .and_then(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or("cargo named no executable for rlgrad-dist's MPI test")?;
+    for world in MPI_WORLD_SIZES {
+        let status = mpirun(world, &binary, &[])
+            .status()
+            .map_err(|e| format!("cannot run mpirun: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "rlgrad-dist's MPI test failed under mpirun -np {world} ({status})"
+            ));
+        }
+    }
+    // The ppo_dist example, a short run per world size: one fingerprint for all of them.
+    cargo(
+        &[
+            "build",
+            "--profile",
+            "test",
+            "-p",
+            "rlgrad-examples",
+            "--example",
+            "ppo_dist",
+            "--features",
+            "mpi",
+        ],
+        &[],
+    )?;
+    let example = root().join("target/debug/examples/ppo_dist");
+    let mut prints = Vec::new();
+    for world in MPI_WORLD_SIZES {
+        let output = mpirun(world, &example, &["--updates", "3", "--quiet"])
+            .output()
+            .map_err(|e| format!("cannot run mpirun: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "ppo_dist failed under mpirun -np {world} ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let print = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("params fingerprint: "))
+            .ok_or_else(|| format!("ppo_dist -np {world} printed no fingerprint: {stdout}"))?
+            .to_owned();
+        eprintln!("xtask: ppo_dist under mpirun -np {world}: params fingerprint {print}");
+        prints.push(print);
+    }
+    if prints.iter().any(|p| *p != prints[0]) {
+        return Err(format!(
+            "ppo_dist's parameters differ across world sizes {MPI_WORLD_SIZES:?}: {prints:?}"
+        ));
+    }
+    println!(
+        "xtask: ppo_dist under mpirun -np {MPI_WORLD_SIZES:?}: one params fingerprint, {}",
+        prints[0]
+    );
+    Ok(())
+}
+
+/// `mpirun -np world program args` with what every run here needs: `--oversubscribe`
+/// (more ranks than cores), a timeout, and `--allow-run-as-root` as root (CI), which Open
+/// MPI refuses otherwise.
+fn mpirun(world: usize, program: &Path, args: &[&str]) -> Command {
+    let root_user = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let mut command = Command::new("mpirun");
+    if root_user {
+        command.arg("--allow-run-as-root");
+    }
+    command
+        .args([
+            "--oversubscribe",
+            "--timeout",
+            "300",
+            "-np",
+            &world.to_string(),
+        ])
+        .arg(program)
+        .args(args)
+        .current_dir(root());
+    eprintln!("xtask: {command:?}");
+    command
 }
 
 fn parity_command(args: &[String]) -> Result<(), String> {

@@ -1,0 +1,367 @@
+//! The canonical tree over `M` items, which items a worker owns, and the distributed
+//! evaluation of the tree's sum (the argument is in the [crate docs](crate)).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use rlgrad_core::{Error, Float, Result};
+
+use crate::collective::{Collective, Reader, put_floats, put_u64};
+
+/// The largest power of two strictly below `n` (`n >= 2`): where the canonical tree splits
+/// `n` leaves, as in [`rlgrad_core::reduce::tree_reduce`].
+fn split_point(n: usize) -> usize {
+    debug_assert!(n >= 2);
+    1 << (usize::BITS - 1 - (n - 1).leading_zeros())
+}
+
+/// The items of `rank` among `workers`: the contiguous range
+/// `[rank * items / workers, (rank + 1) * items / workers)`, so that the ranges of ranks
+/// `0..workers` cover `0..items` in order and differ in length by at most one (a rank may
+/// own none when `workers > items`). Errors: `workers == 0`, `rank >= workers`.
+///
+/// ```
+/// use rlgrad_dist::owned_range;
+/// let ranges: Vec<_> = (0..3).map(|r| owned_range(8, 3, r)).collect::<Result<_, _>>()?;
+/// assert_eq!(ranges, [0..2, 2..5, 5..8]);
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+pub fn owned_range(items: usize, workers: usize, rank: usize) -> Result<Range<usize>> {
+    let function = "owned_range";
+    if workers == 0 {
+        return Err(Error::value(function, "workers", "at least one worker", 0));
+    }
+    if rank >= workers {
+        return Err(Error::out_of_range(
+            function,
+            "rank",
+            format_args!("a rank below workers = {workers}"),
+            rank,
+        ));
+    }
+    let bound = |r: usize| (r as u128 * items as u128 / workers as u128) as usize;
+    Ok(bound(rank)..bound(rank + 1))
+}
+
+/// The maximal nodes of the canonical tree over `0..items` that lie inside `range`, left to
+/// right: the subtrees a worker owning `range` reduces and sends. They partition `range`;
+/// there are at most two per level of the tree, `O(log items)` in all, and exactly one when
+/// `range` is itself a node (a power-of-two-aligned range, or everything).
+///
+/// The canonical tree over leaves `[lo, hi)` splits at `lo + p`, `p` the largest power of
+/// two below `hi - lo`, as [`rlgrad_core::reduce::tree_reduce`] does.
+///
+/// ```
+/// use rlgrad_dist::subtree_roots;
+/// assert_eq!(subtree_roots(8, 0..8), [0..8]);
+/// assert_eq!(subtree_roots(8, 1..7), [1..2, 2..4, 4..6, 6..7]);
+/// assert_eq!(subtree_roots(6, 2..6), [2..4, 4..6]); // the tree of 6 is (4, 2)
+/// ```
+pub fn subtree_roots(items: usize, range: Range<usize>) -> Vec<Range<usize>> {
+    fn walk(node: Range<usize>, range: &Range<usize>, out: &mut Vec<Range<usize>>) {
+        if node.end <= range.start || range.end <= node.start || node.is_empty() {
+            return;
+        }
+        if range.start <= node.start && node.end <= range.end {
+            out.push(node);
+            return;
+        }
+        let mid = node.start + split_point(node.len());
+        walk(node.start..mid, range, out);
+        walk(mid..node.end, range, out);
+    }
+    let mut out = Vec::new();
+    let range = range.start.min(items)..range.end.min(items);
+    walk(0..items, &range, &mut out);
+    out
+}
+
+/// The value of the canonical subtree `node`: `leaf(i)` for its leaves, called in
+/// increasing `i`, combined by `combine(left, right)` bottom-up. At most `log2(len)`
+/// partial values are alive at once.
+pub(crate) fn evaluate<V>(
+    node: Range<usize>,
+    leaf: &mut dyn FnMut(usize) -> Result<V>,
+    combine: &mut dyn FnMut(V, V) -> V,
+) -> Result<V> {
+    debug_assert!(!node.is_empty());
+    if node.len() == 1 {
+        return leaf(node.start);
+    }
+    let mid = node.start + split_point(node.len());
+    let left = evaluate(node.start..mid, leaf, combine)?;
+    let right = evaluate(mid..node.end, leaf, combine)?;
+    Ok(combine(left, right))
+}
+
+/// `left += right`, element by element: the combine of vectors in the canonical tree.
+pub(crate) fn add_into<T: Float>(mut left: Vec<T>, right: Vec<T>) -> Vec<T> {
+    for (l, r) in left.iter_mut().zip(right) {
+        *l = *l + r;
+    }
+    left
+}
+
+/// How the subtree roots travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// All-to-all of shards, each owner combines its shard, all-gather of the shards:
+    /// about `2 * len` values sent per worker when its range is one subtree.
+    Sharded,
+    /// All-gather of whole roots, every rank combines everything: for short vectors
+    /// (statistics), where one round of small messages beats two.
+    Replicated,
+}
+
+impl Route {
+    /// Sharding pays once each rank's shard holds this many values.
+    const MIN_SHARD: usize = 1024;
+
+    pub(crate) fn for_len(len: usize, workers: usize) -> Self {
+        if len >= Self::MIN_SHARD * workers {
+            Route::Sharded
+        } else {
+            Route::Replicated
+        }
+    }
+}
+
+/// The values at the roots of one rank's subtrees, each of length `len`.
+pub(crate) struct Roots<T> {
+    pub(crate) items: usize,
+    pub(crate) len: usize,
+    pub(crate) roots: Vec<(Range<usize>, Vec<T>)>,
+}
+
+/// The subtree roots of `roots.items` items every rank owns a contiguous range of,
+/// evaluated and then reduced over all ranks: the canonical tree's sum over every item,
+/// identical on every rank and for every world size.
+pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
+    comm: &C,
+    function: &'static str,
+    roots: Roots<T>,
+    route: Route,
+) -> Result<Vec<T>> {
+    let workers = comm.size();
+    match route {
+        Route::Replicated => {
+            let message = encode(&roots, 0..roots.len);
+            let gathered = comm.all_gather(&message)?;
+            let pieces = decode_all(function, &roots, 0..roots.len, &gathered)?;
+            assemble(function, roots.items, pieces)
+        }
+        Route::Sharded => {
+            let shard = |k: usize| {
+                let bound = |r: usize| (r as u128 * roots.len as u128 / workers as u128) as usize;
+                bound(k)..bound(k + 1)
+            };
+            let outgoing: Vec<Vec<u8>> = (0..workers).map(|k| encode(&roots, shard(k))).collect();
+            let incoming = comm.all_to_all(&outgoing)?;
+            drop(outgoing);
+            let mine = shard(comm.rank());
+            let pieces = decode_all(function, &roots, mine.clone(), &incoming)?;
+            let reduced = assemble(function, roots.items, pieces)?;
+            let mut message = Vec::new();
+            put_floats(&mut message, &reduced);
+            let shards = comm.all_gather(&message)?;
+            let mut out = Vec::with_capacity(roots.len);
+            for (from, bytes) in shards.iter().enumerate() {
+                let n = shard(from).len();
+                let mut reader = Reader::new(bytes, function, from);
+                out.extend(reader.floats::<T>(n)?);
+                check_consumed(function, from, reader)?;
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// `[items][len][count]([start][end])*count` and then each root's values in `part`.
+fn encode<T: Float>(roots: &Roots<T>, part: Range<usize>) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(24 + 16 * roots.roots.len() + part.len() * roots.roots.len() * 8);
+    put_u64(&mut out, roots.items as u64);
+    put_u64(&mut out, roots.len as u64);
+    put_u64(&mut out, roots.roots.len() as u64);
+    for (range, _) in &roots.roots {
+        put_u64(&mut out, range.start as u64);
+        put_u64(&mut out, range.end as u64);
+    }
+    for (_, values) in &roots.roots {
+        put_floats(&mut out, &values[part.clone()]);
+    }
+    out
+}
+
+/// The roots every rank sent, cut to `part`, keyed by their first item.
+fn decode_all<T: Float>(
+    function: &'static str,
+    own: &Roots<T>,
+    part: Range<usize>,
+    messages: &[Vec<u8>],
+) -> Result<BTreeMap<usize, (usize, Vec<T>)>> {
+    let mut pieces = BTreeMap::new();
+    for (from, bytes) in messages.iter().enumerate() {
+        let mut reader = Reader::new(bytes, function, from);
+        let (items, len) = (reader.usize()?, reader.usize()?);
+        if (items, len) != (own.items, own.len) {
+            return Err(Error::value(
+                function,
+                "microbatches",
+                format_args!(
+                    "the same reduction on every rank: this rank reduces {} items of {} values",
+                    own.items, own.len
+                ),
+                format_args!("rank {from} reduces {items} items of {len} values"),
+            ));
+        }
+        let count = reader.usize()?;
+        let ranges = (0..count)
+            .map(|_| Ok(reader.usize()?..reader.usize()?))
+            .collect::<Result<Vec<_>>>()?;
+        for range in ranges {
+            let values = reader.floats::<T>(part.len())?;
+            if pieces.insert(range.start, (range.end, values)).is_some() {
+                return Err(overlap(function, from, range.start));
+            }
+        }
+        check_consumed(function, from, reader)?;
+    }
+    Ok(pieces)
+}
+
+/// The canonical tree over `0..items` from the subtree roots in `pieces`.
+fn assemble<T: Float>(
+    function: &'static str,
+    items: usize,
+    mut pieces: BTreeMap<usize, (usize, Vec<T>)>,
+) -> Result<Vec<T>> {
+    fn node<T: Float>(
+        function: &'static str,
+        range: Range<usize>,
+        pieces: &mut BTreeMap<usize, (usize, Vec<T>)>,
+    ) -> Result<Vec<T>> {
+        if pieces
+            .get(&range.start)
+            .is_some_and(|(end, _)| *end == range.end)
+        {
+            return Ok(pieces.remove(&range.start).expect("present").1);
+        }
+        if range.len() == 1 {
+            return Err(Error::Device {
+                function,
+                device: "collective".to_owned(),
+                message: format!(
+                    "no rank sent item {}: the ranks disagree on the world size or on who owns what",
+                    range.start
+                ),
+            });
+        }
+        let mid = range.start + split_point(range.len());
+        let left = node(function, range.start..mid, pieces)?;
+        let right = node(function, mid..range.end, pieces)?;
+        Ok(add_into(left, right))
+    }
+    let out = node(function, 0..items, &mut pieces)?;
+    match pieces.keys().next() {
+        None => Ok(out),
+        Some(&start) => Err(overlap(function, usize::MAX, start)),
+    }
+}
+
+fn overlap(function: &'static str, from: usize, start: usize) -> Error {
+    let who = if from == usize::MAX {
+        "a rank".to_owned()
+    } else {
+        format!("rank {from}")
+    };
+    Error::Device {
+        function,
+        device: "collective".to_owned(),
+        message: format!(
+            "{who} sent a subtree starting at item {start} that another rank covers too: \
+             the ranks disagree on the world size or on who owns what"
+        ),
+    }
+}
+
+fn check_consumed(function: &'static str, from: usize, reader: Reader<'_>) -> Result<()> {
+    let rest = reader.rest().len();
+    if rest != 0 {
+        return Err(Error::Device {
+            function,
+            device: format!("rank {from}"),
+            message: format!(
+                "a message from rank {from} has {rest} bytes more than its header says \
+                 (the ranks do not run the same program or the same collectives)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlgrad_core::{Par, reduce};
+
+    #[test]
+    fn roots_partition_the_range_into_nodes_of_the_canonical_tree() {
+        fn is_node(items: usize, r: &Range<usize>) -> bool {
+            fn walk(node: Range<usize>, r: &Range<usize>) -> bool {
+                if node == *r {
+                    return true;
+                }
+                if node.len() < 2 || r.start < node.start || r.end > node.end {
+                    return false;
+                }
+                let mid = node.start + split_point(node.len());
+                walk(node.start..mid, r) || walk(mid..node.end, r)
+            }
+            walk(0..items, r)
+        }
+        for items in 1..40 {
+            for start in 0..=items {
+                for end in start..=items {
+                    let roots = subtree_roots(items, start..end);
+                    let mut at = start;
+                    for r in &roots {
+                        assert_eq!(r.start, at);
+                        assert!(is_node(items, r), "{items} {r:?}");
+                        at = r.end;
+                    }
+                    assert_eq!(at, end);
+                    let levels = usize::BITS - items.leading_zeros();
+                    assert!(roots.len() <= 2 * levels as usize);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn evaluate_is_core_tree_reduce() {
+        for items in 1..70 {
+            let leaf = |i: usize| (i as f32 * 0.37).sin() * 1e3;
+            let core = reduce::tree_reduce(items, Par::Seq, leaf, |a, b| a + b).unwrap();
+            let ours = evaluate(0..items, &mut |i| Ok(leaf(i)), &mut |a, b| a + b).unwrap();
+            assert_eq!(core.to_bits(), ours.to_bits(), "{items}");
+        }
+    }
+
+    #[test]
+    fn owned_ranges_cover_in_order() {
+        for items in 0..20 {
+            for workers in 1..10 {
+                let mut at = 0;
+                for rank in 0..workers {
+                    let r = owned_range(items, workers, rank).unwrap();
+                    assert_eq!(r.start, at);
+                    at = r.end;
+                }
+                assert_eq!(at, items);
+            }
+        }
+        assert!(owned_range(4, 0, 0).is_err());
+        assert_eq!(owned_range(4, 2, 2).unwrap_err().argument(), Some("rank"));
+    }
+}
