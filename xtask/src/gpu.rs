@@ -31,6 +31,12 @@ const RUN_SCRIPT: &str = "#!/bin/sh\n\
 # the GPU and the bench, writing gpu-report.md and gpu-report.json into $OUT (or\n\
 # gpu-report/ here). Options: --dry-run, --quick, --budget SECONDS.\n\
 here=$(cd \"$(dirname \"$0\")\" && pwd)\n\
+if ! \"$here/xtask\" --help >/dev/null 2>&1; then\n\
+  echo \"gpu-bin/run: the bundle's binaries do not start on this machine (they need Linux\" >&2\n\
+  echo \"x86_64 with glibc >= 2.34, e.g. Ubuntu 22.04 or Debian 12):\" >&2\n\
+  \"$here/xtask\" --help 2>&1 | head -3 >&2\n\
+  exit 1\n\
+fi\n\
 exec \"$here/xtask\" gpu-run --bundle \"$here\" --out \"${OUT:-$here/gpu-report}\" \"$@\"\n";
 
 /// `cargo xtask gpu-build`.
@@ -914,6 +920,47 @@ mod tests {
             .retain(|s| s["group"] != "bench");
         broken["summary"]["not_run"] = json!(1);
         assert!(check_report(&broken).unwrap_err().contains("no bench step"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_run_script_hands_its_options_to_the_runner_or_says_why_it_cannot() {
+        let dir = std::env::temp_dir().join(format!("rlgrad-run-script-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (script, runner) = (dir.join("run"), dir.join("xtask"));
+        std::fs::write(&script, RUN_SCRIPT).unwrap();
+        make_executable(&script).unwrap();
+        // A stand-in runner that prints its arguments.
+        std::fs::write(&runner, "#!/bin/sh\necho \"args: $*\"\n").unwrap();
+        make_executable(&runner).unwrap();
+        let output = Command::new(&script)
+            .args(["--dry-run", "--quick"])
+            .env("OUT", "/tmp/report")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let here = dir.canonicalize().unwrap();
+        assert_eq!(
+            stdout.trim(),
+            format!(
+                "args: gpu-run --bundle {} --out /tmp/report --dry-run --quick",
+                here.display()
+            )
+        );
+        // A runner that cannot start: the script says so and fails.
+        std::fs::write(
+            &runner,
+            "#!/bin/sh\necho 'GLIBC_2.34 not found' >&2\nexit 127\n",
+        )
+        .unwrap();
+        let output = Command::new(&script).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(
+            stderr.contains("do not start") && stderr.contains("GLIBC_2.34"),
+            "{stderr}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

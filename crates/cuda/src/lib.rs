@@ -58,29 +58,12 @@
 //! that a run that found no GPU cannot pass ([`skip`]). No other rlgrad crate depends on
 //! this one.
 //!
-//! # Plan: data parallelism over several GPUs
+//! # Several GPUs
 //!
-//! Not built yet (it needs a machine with several GPUs to test). The plan keeps the
-//! determinism contract:
-//!
-//! 1. One [`Cuda`] per GPU (`Cuda::new(rank)`), one model replica each, the global batch
-//!    split into fixed, rank-ordered shards (shard `r` = rows `r * B / R ..`).
-//! 2. Gradients all-reduced with NCCL (cudarc's `nccl` feature), but not with
-//!    `ncclAllReduce(sum)`, whose ring or tree order depends on the topology and the NCCL
-//!    version. Instead an `ncclAllGather` of every rank's flat gradient buffer, then on
-//!    every rank the same kernel adds the `R` shards in rank order with the canonical
-//!    pairwise tree over ranks (`(g0 + g1) + (g2 + g3)`, ...), elementwise. Every rank gets
-//!    the same bits, and the result does not depend on NCCL's algorithm. Costs `R` times
-//!    the memory traffic of a ring all-reduce, which is fine for RL-sized models; for
-//!    large ones, a reduce-scatter with the same fixed-order tree per shard, then an
-//!    all-gather.
-//! 3. Because the per-rank gradient is itself a canonical reduction over its shard's
-//!    rows, the result equals a single-GPU run only if the loss reduction is written as
-//!    the same tree over shards; the plan documents the multi-GPU result as a function of
-//!    `R` (the same for every run with `R` GPUs), and tests it bit-identical across runs
-//!    and against a single-GPU emulation that runs the `R` shards one after the other.
-//! 4. The optimizer step then runs on every rank on identical gradients (no broadcast of
-//!    parameters), and a test checks that every rank's parameters have the same bits.
+//! Data parallelism is `rlgrad-dist`'s: gradients summed over a fixed tree of
+//! microbatches, so the bits do not depend on the number of workers (see its docs). Its
+//! backends move host buffers today (threads and MPI); an NCCL backend for buffers of this
+//! device is not built yet.
 
 mod cell;
 mod compile;
