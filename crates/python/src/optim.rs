@@ -455,8 +455,9 @@ impl PyOptimizer {
     /// The state as a dict of NumPy arrays (`np.savez(path, **opt.state_dict())` stores
     /// it): `step`; per group g (only 0) `groups/g/rule`, `groups/g/last_lr` (NaN before
     /// the first step), `groups/g/schedule` and `groups/g/hyperparameters/<name>`; per
-    /// parameter `params/<name>/steps`, `params/<name>/last_lr`, `params/<name>/group`
-    /// and `params/<name>/slots/<slot>` (exact values, shaped like the parameter).
+    /// parameter `params/<name>/steps`, `params/<name>/last_lr`, `params/<name>/len`,
+    /// `params/<name>/group` and `params/<name>/slots/<slot>` (exact values, shaped like
+    /// the parameter).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         match &self.inner {
             Inner::F32(opt) => self.export(py, opt),
@@ -592,6 +593,10 @@ impl PyOptimizer {
                 np.getattr("uint64")?.call1((param.steps,))?,
             )?;
             out.set_item(format!("params/{name}/last_lr"), f64_of(param.last_lr)?)?;
+            out.set_item(
+                format!("params/{name}/len"),
+                np.getattr("uint64")?.call1((param.len,))?,
+            )?;
             out.set_item(
                 format!("params/{name}/group"),
                 np.getattr("int64")?
@@ -802,12 +807,12 @@ fn load<T: Real>(
         match (slot, field) {
             (Some(slot), _) => {
                 let array = Input::<T>::new(F, "state", T::NAME, &value)?;
-                entry.len = array.data().len();
                 shapes.insert(name.to_owned(), array.shape().to_vec());
                 entry.slots.insert(slot.to_owned(), array.data().to_vec());
             }
             (None, "steps") => entry.steps = value.extract()?,
             (None, "last_lr") => entry.last_lr = value.extract()?,
+            (None, "len") => entry.len = value.extract()?,
             (None, "group") => {
                 let g: i64 = value.extract()?;
                 entry.group = usize::try_from(g).ok();
