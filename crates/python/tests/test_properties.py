@@ -292,3 +292,10 @@ def test_fuzz_only_value_and_type_errors(which, args):
         CALLS[which](args)
     except (ValueError, TypeError, OverflowError):
         pass
+
+
+def test_wheel_ships_type_stubs():
+    from importlib import resources
+
+    files = {f.name for f in resources.files("rlgrad").iterdir()}
+    assert {"py.typed", "__init__.pyi", "returns.pyi", "mask.pyi", "optim.pyi"} <= files
