@@ -15,7 +15,7 @@
 //! `interop: N passed, N failed` and fails if any check did.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use rlgrad_checkpoint::{Checkpoint, Dtype};
@@ -51,7 +51,7 @@ impl Tally {
 
 pub fn run() -> Result<(), String> {
     let dir = crate::root().join("target/interop");
-    let python = venv(&dir)?;
+    let python = crate::python::venv(&dir, &REQUIREMENTS)?;
     let work = dir.join("work");
     if work.exists() {
         std::fs::remove_dir_all(&work)
@@ -87,52 +87,6 @@ pub fn run() -> Result<(), String> {
     } else {
         Err(format!("{} interop checks failed", tally.failed))
     }
-}
-
-/// The virtual environment's Python, created and provisioned if needed.
-fn venv(dir: &Path) -> Result<PathBuf, String> {
-    let venv = dir.join("venv");
-    let python = venv.join("bin/python");
-    let marker = venv.join("rlgrad-requirements.txt");
-    let wanted = REQUIREMENTS.join("\n");
-    if std::fs::read_to_string(&marker).is_ok_and(|have| have == wanted) {
-        return Ok(python);
-    }
-    eprintln!(
-        "xtask: interop: installing {} into {}",
-        REQUIREMENTS.join(" "),
-        venv.display()
-    );
-    let status = |command: &mut Command, what: &str| -> Result<(), String> {
-        let status = command
-            .status()
-            .map_err(|e| format!("cannot {what}: {e}"))?;
-        status
-            .success()
-            .then_some(())
-            .ok_or(format!("{what} failed ({status})"))
-    };
-    status(
-        Command::new("python3")
-            .args(["-m", "venv", "--clear"])
-            .arg(&venv),
-        "create a Python venv with `python3 -m venv`",
-    )?;
-    status(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(REQUIREMENTS),
-        "pip install the interop packages",
-    )?;
-    std::fs::write(&marker, wanted)
-        .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
-    Ok(python)
 }
 
 /// The values of a stored tensor as JSON integers: float bit patterns, or the integers.

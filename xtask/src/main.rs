@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo xtask demo                    the actor-critic trained on CartPole, curve and logs in runs/demo
-//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity
+//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity, pytest
+//! cargo xtask pytest                  the Python wheel built into target/python/venv, its pytest suite
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
 //!                                     reference vectors (default: the vendored parity/)
@@ -24,6 +25,7 @@ mod examples;
 mod gpu;
 mod interop;
 mod parity;
+mod python;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -81,10 +83,20 @@ const SUBCOMMANDS: &[Subcommand] = &[
         about: &[
             "cargo fmt --check, clippy -D warnings, warning-free cargo doc,",
             "cargo test, rlgrad-dist's MPI tests under mpirun -np 1..4",
-            "(skipped, saying why, without MPI), parity",
+            "(skipped, saying why, without MPI), parity, the Python",
+            "wheel's pytest suite",
         ],
         options: "",
         run: |args| no_options("test", args).and_then(|()| test()),
+    },
+    Subcommand {
+        synopsis: "pytest",
+        about: &[
+            "the Python wheel (maturin, release) into target/python/venv",
+            "and its pytest suite (parity, properties, bits against Rust)",
+        ],
+        options: "",
+        run: |args| no_options("pytest", args).and_then(|()| python::pytest()),
     },
     Subcommand {
         synopsis: "proptest [--cases N]",
@@ -349,7 +361,8 @@ fn test() -> Result<(), String> {
         return Ok(());
     }
     eprintln!("xtask: parity --suite {}", suites.join(" --suite "));
-    parity::run(&parity::default_dir(), &suites, parity::Target::Cpu)
+    parity::run(&parity::default_dir(), &suites, parity::Target::Cpu)?;
+    python::pytest()
 }
 
 fn proptest(args: &[String]) -> Result<(), String> {

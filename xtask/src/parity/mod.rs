@@ -176,3 +176,41 @@ pub fn run(dir: &Path, suites: &[String], target: Target) -> Result<(), String> 
         Ok(())
     }
 }
+
+/// Writes what rlgrad computes for every case of `suites` in `dir` to `out/<case>.json`
+/// (`{"name": {"shape": [..], "data": [..]}}`, values as exact f64 JSON numbers, non-finite
+/// ones as `"nan"`, `"inf"`, `"-inf"`), for the Python bindings' bit-equality test; the
+/// number of files written. A case the implementation refuses is an error.
+pub fn write_outputs(dir: &Path, suites: &[&str], out: &Path) -> Result<usize, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut written = 0;
+    for case in case::load_dir(dir)?.iter().flatten() {
+        if !suites.contains(&case.suite.as_str()) {
+            continue;
+        }
+        let handler = handler(Target::Cpu, &case.suite, &case.op)
+            .ok_or_else(|| format!("{}: unknown op `{}`", case.name, case.op))?;
+        let outputs = handler(case).map_err(|why| format!("{}: {why}", case.name))?;
+        let number = |v: f64| match v {
+            v if v.is_nan() => serde_json::json!("nan"),
+            v if v == f64::INFINITY => serde_json::json!("inf"),
+            v if v == f64::NEG_INFINITY => serde_json::json!("-inf"),
+            v => serde_json::json!(v),
+        };
+        let json: serde_json::Map<String, serde_json::Value> = outputs
+            .iter()
+            .map(|(name, array)| {
+                let data: Vec<_> = array.data.iter().map(|&v| number(v)).collect();
+                (
+                    name.clone(),
+                    serde_json::json!({ "shape": array.shape, "data": data }),
+                )
+            })
+            .collect();
+        let path = out.join(format!("{}.json", case.name));
+        let text = serde_json::to_string(&json).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        written += 1;
+    }
+    Ok(written)
+}

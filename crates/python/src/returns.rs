@@ -1,0 +1,766 @@
+//! `rlgrad.returns`: the estimators of rlgrad-returns on time-major `[T]` / `[T, B]`
+//! arrays.
+
+use numpy::PyArrayDyn;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use rlgrad_returns::{
+    Episodes, FlagSlice, SliceEpisodes, TimeMajor, Truncation, VtraceParams,
+    discounted_returns_into, gae_into, lambda_returns_into, n_step_returns_into, vtrace_into,
+};
+
+use crate::arrays::{
+    Input, Real, by_dtype, error, input, par, same_shape, to_numpy, value_error, zeroed,
+};
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(discounted_cumsum, module)?)?;
+    module.add_function(wrap_pyfunction!(standardize, module)?)?;
+    module.add_function(wrap_pyfunction!(discounted_returns, module)?)?;
+    module.add_function(wrap_pyfunction!(gae, module)?)?;
+    module.add_function(wrap_pyfunction!(lambda_returns, module)?)?;
+    module.add_function(wrap_pyfunction!(n_step_returns, module)?)?;
+    module.add_function(wrap_pyfunction!(vtrace, module)?)?;
+    Ok(())
+}
+
+/// The time-major layout of `rewards`: `[T]` is one column, `[T, B]` B columns.
+fn layout(function: &str, shape: &[usize]) -> PyResult<TimeMajor> {
+    match *shape {
+        [t] => Ok(TimeMajor::new(t, 1)),
+        [t, b] => Ok(TimeMajor::new(t, b)),
+        _ => Err(value_error(
+            function,
+            "rewards",
+            format_args!("has shape {shape:?}, expected [T] or [T, B] (time-major)"),
+        )),
+    }
+}
+
+/// `bootstrap`: `[B]` for `[T, B]` data, `[]` (or a Python float) for `[T]` data.
+fn bootstrap<T: Real>(
+    function: &str,
+    obj: &Bound<'_, PyAny>,
+    rewards: &[usize],
+) -> PyResult<Vec<T>> {
+    if obj.cast::<PyArrayDyn<T>>().is_err() && obj.cast::<numpy::PyUntypedArray>().is_err() {
+        let value: f64 = obj.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{function}: argument `bootstrap` must be a float or a numpy.ndarray of {}",
+                T::NAME
+            ))
+        })?;
+        if rewards.len() != 1 {
+            return Err(value_error(
+                function,
+                "bootstrap",
+                "must be an array of shape [B] for [T, B] rewards, got a float",
+            ));
+        }
+        return Ok(vec![T::from_f64(value)]);
+    }
+    let array = input::<T>(function, "bootstrap", obj)?;
+    let want: &[usize] = match rewards {
+        [_] => &[],
+        [_, b] => &[*b],
+        _ => &[],
+    };
+    if array.shape() != want && !(rewards.len() == 1 && array.shape() == [1]) {
+        return Err(value_error(
+            function,
+            "bootstrap",
+            format_args!(
+                "has shape {:?}, expected {want:?} (V(s_T) of each column of `rewards` {rewards:?})",
+                array.shape()
+            ),
+        ));
+    }
+    Ok(array.data().to_vec())
+}
+
+/// Episode-end flags as Gymnasium returns them: `bool`, `uint8`, or the call's float dtype
+/// (set when nonzero).
+enum Flags<'py, T: Real> {
+    Bools(Input<'py, bool>),
+    Bytes(Input<'py, u8>),
+    Values(Input<'py, T>),
+}
+
+impl<'py, T: Real> Flags<'py, T> {
+    fn new(function: &str, name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let want = format!("bool, uint8 or {}", T::NAME);
+        if obj.cast::<PyArrayDyn<bool>>().is_ok() {
+            Input::new(function, name, &want, obj).map(Self::Bools)
+        } else if obj.cast::<PyArrayDyn<u8>>().is_ok() {
+            Input::new(function, name, &want, obj).map(Self::Bytes)
+        } else {
+            Input::new(function, name, &want, obj).map(Self::Values)
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            Self::Bools(a) => a.shape(),
+            Self::Bytes(a) => a.shape(),
+            Self::Values(a) => a.shape(),
+        }
+    }
+
+    fn slice(&self) -> FlagSlice<'_, T> {
+        match self {
+            Self::Bools(a) => FlagSlice::from(a.data()),
+            Self::Bytes(a) => FlagSlice::from(a.data()),
+            Self::Values(a) => FlagSlice::from(a.data()),
+        }
+    }
+}
+
+/// The episode arguments of an estimator, read and checked: the [`Episodes`] they describe
+/// borrows from here.
+struct EpisodeArgs<'py, T: Real> {
+    gamma: Option<T>,
+    discounts: Option<Input<'py, T>>,
+    terminated: Option<Flags<'py, T>>,
+    truncated: Option<Flags<'py, T>>,
+    /// No termination where only truncation flags were given.
+    no_termination: Vec<u8>,
+    final_values: Vec<T>,
+}
+
+/// Where `final_values` of truncated steps come from when not given.
+enum NextValue<'a, T> {
+    /// `values[t + 1]`, and `bootstrap` at the last step (GAE, V-trace).
+    Values(&'a [T], &'a [T]),
+    /// `next_values[t]` (TD(lambda), n-step).
+    NextValues(&'a [T]),
+    /// Nothing: `final_values` is required with `truncated`.
+    Required,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn episode_args<'py, T: Real>(
+    function: &str,
+    shape: &[usize],
+    layout: TimeMajor,
+    gamma: Option<f64>,
+    discounts: Option<&Bound<'py, PyAny>>,
+    terminated: Option<&Bound<'py, PyAny>>,
+    truncated: Option<&Bound<'py, PyAny>>,
+    final_values: Option<&Bound<'py, PyAny>>,
+    next: NextValue<'_, T>,
+) -> PyResult<EpisodeArgs<'py, T>> {
+    let mut args = EpisodeArgs {
+        gamma: gamma.map(T::from_f64),
+        discounts: None,
+        terminated: None,
+        truncated: None,
+        no_termination: Vec::new(),
+        final_values: Vec::new(),
+    };
+    if let Some(d) = discounts {
+        if gamma.is_some() || terminated.is_some() || truncated.is_some() || final_values.is_some()
+        {
+            return Err(value_error(
+                function,
+                "discounts",
+                "replaces gamma, terminated, truncated and final_values: pass gamma=None and none of the others",
+            ));
+        }
+        let d = input::<T>(function, "discounts", d)?;
+        same_shape(function, "discounts", d.shape(), "rewards", shape)?;
+        args.discounts = Some(d);
+        return Ok(args);
+    }
+    if gamma.is_none() {
+        return Err(value_error(
+            function,
+            "gamma",
+            "is required (None only together with `discounts`)",
+        ));
+    }
+    if let Some(t) = terminated {
+        let flags = Flags::new(function, "terminated", t)?;
+        same_shape(function, "terminated", flags.shape(), "rewards", shape)?;
+        args.terminated = Some(flags);
+    }
+    match (truncated, final_values) {
+        (None, Some(_)) => {
+            return Err(value_error(
+                function,
+                "final_values",
+                "is read only at truncated steps: pass `truncated` too",
+            ));
+        }
+        (None, None) => {}
+        (Some(tr), given) => {
+            let flags = Flags::new(function, "truncated", tr)?;
+            same_shape(function, "truncated", flags.shape(), "rewards", shape)?;
+            args.truncated = Some(flags);
+            if args.terminated.is_none() {
+                args.no_termination = vec![0; shape.iter().product()];
+            }
+            args.final_values = match (given, next) {
+                (Some(fv), _) => {
+                    let fv = input::<T>(function, "final_values", fv)?;
+                    same_shape(function, "final_values", fv.shape(), "rewards", shape)?;
+                    fv.data().to_vec()
+                }
+                (None, NextValue::Values(values, bootstrap)) => {
+                    let b = layout.b;
+                    let mut out = values.get(b..).unwrap_or_default().to_vec();
+                    out.extend_from_slice(bootstrap);
+                    out.truncate(values.len());
+                    out
+                }
+                (None, NextValue::NextValues(next_values)) => next_values.to_vec(),
+                (None, NextValue::Required) => {
+                    return Err(value_error(
+                        function,
+                        "final_values",
+                        "is required with `truncated`: V(final observation) at each truncated step",
+                    ));
+                }
+            };
+        }
+    }
+    Ok(args)
+}
+
+impl<'py, T: Real> EpisodeArgs<'py, T> {
+    fn episodes(&self) -> SliceEpisodes<'_, T> {
+        if let Some(d) = &self.discounts {
+            return Episodes::Discounts(d.data());
+        }
+        let gamma = self.gamma.unwrap_or_else(T::zero);
+        let terminated = match &self.terminated {
+            Some(flags) => flags.slice(),
+            None => FlagSlice::Bytes(&self.no_termination),
+        };
+        match &self.truncated {
+            Some(truncated) => Episodes::Flags {
+                gamma,
+                terminated,
+                truncation: Some(Truncation {
+                    truncated: truncated.slice(),
+                    final_values: &self.final_values,
+                }),
+            },
+            None if self.terminated.is_some() => Episodes::Flags {
+                gamma,
+                terminated,
+                truncation: None,
+            },
+            None => Episodes::Constant { gamma },
+        }
+    }
+}
+
+/// discounted_cumsum(x, gamma, *, standardize=False)
+/// --
+///
+/// The discounted cumulative sum of one trajectory `x` ([T]):
+/// `G_t = x_t + gamma * G_{t+1}`, `G_T = 0` (the TF actor-critic tutorial's expected
+/// returns). With `standardize=True`, `(G - mean(G)) / (std(G) + eps)` with the population
+/// std (ddof 0) and `eps = 1.1920929e-07` (float32's machine epsilon), as the tutorial
+/// does; `standardize(G, eps, ddof)` gives other conventions.
+///
+/// `gamma` in [0, 1]. A float32 or float64 array in, the same dtype out; any layout (a
+/// non-contiguous `x` is copied once).
+#[pyfunction]
+#[pyo3(signature = (x, gamma, *, standardize=false))]
+fn discounted_cumsum<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    gamma: f64,
+    standardize: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!(
+        "discounted_cumsum",
+        "x",
+        x,
+        discounted_cumsum_of(py, x, gamma, standardize)
+    )
+}
+
+fn discounted_cumsum_of<'py, T: Real>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    gamma: f64,
+    standardize: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let x = input::<T>("discounted_cumsum", "x", x)?;
+    if x.shape().len() != 1 {
+        return Err(value_error(
+            "discounted_cumsum",
+            "x",
+            format_args!("has shape {:?}, expected one trajectory [T]", x.shape()),
+        ));
+    }
+    let data = x.data();
+    let gamma = T::from_f64(gamma);
+    let eps = T::from_f64(f64::from(f32::EPSILON));
+    let out = py.detach(|| {
+        let g = rlgrad_returns::discounted_cumsum(data, gamma)?;
+        if standardize {
+            rlgrad_returns::standardize(&g, eps, 0)
+        } else {
+            Ok(g)
+        }
+    });
+    to_numpy(py, out.map_err(error)?, x.shape())
+}
+
+/// standardize(x, eps, ddof=0)
+/// --
+///
+/// `(x - mean(x)) / (std(x) + eps)` over every element of `x` (any shape), with
+/// `std = sqrt(sum((x - mean)^2) / (n - ddof))`; sums in rlgrad's canonical order, so the
+/// bits do not depend on the thread count. PyTorch/CleanRL/SB3 advantage normalization
+/// `(adv - adv.mean()) / (adv.std() + 1e-8)` is `standardize(adv, 1e-8, 1)`; NumPy's and
+/// TF's population std is `ddof=0`. A single element with `eps=0` gives NaN (0/0).
+///
+/// Errors (ValueError): `eps` negative or not finite; `n <= ddof` for a non-empty `x`.
+#[pyfunction]
+#[pyo3(signature = (x, eps, ddof=0))]
+fn standardize<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    eps: f64,
+    ddof: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!("standardize", "x", x, standardize_of(py, x, eps, ddof))
+}
+
+fn standardize_of<'py, T: Real>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    eps: f64,
+    ddof: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let x = input::<T>("standardize", "x", x)?;
+    let data = x.data();
+    let eps = T::from_f64(eps);
+    let out = py.detach(|| rlgrad_returns::standardize(data, eps, ddof));
+    to_numpy(py, out.map_err(error)?, x.shape())
+}
+
+/// discounted_returns(rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// --
+///
+/// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`, per column of
+/// time-major `rewards` ([T] or [T, B]; axis 0 is time).
+///
+/// Episode ends: `terminated[t]` (bool, uint8 or float, set when nonzero) ends the episode
+/// at step t: `d_t = 0`, nothing after it is used. `truncated[t]` (a time limit) also
+/// cuts, but bootstraps: `r'_t = r_t + gamma * final_values[t]`, with `final_values[t]` =
+/// V(final observation) of the truncated episode (required here). Otherwise `d_t = gamma`.
+/// `discounts` ([T, B], rlax's per-step `gamma * (1 - done)`) replaces all of them
+/// (`gamma=None`). `bootstrap` is V(s_T): [B], or [] / a float for [T] rewards.
+///
+/// C-contiguous inputs are read in place; other layouts are copied once into C order. The
+/// result is a new C-contiguous array shaped like `rewards`. `threads`: at most that many
+/// rayon tasks (None: all of rlgrad's pool); bits never depend on it.
+#[pyfunction]
+#[pyo3(signature = (rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn discounted_returns<'py>(
+    py: Python<'py>,
+    rewards: &Bound<'py, PyAny>,
+    bootstrap: &Bound<'py, PyAny>,
+    gamma: Option<f64>,
+    terminated: Option<&Bound<'py, PyAny>>,
+    truncated: Option<&Bound<'py, PyAny>>,
+    final_values: Option<&Bound<'py, PyAny>>,
+    discounts: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!(
+        "discounted_returns",
+        "rewards",
+        rewards,
+        discounted_returns_of(
+            py,
+            rewards,
+            bootstrap,
+            gamma,
+            [terminated, truncated, final_values, discounts],
+            threads
+        )
+    )
+}
+
+fn discounted_returns_of<'py, T: Real>(
+    py: Python<'py>,
+    rewards: &Bound<'py, PyAny>,
+    bootstrap_obj: &Bound<'py, PyAny>,
+    gamma: Option<f64>,
+    [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    const F: &str = "discounted_returns";
+    let rewards = input::<T>(F, "rewards", rewards)?;
+    let shape = rewards.shape().to_vec();
+    let layout = layout(F, &shape)?;
+    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &shape)?;
+    let args = episode_args(
+        F,
+        &shape,
+        layout,
+        gamma,
+        discounts,
+        terminated,
+        truncated,
+        final_values,
+        NextValue::Required,
+    )?;
+    let mut out = zeroed::<T>(F, rewards.data().len())?;
+    let (r, episodes, par) = (rewards.data(), args.episodes(), par(threads));
+    py.detach(|| discounted_returns_into(par, layout, r, episodes, &bootstrap, &mut out))
+        .map_err(error)?;
+    to_numpy(py, out, &shape)
+}
+
+/// gae(rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// --
+///
+/// Generalized advantage estimation over time-major `rewards` and `values` ([T] or
+/// [T, B]; axis 0 is time), returning `(advantages, returns)`:
+///
+///     delta_t = r'_t + d_t * V(s_{t+1}) - V(s_t)      (V(s_T) = bootstrap)
+///     A_t     = delta_t + lam * d_t * A_{t+1}          (A_T = 0)
+///     returns = A + values
+///
+/// `bootstrap` is V(s_T): [B], or [] / a float for [T] data. `terminated[t]` (bool, uint8
+/// or float) means the episode ended at step t: `d_t = 0`, nothing after it is used.
+/// `truncated[t]` (a time limit) also cuts, but bootstraps:
+/// `r'_t = r_t + gamma * final_values[t]`. Without `final_values`, the value of the final
+/// observation is taken from the next row, `values[t + 1]` (`bootstrap` at the last row):
+/// Gymnasium 1.x's next-step autoreset, where the row after a truncation holds the final
+/// observation. With same-step autoreset pass `final_values` (V of
+/// `info["final_obs"]`). Elsewhere `d_t = gamma`. `discounts` ([T, B], rlax) replaces
+/// gamma and the flags (`gamma=None`). This is SB3's / CleanRL's GAE loop, plus correct
+/// truncation.
+///
+/// C-contiguous inputs are read in place (SB3's and CleanRL's [n_steps, n_envs] buffers);
+/// other layouts, such as a batch-major [B, T] array passed as `x.T`, are copied once into
+/// C order. Results are new C-contiguous arrays shaped like `rewards`. `threads`: at most
+/// that many rayon tasks (None: all of rlgrad's pool); bits never depend on it.
+#[pyfunction]
+#[pyo3(signature = (rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn gae<'py>(
+    py: Python<'py>,
+    rewards: &Bound<'py, PyAny>,
+    values: &Bound<'py, PyAny>,
+    bootstrap: &Bound<'py, PyAny>,
+    gamma: Option<f64>,
+    lam: f64,
+    terminated: Option<&Bound<'py, PyAny>>,
+    truncated: Option<&Bound<'py, PyAny>>,
+    final_values: Option<&Bound<'py, PyAny>>,
+    discounts: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    by_dtype!(
+        "gae",
+        "rewards",
+        rewards,
+        gae_of(
+            py,
+            [rewards, values, bootstrap],
+            gamma,
+            lam,
+            [terminated, truncated, final_values, discounts],
+            threads
+        )
+    )
+}
+
+fn gae_of<'py, T: Real>(
+    py: Python<'py>,
+    [rewards, values, bootstrap_obj]: [&Bound<'py, PyAny>; 3],
+    gamma: Option<f64>,
+    lam: f64,
+    [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
+    threads: Option<usize>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    const F: &str = "gae";
+    let rewards = input::<T>(F, "rewards", rewards)?;
+    let shape = rewards.shape().to_vec();
+    let layout = layout(F, &shape)?;
+    let values = input::<T>(F, "values", values)?;
+    same_shape(F, "values", values.shape(), "rewards", &shape)?;
+    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &shape)?;
+    let args = episode_args(
+        F,
+        &shape,
+        layout,
+        gamma,
+        discounts,
+        terminated,
+        truncated,
+        final_values,
+        NextValue::Values(values.data(), &bootstrap),
+    )?;
+    let len = rewards.data().len();
+    let (mut advantages, mut returns) = (zeroed::<T>(F, len)?, zeroed::<T>(F, len)?);
+    let (r, v, episodes, par) = (rewards.data(), values.data(), args.episodes(), par(threads));
+    let lam = T::from_f64(lam);
+    py.detach(|| {
+        gae_into(
+            par,
+            layout,
+            r,
+            v,
+            &bootstrap,
+            episodes,
+            lam,
+            &mut advantages,
+            Some(&mut returns),
+        )
+    })
+    .map_err(error)?;
+    Ok((
+        to_numpy(py, advantages, &shape)?,
+        to_numpy(py, returns, &shape)?,
+    ))
+}
+
+/// lambda_returns(rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// --
+///
+/// TD(lambda) returns (`rlax.lambda_returns`) over time-major [T] / [T, B] data, from
+/// next-state values `next_values[t] = V(s_{t+1})`:
+///
+///     G_t = r'_t + d_t * ((1 - lam) * nv_t + lam * G_{t+1}),   G_T = nv_{T-1}
+///
+/// `lam=1` gives Monte-Carlo returns bootstrapped at the end, `lam=0` one-step TD targets.
+/// Episode ends as in `gae`; without `final_values`, a truncated step bootstraps on
+/// `next_values[t]`. Layouts and `threads` as in `gae`.
+#[pyfunction]
+#[pyo3(signature = (rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn lambda_returns<'py>(
+    py: Python<'py>,
+    rewards: &Bound<'py, PyAny>,
+    next_values: &Bound<'py, PyAny>,
+    gamma: Option<f64>,
+    lam: f64,
+    terminated: Option<&Bound<'py, PyAny>>,
+    truncated: Option<&Bound<'py, PyAny>>,
+    final_values: Option<&Bound<'py, PyAny>>,
+    discounts: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!(
+        "lambda_returns",
+        "rewards",
+        rewards,
+        next_value_estimator(
+            py,
+            "lambda_returns",
+            [rewards, next_values],
+            gamma,
+            Estimator::Lambda(lam),
+            [terminated, truncated, final_values, discounts],
+            threads
+        )
+    )
+}
+
+/// n_step_returns(rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// --
+///
+/// n-step bootstrapped returns (`rlax.n_step_bootstrapped_returns`) over time-major [T] /
+/// [T, B] data, from next-state values `next_values[t] = V(s_{t+1})`: with
+/// `k = min(t + n - 1, T - 1)`,
+///
+///     G_t = r'_t + d_t * (r'_{t+1} + d_{t+1} * (... + d_k * nv_k))
+///
+/// Windows reaching the end of the batch bootstrap on `nv_{T-1}`; `n` may exceed T,
+/// `n = 0` is an error. Episode ends as in `lambda_returns`; layouts and `threads` as in
+/// `gae`.
+#[pyfunction]
+#[pyo3(signature = (rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn n_step_returns<'py>(
+    py: Python<'py>,
+    rewards: &Bound<'py, PyAny>,
+    next_values: &Bound<'py, PyAny>,
+    gamma: Option<f64>,
+    n: usize,
+    terminated: Option<&Bound<'py, PyAny>>,
+    truncated: Option<&Bound<'py, PyAny>>,
+    final_values: Option<&Bound<'py, PyAny>>,
+    discounts: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    by_dtype!(
+        "n_step_returns",
+        "rewards",
+        rewards,
+        next_value_estimator(
+            py,
+            "n_step_returns",
+            [rewards, next_values],
+            gamma,
+            Estimator::NStep(n),
+            [terminated, truncated, final_values, discounts],
+            threads
+        )
+    )
+}
+
+/// The estimators over next-state values.
+enum Estimator {
+    Lambda(f64),
+    NStep(usize),
+}
+
+fn next_value_estimator<'py, T: Real>(
+    py: Python<'py>,
+    function: &'static str,
+    [rewards, next_values]: [&Bound<'py, PyAny>; 2],
+    gamma: Option<f64>,
+    estimator: Estimator,
+    [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rewards = input::<T>(function, "rewards", rewards)?;
+    let shape = rewards.shape().to_vec();
+    let layout = layout(function, &shape)?;
+    let next_values = input::<T>(function, "next_values", next_values)?;
+    same_shape(
+        function,
+        "next_values",
+        next_values.shape(),
+        "rewards",
+        &shape,
+    )?;
+    let args = episode_args(
+        function,
+        &shape,
+        layout,
+        gamma,
+        discounts,
+        terminated,
+        truncated,
+        final_values,
+        NextValue::NextValues(next_values.data()),
+    )?;
+    let mut out = zeroed::<T>(function, rewards.data().len())?;
+    let (r, nv, episodes, par) = (
+        rewards.data(),
+        next_values.data(),
+        args.episodes(),
+        par(threads),
+    );
+    py.detach(|| match estimator {
+        Estimator::Lambda(lam) => {
+            lambda_returns_into(par, layout, r, nv, episodes, T::from_f64(lam), &mut out)
+        }
+        Estimator::NStep(n) => n_step_returns_into(par, layout, r, nv, episodes, n, &mut out),
+    })
+    .map_err(error)?;
+    to_numpy(py, out, &shape)
+}
+
+/// vtrace(rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// --
+///
+/// V-trace (Espeholt et al. 2018) in rlax's form over time-major [T] / [T, B] data,
+/// returning `(vs, pg_advantages)`. `rhos` are importance ratios pi/mu (not logs),
+/// `bootstrap` = V(s_T):
+///
+///     td_t = min(clip_rho, rho_t) * (r'_t + d_t * v_{t+1} - v_t)
+///     e_t  = td_t + d_t * lam * min(1, rho_t) * e_{t+1},   e_T = 0
+///     vs   = values + e
+///     q_t  = r'_t + d_t * (lam * vs_{t+1} + (1 - lam) * v_{t+1})   (t < T-1)
+///     q_{T-1} = r'_{T-1} + d_{T-1} * bootstrap
+///     pg_advantages = min(clip_pg_rho, rho_t) * (q_t - v_t)
+///
+/// Episode ends, layouts and `threads` as in `gae`.
+#[pyfunction]
+#[pyo3(signature = (rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn vtrace<'py>(
+    py: Python<'py>,
+    rewards: &Bound<'py, PyAny>,
+    values: &Bound<'py, PyAny>,
+    bootstrap: &Bound<'py, PyAny>,
+    rhos: &Bound<'py, PyAny>,
+    gamma: Option<f64>,
+    lam: f64,
+    clip_rho: f64,
+    clip_pg_rho: f64,
+    terminated: Option<&Bound<'py, PyAny>>,
+    truncated: Option<&Bound<'py, PyAny>>,
+    final_values: Option<&Bound<'py, PyAny>>,
+    discounts: Option<&Bound<'py, PyAny>>,
+    threads: Option<usize>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    by_dtype!(
+        "vtrace",
+        "rewards",
+        rewards,
+        vtrace_of(
+            py,
+            [rewards, values, bootstrap, rhos],
+            gamma,
+            [lam, clip_rho, clip_pg_rho],
+            [terminated, truncated, final_values, discounts],
+            threads
+        )
+    )
+}
+
+fn vtrace_of<'py, T: Real>(
+    py: Python<'py>,
+    [rewards, values, bootstrap_obj, rhos]: [&Bound<'py, PyAny>; 4],
+    gamma: Option<f64>,
+    [lam, clip_rho, clip_pg_rho]: [f64; 3],
+    [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
+    threads: Option<usize>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    const F: &str = "vtrace";
+    let rewards = input::<T>(F, "rewards", rewards)?;
+    let shape = rewards.shape().to_vec();
+    let layout = layout(F, &shape)?;
+    let values = input::<T>(F, "values", values)?;
+    same_shape(F, "values", values.shape(), "rewards", &shape)?;
+    let rhos = input::<T>(F, "rhos", rhos)?;
+    same_shape(F, "rhos", rhos.shape(), "rewards", &shape)?;
+    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &shape)?;
+    let args = episode_args(
+        F,
+        &shape,
+        layout,
+        gamma,
+        discounts,
+        terminated,
+        truncated,
+        final_values,
+        NextValue::Values(values.data(), &bootstrap),
+    )?;
+    let len = rewards.data().len();
+    let (mut vs, mut pg) = (zeroed::<T>(F, len)?, zeroed::<T>(F, len)?);
+    let params = VtraceParams {
+        lambda: T::from_f64(lam),
+        clip_rho: T::from_f64(clip_rho),
+        clip_pg_rho: T::from_f64(clip_pg_rho),
+    };
+    let (r, v, rho, episodes, par) = (
+        rewards.data(),
+        values.data(),
+        rhos.data(),
+        args.episodes(),
+        par(threads),
+    );
+    py.detach(|| {
+        vtrace_into(
+            par, layout, r, v, &bootstrap, rho, episodes, params, &mut vs, &mut pg,
+        )
+    })
+    .map_err(error)?;
+    Ok((to_numpy(py, vs, &shape)?, to_numpy(py, pg, &shape)?))
+}

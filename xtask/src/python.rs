@@ -1,0 +1,133 @@
+//! Python virtual environments under `target/` for the commands that run Python
+//! (`cargo xtask interop`, the pytest suite of the `rlgrad` wheel), and `cargo xtask
+//! pytest`: the wheel built with maturin, installed into its venv, and its pytest suite.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs `command`; an error naming `what` when it cannot start or fails.
+pub fn status(command: &mut Command, what: &str) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot {what}: {e}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or(format!("{what} failed ({status})"))
+}
+
+/// The Python of the virtual environment `dir/venv`, created with `python3 -m venv` and
+/// given the pinned `requirements` from PyPI when it does not hold exactly them yet (a
+/// marker file records what was installed, so later runs start at once).
+pub fn venv(dir: &Path, requirements: &[&str]) -> Result<PathBuf, String> {
+    let venv = dir.join("venv");
+    let python = venv.join("bin/python");
+    let marker = venv.join("rlgrad-requirements.txt");
+    let wanted = requirements.join("\n");
+    if std::fs::read_to_string(&marker).is_ok_and(|have| have == wanted) {
+        return Ok(python);
+    }
+    eprintln!(
+        "xtask: installing {} into {}",
+        requirements.join(" "),
+        venv.display()
+    );
+    status(
+        Command::new("python3")
+            .args(["-m", "venv", "--clear"])
+            .arg(&venv),
+        "create a Python venv with `python3 -m venv`",
+    )?;
+    status(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(requirements),
+        "pip install the Python packages",
+    )?;
+    std::fs::write(&marker, wanted)
+        .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    Ok(python)
+}
+
+/// What the wheel's build and tests need, pinned.
+const REQUIREMENTS: [&str; 4] = [
+    "maturin==1.16.0",
+    "numpy==2.4.6",
+    "pytest==9.2.0",
+    "hypothesis==6.170.17",
+];
+
+/// `cargo xtask pytest`: builds the `rlgrad` wheel (release, abi3) with maturin into
+/// `target/python/wheels`, installs it into `target/python/venv`, writes the Rust crates'
+/// results on the parity inputs of returns, mask and optim to
+/// `target/python/rust-outputs` (the bit-equality test reads them), and runs
+/// `crates/python/tests` with pytest.
+pub fn pytest() -> Result<(), String> {
+    let root = crate::root();
+    let dir = root.join("target/python");
+    let python = venv(&dir, &REQUIREMENTS)?;
+    let bin = python
+        .parent()
+        .ok_or("the venv's python has no directory")?;
+    let wheels = dir.join("wheels");
+    if wheels.exists() {
+        std::fs::remove_dir_all(&wheels)
+            .map_err(|e| format!("cannot clear {}: {e}", wheels.display()))?;
+    }
+    status(
+        Command::new(bin.join("maturin"))
+            .args(["build", "--release", "--quiet", "--manifest-path"])
+            .arg(root.join("crates/python/Cargo.toml"))
+            .arg("--out")
+            .arg(&wheels)
+            .arg("--interpreter")
+            .arg(&python)
+            .current_dir(&root),
+        "build the rlgrad wheel with maturin",
+    )?;
+    let wheel = std::fs::read_dir(&wheels)
+        .map_err(|e| format!("cannot read {}: {e}", wheels.display()))?
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+        .ok_or_else(|| format!("maturin wrote no wheel into {}", wheels.display()))?;
+    status(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&wheel),
+        "pip install the rlgrad wheel",
+    )?;
+    let outputs = dir.join("rust-outputs");
+    let written = crate::parity::write_outputs(
+        &crate::parity::default_dir(),
+        &["returns", "mask", "optim"],
+        &outputs,
+    )?;
+    eprintln!(
+        "xtask: pytest: rlgrad's results on {written} parity cases in {}",
+        outputs.display()
+    );
+    status(
+        Command::new(&python)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(root.join("crates/python/tests"))
+            .env("RLGRAD_RUST_OUTPUTS", &outputs)
+            .env("RLGRAD_PARITY_DIR", crate::parity::default_dir())
+            .current_dir(&dir),
+        "run the rlgrad pytest suite",
+    )
+}
