@@ -59,38 +59,13 @@ pub fn build(root: &Path) -> Result<(), String> {
         ],
         &[],
     )?;
-    // The test binaries: cargo names them in its JSON messages.
-    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo_bin)
-        .args([
-            "test",
-            "--release",
-            "-p",
-            "rlgrad-cuda",
-            "--no-run",
-            "--message-format=json",
-        ])
-        .current_dir(root)
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err("building the rlgrad-cuda tests failed".to_owned());
-    }
     let copy = |from: &Path, to: &Path| {
         std::fs::copy(from, to)
             .map(|_| ())
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
     };
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let is_test = message["profile"]["test"].as_bool() == Some(true);
-        if let (true, Some(path)) = (is_test, message["executable"].as_str()) {
-            let name = message["target"]["name"].as_str().unwrap_or("lib");
-            copy(Path::new(path), &out.join("tests").join(name))?;
-        }
+    for (name, path) in crate::test_binaries(&["--release", "-p", "rlgrad-cuda"])? {
+        copy(&path, &out.join("tests").join(name))?;
     }
     let release = root.join("target/release");
     for binary in ["rlgrad-gpu-bench", "xtask"] {

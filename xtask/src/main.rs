@@ -308,6 +308,34 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Builds test binaries (`cargo test ARGS --no-run`) and returns each one's target name
+/// and path, as cargo's JSON messages give them.
+fn test_binaries(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("xtask: cargo test {} --no-run", args.join(" "));
+    let output = Command::new(cargo)
+        .arg("test")
+        .args(args)
+        .args(["--no-run", "--message-format=json"])
+        .current_dir(root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("`cargo test {} --no-run` failed", args.join(" ")));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["profile"]["test"] == true)
+        .filter_map(|m| {
+            let path = m["executable"].as_str()?;
+            let name = m["target"]["name"].as_str().unwrap_or("lib");
+            Some((name.to_owned(), PathBuf::from(path)))
+        })
+        .collect())
+}
+
 fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: cargo {}", args.join(" "));
@@ -445,33 +473,11 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         ],
         &[],
     )?;
-    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo_bin)
-        .args([
-            "test",
-            "-p",
-            "rlgrad-dist",
-            "--features",
-            "mpi",
-            "--test",
-            "mpi",
-            "--no-run",
-            "--message-format=json",
-        ])
-        .current_dir(root())
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "building rlgrad-dist's MPI test failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let binary = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .find(|m| m["target"]["name"] == "mpi" && m["profile"]["test"] == true)
-        .and_then(|m| m["executable"].as_str().map(PathBuf::from))
+    let binary = test_binaries(&["-p", "rlgrad-dist", "--features", "mpi", "--test", "mpi"])
+        .map_err(|e| format!("building rlgrad-dist's MPI test: {e}"))?
+        .into_iter()
+        .find(|(name, _)| name == "mpi")
+        .map(|(_, path)| path)
         .ok_or("cargo named no executable for rlgrad-dist's MPI test")?;
     for world in MPI_WORLD_SIZES {
         let status = mpirun(world, &binary, &[])
