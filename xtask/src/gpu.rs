@@ -115,10 +115,13 @@ struct Options {
 
 fn parse_options(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
+        // The bundle this binary is part of (gpu-bin/xtask), else the workspace's gpu-bin/
+        // (`cargo xtask gpu-run` on the build machine).
         bundle: std::env::current_exe()
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf))
-            .unwrap_or_else(|| PathBuf::from(BUNDLE)),
+            .filter(|folder| folder.join("tests").is_dir())
+            .unwrap_or_else(|| crate::root().join(BUNDLE)),
         out: std::env::var_os("OUT").map_or_else(|| PathBuf::from("gpu-report"), PathBuf::from),
         dry_run: false,
         quick: false,

@@ -155,7 +155,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
         options: "  --dry-run     no GPU expected: what needs one is reported \"not run\"\n\
                   \x20 --quick       the bench at small sizes\n\
                   \x20 --budget S    seconds for everything (default 540)\n\
-                  \x20 --bundle DIR  the bundle (default: this binary's folder)\n\
+                  \x20 --bundle DIR  the bundle (default: this binary's folder, else gpu-bin/)\n\
                   \x20 --out DIR     the report's folder (default $OUT, else gpu-report)\n",
         run: gpu::run,
     },
