@@ -20,6 +20,28 @@
 //!   [`nn::hard_update`] for target networks, [`nn::l2_penalty`] (Keras'
 //!   `kernel_regularizer`).
 //! - [`ApplyGradients`]: an `rlgrad-optim` optimizer step over a module's parameters.
+//! - `#[derive(Module)]` ([`Module`], from `rlgrad-derive`): a struct of layers,
+//!   `Param`s, and `Vec`s/`Option`s/`Box`es of them is a module, its parameters named by
+//!   field path (`actor/l1/weight`), with `soft_update_from` for target networks;
+//!   [`nn::Sequential`] for the plain stack.
+//!
+//! # Operators
+//!
+//! `+ - * /` and unary `-` work on `Var`s (by reference or by value) and scalars on
+//! either side, and return `Result<Var>`, like [`Var::add`] and the tensor operators:
+//! `(0.5 * &(&q - &target)?)?`, `(1.0 - &done)?`, `(-&log_prob)?`. They are the named ops
+//! (`s - x` is one op with the bits of the scalar formula `s - x`), so an expression reads
+//! like the math and has the named ops' bits and gradients.
+//!
+//! Why `Result` even for `&x * 2.0`, which has no shape to get wrong: a scalar op still
+//! records a node, and recording fails on a tape consumed by [`Tape::gradient`] (a
+//! variable of the last step used after its gradient was taken, a real bug in a training
+//! loop), and computing fails where a device cannot allocate the output (CUDA out of
+//! memory). An operator that panicked there would turn a user's mistake into an abort,
+//! which rlgrad's "no panics on user input" rule forbids, and an operator returning a
+//! `Var` that carried the error inside would report it far from where it happened. So no
+//! operator here is infallible, and all of them say so in their type; a binary op between
+//! variables also fails on shapes that do not broadcast and on variables of two tapes.
 //!
 //! # Guarantees
 //!
@@ -72,6 +94,7 @@ mod custom;
 mod gradients;
 pub mod losses;
 mod masked;
+mod module;
 pub mod nn;
 mod ops;
 mod optim;
@@ -81,11 +104,14 @@ mod tape;
 pub use custom::CustomOp;
 pub use gradients::Gradients;
 pub use masked::SequenceDevice;
+pub use module::Module;
 pub use optim::ApplyGradients;
 pub use param::{Param, ParamId};
+/// `#[derive(Module)]` (from `rlgrad-derive`): see [`nn::Module`].
+pub use rlgrad_derive::Module;
 pub use tape::{Tape, Var};
 
-pub use rlgrad_core::{Cpu, Error, Result};
+pub use rlgrad_core::{Cpu, Device, Error, Float, Result};
 pub use rlgrad_mask::{PadOrder, Sequences};
 pub use rlgrad_tensor::Tensor;
 

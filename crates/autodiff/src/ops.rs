@@ -632,13 +632,22 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 }
 
-// Operators return `Result`, like the tensor operators: a failed broadcast is an error.
+// Operators return `Result` (see "Operators" in the crate docs): an op on a variable of a
+// consumed tape, of another tape, or one whose device cannot allocate is an error, and a
+// failed broadcast is one too. Scalars on the left are `s op x` in one op (`ScalarSub`,
+// `ScalarDiv`: the bits of the scalar formula, not of a negation or reciprocal after it).
 macro_rules! var_operators {
-    ($($trait:ident $method:ident $scalar:ident;)*) => {$(
+    ($($trait:ident $method:ident $scalar:ident $reversed:ident;)*) => {$(
         impl<'t, T: Float, D: TensorDevice<T>> $trait<&Var<'t, T, D>> for &Var<'t, T, D> {
             type Output = Result<Var<'t, T, D>>;
             fn $method(self, rhs: &Var<'t, T, D>) -> Self::Output {
                 Var::$method(self, rhs)
+            }
+        }
+        impl<'t, T: Float, D: TensorDevice<T>> $trait<Var<'t, T, D>> for Var<'t, T, D> {
+            type Output = Result<Var<'t, T, D>>;
+            fn $method(self, rhs: Var<'t, T, D>) -> Self::Output {
+                Var::$method(&self, &rhs)
             }
         }
         impl<'t, T: Float, D: TensorDevice<T>> $trait<T> for &Var<'t, T, D> {
@@ -647,19 +656,48 @@ macro_rules! var_operators {
                 self.unary(UnaryOp::$scalar(rhs), concat!("Var::", stringify!($method)))
             }
         }
+        impl<'t, T: Float, D: TensorDevice<T>> $trait<T> for Var<'t, T, D> {
+            type Output = Result<Var<'t, T, D>>;
+            fn $method(self, rhs: T) -> Self::Output {
+                self.unary(UnaryOp::$scalar(rhs), concat!("Var::", stringify!($method)))
+            }
+        }
+        var_operators!(@left $trait $method $reversed f32);
+        var_operators!(@left $trait $method $reversed f64);
     )*};
+    (@left $trait:ident $method:ident $reversed:ident $float:ty) => {
+        impl<'t, D: TensorDevice<$float>> $trait<&Var<'t, $float, D>> for $float {
+            type Output = Result<Var<'t, $float, D>>;
+            fn $method(self, rhs: &Var<'t, $float, D>) -> Self::Output {
+                rhs.unary(UnaryOp::$reversed(self), concat!("Var::", stringify!($method)))
+            }
+        }
+        impl<'t, D: TensorDevice<$float>> $trait<Var<'t, $float, D>> for $float {
+            type Output = Result<Var<'t, $float, D>>;
+            fn $method(self, rhs: Var<'t, $float, D>) -> Self::Output {
+                rhs.unary(UnaryOp::$reversed(self), concat!("Var::", stringify!($method)))
+            }
+        }
+    };
 }
 
 var_operators! {
-    Add add AddScalar;
-    Sub sub SubScalar;
-    Mul mul MulScalar;
-    Div div DivScalar;
+    Add add AddScalar AddScalar;
+    Sub sub SubScalar ScalarSub;
+    Mul mul MulScalar MulScalar;
+    Div div DivScalar ScalarDiv;
 }
 
 impl<'t, T: Float, D: TensorDevice<T>> Neg for &Var<'t, T, D> {
     type Output = Result<Var<'t, T, D>>;
     fn neg(self) -> Self::Output {
         Var::neg(self)
+    }
+}
+
+impl<'t, T: Float, D: TensorDevice<T>> Neg for Var<'t, T, D> {
+    type Output = Result<Var<'t, T, D>>;
+    fn neg(self) -> Self::Output {
+        Var::neg(&self)
     }
 }

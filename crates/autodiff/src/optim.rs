@@ -8,7 +8,7 @@ use rlgrad_tensor::TensorDevice;
 use smallvec::SmallVec;
 
 use crate::gradients::Gradients;
-use crate::nn::Module;
+use crate::module::Module;
 use crate::param::Param;
 
 /// One optimizer step over a module's parameters with the gradients of a tape, matched

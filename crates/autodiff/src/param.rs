@@ -74,6 +74,12 @@ impl<T: Float, D: Device> Param<T, D> {
         &self.name
     }
 
+    /// Renames the parameter ([`crate::nn::Module::name_by_path`]; the caller checked
+    /// that `name` is not empty).
+    pub(crate) fn set_name(&mut self, name: String) {
+        self.name = name.into();
+    }
+
     pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
     }

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use crate::backward::{Constants, Grad, Op};
 use crate::gradients::{Entry, Gradients};
-use crate::nn::Module;
+use crate::module::Module;
 use crate::param::{Param, ParamId};
 
 /// A record of the ops run on [`Var`]s, for reverse-mode differentiation: TensorFlow's

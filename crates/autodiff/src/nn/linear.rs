@@ -4,7 +4,7 @@ use rlgrad_core::kernels::UnaryOp;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
-use super::{Activation, Forward, Module};
+use super::{Activation, Forward, Module, child_path};
 use crate::param::Param;
 use crate::tape::{Tape, Var};
 
@@ -180,6 +180,23 @@ impl<T: Float, D: Device> Module<T, D> for Linear<T, D> {
         f(&mut self.weight);
         if let Some(b) = &mut self.bias {
             f(b);
+        }
+    }
+    /// `prefix/weight` and `prefix/bias` (PyTorch's `nn.Linear` paths).
+    fn visit_named<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(&str, &'a Param<T, D>)) {
+        f(&child_path(prefix, "weight"), &self.weight);
+        if let Some(b) = &self.bias {
+            f(&child_path(prefix, "bias"), b);
+        }
+    }
+    fn visit_named_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &'a mut Param<T, D>),
+    ) {
+        f(&child_path(prefix, "weight"), &mut self.weight);
+        if let Some(b) = &mut self.bias {
+            f(&child_path(prefix, "bias"), b);
         }
     }
 }

@@ -3,7 +3,7 @@
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng};
 use rlgrad_tensor::TensorDevice;
 
-use super::{Activation, Forward, Init, Linear, Module};
+use super::{Activation, Forward, Init, Linear, Module, child_path};
 use crate::param::Param;
 use crate::tape::{Tape, Var};
 
@@ -111,6 +111,22 @@ impl<T: Float, D: Device> Module<T, D> for Mlp<T, D> {
     fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
         for layer in &mut self.layers {
             layer.visit_mut(f);
+        }
+    }
+    /// `prefix/l1/weight`, `prefix/l1/bias`, `prefix/l2/weight`, ... (the layer names of
+    /// [`Mlp::new`]).
+    fn visit_named<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(&str, &'a Param<T, D>)) {
+        for (i, layer) in self.layers.iter().enumerate() {
+            layer.visit_named(&child_path(prefix, &format!("l{}", i + 1)), f);
+        }
+    }
+    fn visit_named_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &'a mut Param<T, D>),
+    ) {
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            layer.visit_named_mut(&child_path(prefix, &format!("l{}", i + 1)), f);
         }
     }
 }

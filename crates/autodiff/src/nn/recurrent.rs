@@ -11,7 +11,7 @@ use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
-use super::Module;
+use super::{Module, child_path};
 use crate::custom::CustomOp;
 use crate::param::Param;
 use crate::tape::{Tape, Var};
@@ -184,6 +184,25 @@ impl<K: Cell, T: Float, D: Device> Module<T, D> for Recurrent<K, T, D> {
         f(&mut self.weight_hh);
         f(&mut self.bias_ih);
         f(&mut self.bias_hh);
+    }
+
+    /// `prefix/weight_ih`, `prefix/weight_hh`, `prefix/bias_ih`, `prefix/bias_hh`.
+    fn visit_named<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(&str, &'a Param<T, D>)) {
+        f(&child_path(prefix, "weight_ih"), &self.weight_ih);
+        f(&child_path(prefix, "weight_hh"), &self.weight_hh);
+        f(&child_path(prefix, "bias_ih"), &self.bias_ih);
+        f(&child_path(prefix, "bias_hh"), &self.bias_hh);
+    }
+
+    fn visit_named_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(&str, &'a mut Param<T, D>),
+    ) {
+        f(&child_path(prefix, "weight_ih"), &mut self.weight_ih);
+        f(&child_path(prefix, "weight_hh"), &mut self.weight_hh);
+        f(&child_path(prefix, "bias_ih"), &mut self.bias_ih);
+        f(&child_path(prefix, "bias_hh"), &mut self.bias_hh);
     }
 }
 
