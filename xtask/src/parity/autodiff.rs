@@ -7,8 +7,8 @@ use rlgrad_autodiff::nn::{Forward, Gru, Linear, Module, l2_penalty};
 use rlgrad_autodiff::{Gradients, Param, Tape, Var};
 use rlgrad_core::Float;
 use rlgrad_mask::Sequences;
-use rlgrad_tensor::Tensor;
 
+use super::case::{err, param, tensor};
 use super::{Array, Case, Outputs};
 
 pub const OPS: &[(&str, super::Handler)] = &[
@@ -21,21 +21,6 @@ pub const OPS: &[(&str, super::Handler)] = &[
     ("ppo_clip_loss", |c| super::by_dtype!(c, ppo_clip_loss)),
     ("l2_regularized", |c| super::by_dtype!(c, l2_regularized)),
 ];
-
-fn err(e: rlgrad_core::Error) -> String {
-    e.to_string()
-}
-
-/// Input `name` as a tensor of its stored shape.
-fn tensor<T: Float>(case: &Case, name: &str) -> Result<Tensor<T>, String> {
-    let shape = case.input_array(name)?.shape.clone();
-    Tensor::from_vec(case.input::<T>(name)?, shape).map_err(err)
-}
-
-/// Input `name` as a parameter named after it.
-fn param<T: Float>(case: &Case, name: &str) -> Result<Param<T>, String> {
-    Param::new(name, tensor(case, name)?).map_err(err)
-}
 
 /// A dense layer from inputs `{prefix}w{k}` and `{prefix}b{k}`.
 fn layer<T: Float>(case: &Case, weight: &str, bias: &str) -> Result<Linear<T>, String> {

@@ -299,6 +299,22 @@ impl Case {
     }
 }
 
+/// A library error as the parity runner reports it.
+pub fn err(e: rlgrad_core::Error) -> String {
+    e.to_string()
+}
+
+/// Input `name` as a tensor of its stored shape.
+pub fn tensor<T: Float>(case: &Case, name: &str) -> Result<rlgrad_tensor::Tensor<T>, String> {
+    let shape = case.input_array(name)?.shape.clone();
+    rlgrad_tensor::Tensor::from_vec(case.input::<T>(name)?, shape).map_err(err)
+}
+
+/// Input `name` as a parameter named after it.
+pub fn param<T: Float>(case: &Case, name: &str) -> Result<rlgrad_autodiff::Param<T>, String> {
+    rlgrad_autodiff::Param::new(name, tensor(case, name)?).map_err(err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,8 +5,8 @@
 use rlgrad_autodiff::{Gradients, Param, Tape, Var};
 use rlgrad_core::Float;
 use rlgrad_distributions::{Categorical, Normal, TanhNormal};
-use rlgrad_tensor::Tensor;
 
+use super::case::{err, param, tensor};
 use super::{Array, Case, Outputs};
 
 pub const OPS: &[(&str, super::Handler)] = &[
@@ -14,21 +14,6 @@ pub const OPS: &[(&str, super::Handler)] = &[
     ("normal", |c| super::by_dtype!(c, normal)),
     ("tanh_normal", |c| super::by_dtype!(c, tanh_normal)),
 ];
-
-fn err(e: rlgrad_core::Error) -> String {
-    e.to_string()
-}
-
-/// Input `name` as a tensor of its stored shape.
-fn tensor<T: Float>(case: &Case, name: &str) -> Result<Tensor<T>, String> {
-    let shape = case.input_array(name)?.shape.clone();
-    Tensor::from_vec(case.input::<T>(name)?, shape).map_err(err)
-}
-
-/// Input `name` as a parameter named after it.
-fn param<T: Float>(case: &Case, name: &str) -> Result<Param<T>, String> {
-    Param::new(name, tensor(case, name)?).map_err(err)
-}
 
 /// `sum(weights * values)` with the weights of input `name`.
 fn weighted<'t, T: Float>(
