@@ -1,7 +1,7 @@
 //! Modules: parameters in a stable order, layers, target-network updates and
 //! regularization.
 //!
-//! A [`Module`] owns [`Param`]s and visits them in a fixed order; that order and the
+//! A [`Module`] owns [`Param`](crate::Param)s and visits them in a fixed order; that order and the
 //! parameters' names are what optimizers, checkpoints and [`soft_update`] go by. Layers that
 //! map one variable to one variable also implement [`Forward`]; [`Sequential`] chains them.
 //! `#[derive(Module)]` writes the impl for a struct of modules.
@@ -33,7 +33,7 @@ pub trait Forward<T: Float = f32, D: TensorDevice<T> = Cpu>: Module<T, D> {
 }
 
 /// The sum of the L2 penalties `c * sum(w^2)` of the parameters of `module` that have one
-/// ([`Param::set_l2`], [`Linear::with_kernel_l2`]): Keras' `kernel_regularizer=l2(c)`
+/// ([`Param::set_l2`](crate::Param::set_l2), [`Linear::with_kernel_l2`]): Keras' `kernel_regularizer=l2(c)`
 /// losses, added in parameter order, as one loss term. Zero (a constant) when no
 /// parameter has a penalty.
 pub fn l2_penalty<'t, T: Float, D: TensorDevice<T>>(
