@@ -4,11 +4,11 @@
 
 use rlgrad_autodiff::losses::{Reduction, huber_loss, mse_loss};
 use rlgrad_autodiff::nn::{Forward, Gru, Linear, Module, l2_penalty};
-use rlgrad_autodiff::{Gradients, Param, Tape, Var};
+use rlgrad_autodiff::{Tape, Var};
 use rlgrad_core::Float;
 use rlgrad_mask::Sequences;
 
-use super::case::{err, param, tensor};
+use super::case::{err, grad_output, param, tensor};
 use super::{Array, Case, Outputs};
 
 pub const OPS: &[(&str, super::Handler)] = &[
@@ -35,20 +35,6 @@ fn scalar_output<T: Float>(
     outputs.insert(
         name.to_owned(),
         Array::scalar(v.to_scalar().map_err(err)?.as_f64()),
-    );
-    Ok(())
-}
-
-fn grad_output<T: Float>(
-    outputs: &mut Outputs,
-    name: &str,
-    grads: &Gradients<T>,
-    p: &Param<T>,
-) -> Result<(), String> {
-    let g = grads.get(p).map_err(err)?;
-    outputs.insert(
-        name.to_owned(),
-        Array::new(g.dims(), &g.to_vec().map_err(err)?),
     );
     Ok(())
 }

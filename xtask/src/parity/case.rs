@@ -315,6 +315,21 @@ pub fn param<T: Float>(case: &Case, name: &str) -> Result<rlgrad_autodiff::Param
     rlgrad_autodiff::Param::new(name, tensor(case, name)?).map_err(err)
 }
 
+/// The gradient of `p` in `grads` as output `name`.
+pub fn grad_output<T: Float>(
+    outputs: &mut Outputs,
+    name: &str,
+    grads: &rlgrad_autodiff::Gradients<T>,
+    p: &rlgrad_autodiff::Param<T>,
+) -> Result<(), String> {
+    let g = grads.get(p).map_err(err)?;
+    outputs.insert(
+        name.to_owned(),
+        Array::new(g.dims(), &g.to_vec().map_err(err)?),
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,11 +2,11 @@
 //! written with rlgrad-distributions' public API the way a user would write them; the
 //! gradients come from the tape.
 
-use rlgrad_autodiff::{Gradients, Param, Tape, Var};
+use rlgrad_autodiff::{Tape, Var};
 use rlgrad_core::Float;
 use rlgrad_distributions::{Categorical, Normal, TanhNormal};
 
-use super::case::{err, param, tensor};
+use super::case::{err, grad_output, param, tensor};
 use super::{Array, Case, Outputs};
 
 pub const OPS: &[(&str, super::Handler)] = &[
@@ -30,20 +30,6 @@ fn output<T: Float>(outputs: &mut Outputs, name: &str, v: &Var<'_, T>) -> Result
     outputs.insert(
         name.to_owned(),
         Array::new(v.dims(), &v.to_vec().map_err(err)?),
-    );
-    Ok(())
-}
-
-fn grad_output<T: Float>(
-    outputs: &mut Outputs,
-    name: &str,
-    grads: &Gradients<T>,
-    p: &Param<T>,
-) -> Result<(), String> {
-    let g = grads.get(p).map_err(err)?;
-    outputs.insert(
-        name.to_owned(),
-        Array::new(g.dims(), &g.to_vec().map_err(err)?),
     );
     Ok(())
 }
