@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::compare::{Machine, Peers, Snapshot, Versions, machine_line, utc_timestamp};
+use crate::isa::IsaSetting;
 
 const DEMO_SEED: &str = "42";
 
@@ -25,6 +26,8 @@ const GYMNASIUM: &str = "gymnasium==1.4.0";
 pub const OPTIONS: &str = "\
   --only      agents among actor_critic, td3, ddpg, ppo_lstm, ppo_mlp (default: all)
   --threads   rayon threads of rlgrad, intra-op threads of torch (default 1)
+  --isa       cap both sides' vector instruction set: avx512, avx2 or sse2 (default:
+              the CPU's widest; see xtask/src/isa.rs)
   --quick     short budgets (a smoke run, not a figure to cite)
   --seed      the seed of both sides (default 0)
   --out       also write the JSON here
@@ -129,6 +132,8 @@ struct Sitting {
     machine: Machine,
     versions: Versions,
     machine_line: String,
+    /// The vector instruction set both sides ran in (`--isa`).
+    isa: IsaSetting,
     threads: usize,
     seed: u64,
     quick: bool,
@@ -162,6 +167,7 @@ pub fn demo() -> Result<(), String> {
 struct Options {
     agents: Vec<&'static Agent>,
     threads: usize,
+    isa: IsaSetting,
     quick: bool,
     seed: u64,
     out: Option<PathBuf>,
@@ -173,6 +179,7 @@ impl Options {
         let mut options = Self {
             agents: AGENTS.iter().collect(),
             threads: 1,
+            isa: IsaSetting::new(None)?,
             quick: false,
             seed: 0,
             out: None,
@@ -214,6 +221,7 @@ impl Options {
                         .parse()
                         .map_err(|_| format!("--seed takes an unsigned integer, got `{text}`"))?;
                 }
+                "--isa" => options.isa = IsaSetting::new(Some(value()?))?,
                 "--quick" => options.quick = true,
                 "--out" => options.out = Some(PathBuf::from(value()?)),
                 "--peers" => options.peers = Some(PathBuf::from(value()?)),
@@ -263,7 +271,8 @@ pub fn compare(args: &[String]) -> Result<(), String> {
         rust.args(agent.flags)
             .args(&common)
             .args(["--quiet", "--overwrite", "--run-dir"])
-            .arg(&run_dir);
+            .arg(&run_dir)
+            .envs(&options.isa.rlgrad_env);
         let rlgrad = timed_run(rust, &run_dir.join("summary.json"), agent.name)?;
         let twin_out = out_dir.join(format!("{}-pytorch.json", agent.name));
         let mut twin = Command::new(&python);
@@ -272,6 +281,7 @@ pub fn compare(args: &[String]) -> Result<(), String> {
             .args(&common)
             .arg("--out")
             .arg(&twin_out)
+            .envs(&options.isa.peer_env)
             // The twin prints its summary, which the table shows.
             .stdout(std::process::Stdio::null());
         let pytorch = timed_run(twin, &twin_out, agent.name)?;
@@ -299,9 +309,14 @@ pub fn compare(args: &[String]) -> Result<(), String> {
     let versions = Versions::of(&root, torch_version(&python));
     let sitting = Sitting {
         date: utc_timestamp(now),
-        machine_line: machine_line(&machine, &versions),
+        machine_line: format!(
+            "{}; {}",
+            machine_line(&machine, &versions),
+            options.isa.describe()
+        ),
         machine,
         versions,
+        isa: options.isa,
         threads: options.threads,
         seed: options.seed,
         quick: options.quick,

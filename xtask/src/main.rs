@@ -24,6 +24,7 @@ mod converge;
 mod examples;
 mod gpu;
 mod interop;
+mod isa;
 mod parity;
 mod python;
 

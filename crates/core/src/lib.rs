@@ -58,7 +58,7 @@ mod par;
 pub mod reduce;
 mod rng;
 mod shape;
-mod simd;
+pub mod simd;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 

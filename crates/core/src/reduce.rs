@@ -624,10 +624,10 @@ pub(crate) fn plain_segments_sum<T: Float>(
 ) -> T {
     #[cfg(target_arch = "x86_64")]
     if let Some(xs) = crate::lanes::as_f32(x)
-        && std::arch::is_x86_feature_detected!("avx512f")
+        && crate::simd::enabled(crate::simd::Isa::Avx512)
     {
         let len = offsets.last().copied().unwrap_or(0);
-        // SAFETY: the CPU has AVX-512F (checked above) and the segments were checked.
+        // SAFETY: the CPU has AVX-512F (`enabled` implies it) and the segments were checked.
         let sum: f32 = leaf_sum(len, par, |leaves| unsafe {
             segments_avx512::subtree(offsets, stride, xs, leaves)
         });

@@ -125,6 +125,7 @@ pub fn run(
     quick: bool,
     ids: &[String],
     criterion_home: &Path,
+    env: &BTreeMap<String, String>,
     verbose: bool,
 ) -> Result<BenchRun, String> {
     let filter = format!(
@@ -142,6 +143,7 @@ pub fn run(
         .arg(&filter)
         .env("RLGRAD_BENCH_THREADS", threads.to_string())
         .env("CRITERION_HOME", criterion_home)
+        .envs(env)
         .current_dir(crate::root().join("benches"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -34,6 +34,8 @@ use std::time::{Instant, SystemTime};
 use report::{PeerRound, RlgradRound, Sitting, ThreadsResult, WorkloadResult};
 use workloads::Workload;
 
+use crate::isa::IsaSetting;
+
 /// Rounds of each side per workload and thread count, unless `--rounds` says otherwise.
 const DEFAULT_ROUNDS: usize = 3;
 
@@ -41,6 +43,8 @@ const DEFAULT_ROUNDS: usize = 3;
 pub const OPTIONS: &str = "\
   --only      workloads W0-W7 (default: all)
   --threads   thread count of both sides (default: both, 1 then 2)
+  --isa       cap both sides' vector instruction set: avx512, avx2 or sse2 (default:
+              the CPU's widest; see xtask/src/isa.rs for each peer's switch)
   --quick     the peers' --quick and short criterion runs (~1.5 s a case)
   --rounds    peer/rlgrad rounds per workload and thread count (default 3)
   --out       also write the JSON here (always: target/compare/latest.json)
@@ -53,6 +57,7 @@ pub const OPTIONS: &str = "\
 struct Options {
     workloads: Vec<&'static Workload>,
     threads: Vec<usize>,
+    isa: IsaSetting,
     quick: bool,
     rounds: usize,
     out: Option<PathBuf>,
@@ -65,6 +70,7 @@ impl Options {
         let mut options = Self {
             workloads: workloads::WORKLOADS.iter().collect(),
             threads: vec![1, 2],
+            isa: IsaSetting::new(None)?,
             quick: false,
             rounds: DEFAULT_ROUNDS,
             out: None,
@@ -101,6 +107,7 @@ impl Options {
                         format!("--rounds takes a positive integer, got `{rounds}`")
                     })?;
                 }
+                "--isa" => options.isa = IsaSetting::new(Some(value()?))?,
                 "--quick" => options.quick = true,
                 "--out" => options.out = Some(PathBuf::from(value()?)),
                 "--peers" => options.peers = Some(PathBuf::from(value()?)),
@@ -204,8 +211,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .chain(args.iter().cloned())
             .collect::<Vec<_>>()
             .join(" "),
-        machine_line: machine::line(&machine, &versions),
+        machine_line: format!(
+            "{}; {}",
+            machine::line(&machine, &versions),
+            options.isa.describe()
+        ),
         machine,
+        isa: options.isa.clone(),
         versions,
         quick: options.quick,
         rounds: options.rounds,
@@ -297,6 +309,7 @@ impl Runner {
                     options.quick,
                     bounds,
                     &file,
+                    &options.isa.peer_env,
                     options.verbose,
                 )
                 .map(|(run, failure_reasons)| PeerRound {
@@ -312,6 +325,7 @@ impl Runner {
                 options.quick,
                 &ids,
                 &self.criterion_home,
+                &options.isa.rlgrad_env,
                 options.verbose,
             )
             .map(|run| rlgrad_estimates(run, side.cases, threads, &self.criterion_home));
@@ -371,6 +385,9 @@ mod tests {
         assert_eq!(options.threads, [1]);
         assert!(options.quick);
         assert_eq!(options.rounds, 2);
+        assert!(!options.isa.capped);
+        let capped = Options::parse(&args("--isa baseline")).unwrap();
+        assert!(capped.isa.capped);
 
         let defaults = Options::parse(&[]).unwrap();
         assert_eq!(defaults.workloads.len(), 8);
@@ -386,6 +403,7 @@ mod tests {
             ("--rounds 0", "--rounds takes a positive integer"),
             ("--out", "--out needs a value"),
             ("--fast", "unknown argument `--fast`"),
+            ("--isa avx3", "--isa: "),
         ] {
             let error = Options::parse(&args(line)).unwrap_err();
             assert!(error.contains(expected), "{line}: {error}");

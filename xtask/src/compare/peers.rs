@@ -60,6 +60,7 @@ impl Peers {
         quick: bool,
         bounds: bool,
         out: &Path,
+        env: &BTreeMap<String, String>,
         verbose: bool,
     ) -> Result<(PeerRun, BTreeMap<String, String>), String> {
         let threads = threads.to_string();
@@ -78,6 +79,7 @@ impl Peers {
             .arg(self.dir.join("run.sh"))
             .args(&args)
             .env("PEERS_VENV", &self.venv)
+            .envs(env)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

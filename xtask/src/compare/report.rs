@@ -40,6 +40,8 @@ pub struct Sitting {
     pub machine: Machine,
     pub versions: Versions,
     pub machine_line: String,
+    /// The vector instruction set both sides ran in (`--isa`).
+    pub isa: crate::isa::IsaSetting,
     pub quick: bool,
     pub rounds: usize,
     pub peers_dir: String,

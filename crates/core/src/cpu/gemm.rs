@@ -16,6 +16,7 @@ use std::cell::RefCell;
 
 use super::elementwise::with_formula;
 use crate::kernels::UnaryOp;
+use crate::simd::Isa;
 use crate::{DType, Float, Par};
 
 /// A read-only strided matrix: element `(i, j)` is
@@ -183,16 +184,12 @@ fn dispatch<T: Float>(
 #[inline(always)]
 fn run_blocked<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let fma = std::arch::is_x86_feature_detected!("fma");
-        if fma && std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
-            return unsafe { x86::avx512(operands, c) };
-        }
-        if fma && std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-            return unsafe { x86::avx2(operands, c) };
-        }
+    match crate::simd::isa() {
+        // SAFETY: `isa` never exceeds what the CPU supports: AVX-512F and FMA here.
+        Isa::Avx512 => return unsafe { x86::avx512(operands, c) },
+        // SAFETY: as above, AVX2 and FMA.
+        Isa::Avx2 => return unsafe { x86::avx2(operands, c) },
+        Isa::Baseline => {}
     }
     blocked::<T, Portable, 4, 8>(operands, c);
 }
@@ -727,10 +724,9 @@ fn row_major_f32<T: Float>(
         crate::lanes::as_f32_mut(acc),
     ) && a.col_stride == 1
         && b.row_stride == 1
-        && std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("fma")
+        && crate::simd::enabled(Isa::Avx512)
     {
-        // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+        // SAFETY: the CPU supports AVX-512F and FMA (`enabled` implies it).
         let rows = unsafe { x86::row_major_matrix_vector(data, row_starts, &x[..k]) };
         acc.copy_from_slice(&rows);
         return true;
@@ -784,7 +780,7 @@ fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], wid
     let mut done_steps = 0;
     #[cfg(target_arch = "x86_64")]
     if let (Some(data), Some(steps)) = (crate::lanes::as_f32(data), crate::lanes::as_f32_mut(steps))
-        && std::arch::is_x86_feature_detected!("avx512f")
+        && crate::simd::enabled(Isa::Avx512)
     {
         done_lanes = starts.len() / 16 * 16;
         done_steps = count / 16 * 16;
@@ -1165,8 +1161,8 @@ mod tests {
                 gemm(m, n, k, sa, sb, c, Par::rayon(3), None)
             });
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("fma") {
-                if std::arch::is_x86_feature_detected!("avx2") {
+            {
+                if Isa::Avx2.is_supported() {
                     run("avx2", &|c| {
                         blocked_with(c, &|o, c| {
                             // SAFETY: the CPU supports AVX2 and FMA, checked above.
@@ -1174,7 +1170,7 @@ mod tests {
                         })
                     });
                 }
-                if std::arch::is_x86_feature_detected!("avx512f") {
+                if Isa::Avx512.is_supported() {
                     run("avx512", &|c| {
                         blocked_with(c, &|o, c| {
                             // SAFETY: the CPU supports AVX-512F and FMA, checked above.
