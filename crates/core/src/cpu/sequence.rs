@@ -52,13 +52,20 @@ pub fn pad<T: Float>(
     let (packed_len, padded_len) = sizes("pad", seqs, features)?;
     check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
     check_len("pad", "padded", "[B, T, F]", padded_len, padded.len())?;
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the copy writes only initialized
+    // values, so `padded` stays initialized.
+    let padded = unsafe { &mut *(std::ptr::from_mut(padded) as *mut [MaybeUninit<T>]) };
     copy_into_padded(par, seqs, features, order, flat, padded, true);
     Ok(())
 }
 
-/// [`pad`] into a new buffer. The buffer comes zeroed from [`super::alloc::try_zeroed`],
-/// so only the valid rows are written: the padding is not zeroed twice. An error when the
-/// host cannot allocate `B * T * F` elements.
+/// [`pad`] into a new buffer, every element written once. Below [`FRESH_PAGES_FROM`] the
+/// buffer is uninitialized memory and the padding is zeroed here: in a training loop the
+/// allocator hands back the memory of the previous call, which a zeroed allocation
+/// (`calloc`) would clear again before the copy. From [`FRESH_PAGES_FROM`] on the buffer
+/// is zeroed fresh pages of the OS and only the valid rows are written: padding pages the
+/// copy never touches are never faulted in. An error when the host cannot allocate
+/// `B * T * F` elements.
 pub fn pad_new<T: Float>(
     par: Par,
     seqs: &Sequences,
@@ -68,19 +75,55 @@ pub fn pad_new<T: Float>(
 ) -> Result<Vec<T>> {
     let (packed_len, padded_len) = sizes("pad", seqs, features)?;
     check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
-    let mut padded = super::alloc::try_zeroed(padded_len, "pad", "seqs")?;
-    copy_into_padded(par, seqs, features, order, flat, &mut padded, false);
+    if padded_len.saturating_mul(size_of::<T>()) >= FRESH_PAGES_FROM {
+        let mut padded = alloc::try_zeroed(padded_len, "pad", "seqs")?;
+        // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the copy writes only
+        // initialized values.
+        let out =
+            unsafe { &mut *(std::ptr::from_mut(padded.as_mut_slice()) as *mut [MaybeUninit<T>]) };
+        copy_into_padded(par, seqs, features, order, flat, out, false);
+        return Ok(padded);
+    }
+    let mut padded = alloc::try_with_capacity(padded_len, "pad", "seqs")?;
+    copy_into_padded(
+        par,
+        seqs,
+        features,
+        order,
+        flat,
+        &mut padded.spare_capacity_mut()[..padded_len],
+        true,
+    );
+    // SAFETY: with `zero_padding`, `copy_into_padded` writes all `padded_len` elements.
+    unsafe { padded.set_len(padded_len) };
     Ok(padded)
 }
 
-/// The copy behind [`pad`] and [`pad_new`]; lengths are checked by the caller.
+/// Byte size from which a new buffer is better zeroed fresh pages than reused memory
+/// written whole: glibc's allocator serves allocations below 32 MiB (its largest dynamic
+/// `mmap` threshold) from memory it recycles, and maps larger ones fresh for each call.
+const FRESH_PAGES_FROM: usize = 32 << 20;
+
+/// `dst[i] = src[i]`, into memory that may be uninitialized.
+#[inline(always)]
+fn write_copy<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "copies of equal lengths");
+    // SAFETY: both slices hold `src.len()` elements of `T` (`MaybeUninit<T>` has `T`'s
+    // layout), and a `&mut` and a `&` never overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<T>(), src.len());
+    }
+}
+
+/// The copy behind [`pad`] and [`pad_new`]; lengths are checked by the caller. With
+/// `zero_padding` every element of `padded` is written.
 fn copy_into_padded<T: Float>(
     par: Par,
     seqs: &Sequences,
     features: usize,
     order: PadOrder,
     flat: &[T],
-    padded: &mut [T],
+    padded: &mut [MaybeUninit<T>],
     zero_padding: bool,
 ) {
     let padded_len = padded.len();
@@ -99,9 +142,9 @@ fn copy_into_padded<T: Float>(
                 for (k, dst) in chunk.chunks_mut(per_sequence).enumerate() {
                     let b = ci * sequences_per_chunk + k;
                     let (valid, rest) = dst.split_at_mut(lengths[b] * f);
-                    valid.copy_from_slice(&flat[offsets[b] * f..offsets[b + 1] * f]);
+                    write_copy(valid, &flat[offsets[b] * f..offsets[b + 1] * f]);
                     if zero_padding {
-                        rest.fill(T::zero());
+                        rest.fill(MaybeUninit::new(T::zero()));
                     }
                 }
             });
@@ -115,9 +158,9 @@ fn copy_into_padded<T: Float>(
                     for (b, dst) in row.chunks_mut(f).enumerate() {
                         if t < lengths[b] {
                             let src = (offsets[b] + t) * f;
-                            dst.copy_from_slice(&flat[src..src + f]);
+                            write_copy(dst, &flat[src..src + f]);
                         } else if zero_padding {
-                            dst.fill(T::zero());
+                            dst.fill(MaybeUninit::new(T::zero()));
                         }
                     }
                 }
@@ -126,7 +169,9 @@ fn copy_into_padded<T: Float>(
     }
 }
 
-/// [`unpad`] into a new buffer, allocated once `padded` has the right length; an error
+/// [`unpad`] into a new buffer, allocated once `padded` has the right length; every
+/// element is written once, into uninitialized memory (a zeroed buffer would be cleared
+/// and then written, when the allocator hands back the previous call's memory). An error
 /// when the host cannot allocate `N * F` elements.
 pub fn unpad_new<T: Float>(
     par: Par,
@@ -137,8 +182,17 @@ pub fn unpad_new<T: Float>(
 ) -> Result<Vec<T>> {
     let (packed_len, padded_len) = sizes("unpad", seqs, features)?;
     check_len("unpad", "padded", "[B, T, F]", padded_len, padded.len())?;
-    let mut flat = super::alloc::try_zeroed(packed_len, "unpad", "seqs")?;
-    unpad(par, seqs, features, order, padded, &mut flat)?;
+    let mut flat = alloc::try_with_capacity(packed_len, "unpad", "seqs")?;
+    copy_from_padded(
+        par,
+        seqs,
+        features,
+        order,
+        padded,
+        &mut flat.spare_capacity_mut()[..packed_len],
+    );
+    // SAFETY: `copy_from_padded` writes every element of its `flat`.
+    unsafe { flat.set_len(packed_len) };
     Ok(flat)
 }
 
@@ -154,10 +208,28 @@ pub fn unpad<T: Float>(
     let (packed_len, padded_len) = sizes("unpad", seqs, features)?;
     check_len("unpad", "padded", "[B, T, F]", padded_len, padded.len())?;
     check_len("unpad", "flat", "[N, F]", packed_len, flat.len())?;
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the copy writes only initialized
+    // values, so `flat` stays initialized.
+    let flat = unsafe { &mut *(std::ptr::from_mut(flat) as *mut [MaybeUninit<T>]) };
+    copy_from_padded(par, seqs, features, order, padded, flat);
+    Ok(())
+}
+
+/// The copy behind [`unpad`] and [`unpad_new`], which writes every element of `flat`;
+/// lengths are checked by the caller.
+fn copy_from_padded<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    features: usize,
+    order: PadOrder,
+    padded: &[T],
+    flat: &mut [MaybeUninit<T>],
+) {
+    let packed_len = flat.len();
     let (f, t_max, batch) = (features, seqs.max_len(), seqs.batch());
     let par = par.for_work(packed_len, MIN_TASK);
     // Each sequence's packed rows, handed out in groups of about CHUNK elements.
-    let mut groups: Vec<Vec<(usize, &mut [T])>> = Vec::new();
+    let mut groups: Vec<Vec<(usize, &mut [MaybeUninit<T>])>> = Vec::new();
     let mut group_len = CHUNK;
     let mut rest = flat;
     for (b, &len) in seqs.lengths().iter().enumerate() {
@@ -178,18 +250,17 @@ pub fn unpad<T: Float>(
             match order {
                 PadOrder::BatchMajor => {
                     let src = b * t_max * f;
-                    rows.copy_from_slice(&padded[src..src + rows.len()]);
+                    write_copy(rows, &padded[src..src + rows.len()]);
                 }
                 PadOrder::TimeMajor => {
                     for (t, dst) in rows.chunks_mut(f.max(1)).enumerate() {
                         let src = (t * batch + b) * f;
-                        dst.copy_from_slice(&padded[src..src + f]);
+                        write_copy(dst, &padded[src..src + f]);
                     }
                 }
             }
         }
     });
-    Ok(())
 }
 
 /// The canonical sum of `term(x)` over the valid values of the `[B, T, F]` array `x`, in
@@ -281,8 +352,7 @@ pub fn masked_map<T: Float>(
 /// [`masked_map`] into a new buffer, `function` naming the caller in errors. Every element
 /// is written once, into uninitialized memory: a zeroed buffer would be written twice
 /// (`calloc` clears reused heap memory), which cost 1.2 µs of W5's 7.6 µs. (`pad_new`
-/// keeps a zeroed buffer instead and skips the padding: a pad's long padding then leaves
-/// whole fresh pages untouched.) An error when the host cannot allocate `B * T * F`
+/// does the same for buffers the allocator recycles.) An error when the host cannot allocate `B * T * F`
 /// elements.
 pub fn masked_map_new<T: Float>(
     par: Par,
@@ -445,6 +515,38 @@ mod device {
                 map.map(Vec::as_slice),
                 out,
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pad_new` and `unpad_new` write every element of buffers the allocator recycles
+    /// (below 32 MiB: dirtied by an earlier buffer of the same size) and of fresh pages
+    /// (from 32 MiB on), in both orders.
+    #[test]
+    fn new_buffers_hold_the_values_and_positive_zero_padding_whatever_memory_they_get() {
+        for (lengths, max_len, features) in [
+            (vec![3, 0, 5, 1], 6, 3),
+            (vec![700, 1, 1000, 40], 1100, 2000),
+        ] {
+            let seqs = Sequences::new(&lengths, Some(max_len)).unwrap();
+            let total: usize = lengths.iter().sum();
+            let flat: Vec<f32> = (0..total * features).map(|i| i as f32 + 0.5).collect();
+            for order in [PadOrder::BatchMajor, PadOrder::TimeMajor] {
+                for _ in 0..2 {
+                    drop(vec![f32::NAN; max_len * lengths.len() * features]);
+                    let padded = pad_new(Par::rayon(2), &seqs, features, order, &flat).unwrap();
+                    let mut want = vec![f32::NAN; padded.len()];
+                    pad(Par::Seq, &seqs, features, order, &flat, &mut want).unwrap();
+                    assert!(padded.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+                    drop(vec![f32::NAN; flat.len()]);
+                    let unpadded = unpad_new(Par::rayon(2), &seqs, features, order, &padded);
+                    assert_eq!(unpadded.unwrap(), flat);
+                }
+            }
         }
     }
 }
