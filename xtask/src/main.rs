@@ -17,6 +17,7 @@
 //! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
 //!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! cargo xtask examples-compare        each example's training beside its PyTorch twin
+//! cargo xtask calibrate               where a second thread starts to pay, per kernel family
 //! ```
 
 mod compare;
@@ -202,6 +203,22 @@ const SUBCOMMANDS: &[Subcommand] = &[
         run: compare::run,
     },
     Subcommand {
+        synopsis: "calibrate [--only FAMILY,...] [--quick] [--out FILE]",
+        about: &[
+            "per kernel family (rlgrad_core::grain), one thread against",
+            "two forced to split at growing sizes: where two threads",
+            "start to pay, beside the default grain; JSON in",
+            "target/calibrate/latest.json",
+        ],
+        options: "\
+  --only      families among elementwise, reduce, matmul, recurrence, sequence,
+              optim, cell (default: all)
+  --quick     every other size
+  --out       also write the JSON here
+",
+        run: calibrate,
+    },
+    Subcommand {
         synopsis: "examples-compare [--only A,B] [--threads N] [--quick] [--seed N] [--out FILE] [--peers DIR]",
         about: &[
             "each example's training in rlgrad and in its PyTorch twin",
@@ -239,6 +256,38 @@ fn usage() -> String {
         }
     }
     usage
+}
+
+/// `cargo xtask calibrate`: the calibration binary of `benches/`, in release.
+fn calibrate(args: &[String]) -> Result<(), String> {
+    let mut args = args.to_vec();
+    let mut extra_out = None;
+    if let Some(i) = args.iter().position(|a| a == "--out") {
+        extra_out = Some(args.get(i + 1).cloned().ok_or("--out needs a value")?);
+        args.drain(i..i + 2);
+    }
+    let latest = compare::target_dir(&root()).join("calibrate/latest.json");
+    std::fs::create_dir_all(latest.parent().expect("a file in a folder"))
+        .map_err(|e| format!("cannot create {}: {e}", latest.display()))?;
+    let latest_arg = latest.display().to_string();
+    let mut command = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "rlgrad-benches",
+        "--bin",
+        "calibrate",
+        "--",
+        "--out",
+        &latest_arg,
+    ];
+    command.extend(args.iter().map(String::as_str));
+    cargo(&command, &[])?;
+    if let Some(out) = extra_out {
+        std::fs::copy(&latest, &out).map_err(|e| format!("cannot write {out}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// `Ok` when a command that takes no options got none.

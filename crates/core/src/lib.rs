@@ -52,6 +52,7 @@ pub mod cpu;
 mod device;
 mod error;
 mod float;
+pub mod grain;
 pub mod kernels;
 mod lanes;
 mod par;

@@ -1,5 +1,6 @@
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
@@ -137,6 +138,28 @@ impl Default for Par {
     }
 }
 
+/// The first wait between two polls of [`keep_workers_awake`]'s workers after a poll
+/// that found no work; each further empty poll doubles it up to [`MAX_POLL_INTERVAL`].
+const MIN_POLL_INTERVAL: Duration = Duration::from_nanos(250);
+/// The longest wait between two polls, and so the longest a parallel kernel waits for an
+/// idle worker (its caller runs the pieces no worker took, so it never waits for one).
+/// Short against a kernel worth splitting (tens of microseconds), and long enough that a
+/// worker spends nearly all its idle time in `pause`: polling the queues' shared cache
+/// lines without one slows down the thread that fills them, and on a CPU whose two
+/// logical CPUs share a core (SMT), a worker that keeps polling takes the core's issue
+/// slots from the thread running the serial code between kernels.
+const MAX_POLL_INTERVAL: Duration = Duration::from_micros(4);
+
+/// Spins with `pause` (which hands the core to an SMT sibling) for about `interval`.
+fn pause_for(interval: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < interval {
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Runs `op` in the current rayon pool (the global one, or the one entered with
 /// `ThreadPool::install`) with the pool's other workers kept awake: instead of going to
 /// sleep between parallel kernels, they poll for work until `op` returns. OpenMP's
@@ -191,14 +214,14 @@ pub fn keep_workers_awake<R: Send>(op: impl FnOnce() -> R + Send) -> R {
                 if rayon::current_thread_index() == owner {
                     return;
                 }
+                let mut interval = MIN_POLL_INTERVAL;
                 while !done.load(Ordering::Acquire) {
-                    if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                        // A pause between polls: polling the other workers' queues
-                        // without one slows down the thread that fills them.
-                        for _ in 0..64 {
-                            std::hint::spin_loop();
-                        }
+                    if rayon::yield_now() == Some(rayon::Yield::Executed) {
+                        interval = MIN_POLL_INTERVAL;
+                        continue;
                     }
+                    pause_for(interval);
+                    interval = (interval * 2).min(MAX_POLL_INTERVAL);
                 }
             });
         }

@@ -32,6 +32,7 @@
 //! assert_eq!(one.to_bits(), four.to_bits());
 //! ```
 
+use crate::grain::{Family, grain};
 use std::ops::Range;
 
 use crate::{Error, Float, Par, Result};
@@ -40,9 +41,6 @@ use crate::{Error, Float, Par, Result};
 pub const LEAF_LEN: usize = 64;
 /// Independent accumulators inside a leaf.
 pub const LANES: usize = 16;
-
-/// Leaves per task below which a subtree is not split further for parallelism.
-const MIN_LEAVES_PER_TASK: usize = 512;
 
 /// The lane accumulators of one leaf (or of a subtree of leaves, lane by lane).
 #[derive(Debug, Clone, Copy)]
@@ -104,7 +102,9 @@ where
     if leaves == 0 {
         return None;
     }
-    let grain = leaves.div_ceil(2 * par.threads()).max(MIN_LEAVES_PER_TASK);
+    // Leaves per task below which a subtree is not split further for parallelism.
+    let fewest = (grain(Family::Reduce) / LEAF_LEN).max(1);
+    let grain = leaves.div_ceil(2 * par.threads()).max(fewest);
     Some(tree_range(0..leaves, par, grain, &subtree, combine))
 }
 
@@ -905,7 +905,7 @@ where
 {
     debug_assert_eq!(x.len(), rows * cols);
     debug_assert_eq!(out.len(), cols);
-    let par = par.for_work(rows * cols, 1 << 16);
+    let par = par.for_work(rows * cols, grain(Family::Reduce));
     let leaves = rows.div_ceil(LEAF_LEN);
     par.for_each_chunk_mut(out, COLUMN_BLOCK, |block, sums| {
         let columns = BlockColumns {

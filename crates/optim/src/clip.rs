@@ -1,11 +1,10 @@
 //! Gradient clipping over all gradients of a step (not per tensor), and clipping by value.
 
+use rlgrad_core::grain::{Family, grain};
 use rlgrad_core::{Error, Float, Par, Result, check, reduce};
 
 /// Elements per parallel piece.
 const CHUNK: usize = 1 << 14;
-/// Fewest elements worth a task.
-const MIN_TASK: usize = 1 << 16;
 
 /// The canonical sum of `(g * scale)^2` over the gradients concatenated in the order
 /// given (`scale = 1` is the plain sum of squares).
@@ -171,7 +170,7 @@ fn scale<T: Float>(grads: &mut [&mut [T]], first: T, second: T, par: Par) {
     let total = grads.iter().map(|g| g.len()).sum();
     let chunks: Vec<&mut [T]> = grads.iter_mut().flat_map(|g| g.chunks_mut(CHUNK)).collect();
     let one = first == T::one();
-    par.for_work(total, MIN_TASK)
+    par.for_work(total, grain(Family::Optim))
         .for_each_item(chunks, |chunk| {
             if one {
                 chunk.iter_mut().for_each(|g| *g = *g * second);
@@ -211,7 +210,7 @@ pub fn polyak_update<T: Float>(target: &mut [T], source: &[T], tau: f64) -> Resu
     check::unit_interval("polyak_update", "tau", tau)?;
     check::len("polyak_update", "source", target.len(), source.len())?;
     let (tau_t, keep) = (T::from_f64(tau), T::from_f64(1.0 - tau));
-    let par = Par::auto().for_work(target.len(), MIN_TASK);
+    let par = Par::auto().for_work(target.len(), grain(Family::Optim));
     par.for_each_chunk_mut(target, CHUNK, |ci, chunk| {
         for (t, &s) in chunk.iter_mut().zip(&source[ci * CHUNK..]) {
             *t = tau_t * s + keep * *t;

@@ -1,6 +1,7 @@
 //! The optimizer engine: parameters by name, parameter groups, slots, the step counter,
 //! schedules, the opt-in finite check, and state export/import.
 
+use rlgrad_core::grain::{Family, grain};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rlgrad_core::cpu::alloc;
@@ -308,7 +309,7 @@ fn apply_custom<T: Float>(
     slots: &mut [&mut [T]],
 ) {
     const CHUNK: usize = 1 << 14;
-    let par = par.for_work(value.len(), 1 << 16);
+    let par = par.for_work(value.len(), grain(Family::Optim));
     let mut slot_chunks: Vec<_> = slots.iter_mut().map(|s| s.chunks_mut(CHUNK)).collect();
     let chunks: Vec<_> = value
         .chunks_mut(CHUNK)

@@ -156,7 +156,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         None
     } else {
         let runner = Runner {
-            peers: peers::Peers::locate(options.peers.clone(), &root)?,
+            peers: peers::Peers {
+                env: options.isa.peer_env.clone(),
+                ..peers::Peers::locate(options.peers.clone(), &root)?
+            },
             executables: bench::build(&bench_targets)?,
             criterion_home: target.join("criterion"),
             rounds_dir: target.join("compare/rounds"),
@@ -309,7 +312,6 @@ impl Runner {
                     options.quick,
                     bounds,
                     &file,
-                    &options.isa.peer_env,
                     options.verbose,
                 )
                 .map(|(run, failure_reasons)| PeerRound {

@@ -16,6 +16,8 @@ use serde::Deserialize;
 pub struct Peers {
     pub dir: PathBuf,
     pub venv: PathBuf,
+    /// Set for every run of the drivers (the `--isa` switches).
+    pub env: BTreeMap<String, String>,
 }
 
 impl Peers {
@@ -47,7 +49,11 @@ impl Peers {
                 dir.display()
             ));
         }
-        Ok(Self { dir, venv })
+        Ok(Self {
+            dir,
+            venv,
+            env: BTreeMap::new(),
+        })
     }
 
     /// Runs `run.sh` for `workload` at `threads`, results to `out`; with `bounds`, its W0
@@ -60,7 +66,6 @@ impl Peers {
         quick: bool,
         bounds: bool,
         out: &Path,
-        env: &BTreeMap<String, String>,
         verbose: bool,
     ) -> Result<(PeerRun, BTreeMap<String, String>), String> {
         let threads = threads.to_string();
@@ -79,7 +84,7 @@ impl Peers {
             .arg(self.dir.join("run.sh"))
             .args(&args)
             .env("PEERS_VENV", &self.venv)
-            .envs(env)
+            .envs(&self.env)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

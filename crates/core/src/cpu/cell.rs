@@ -1,22 +1,20 @@
 //! The Cpu fused LSTM cell ([`crate::kernels::CellKernel`]): rows split in halves over
-//! rayon tasks while each half still has `MIN_TASK` elements; each element is the
+//! rayon tasks while each half still has a grain ([`crate::grain::Family::Cell`]) of
+//! elements; each element is the
 //! canonical [`lstm_forward`] / [`lstm_backward`], so any split gives the same bits. The
 //! `f32` forward runs 16 units at a time through the lane versions of `libm`'s sigmoid and
 //! tanh (`crate::lanes`), bitwise the scalar ones.
 
+use crate::grain::{Family, grain};
 use crate::kernels::CellKernel;
 use crate::kernels::cell::{LstmBackward, LstmForward, lstm_backward, lstm_forward};
 use crate::{Float, Par, Result, lanes};
 
 use super::Cpu;
 
-/// Fewest elements (rows times units) worth a task of their own: each costs five
-/// transcendental functions.
-const MIN_TASK: usize = 1 << 13;
-
 /// Whether `rows` rows of `hidden` units are worth splitting in two tasks.
 fn worth_splitting(par: Par, rows: usize, hidden: usize) -> bool {
-    par.threads() > 1 && rows >= 2 && rows * hidden >= 2 * MIN_TASK
+    par.threads() > 1 && rows >= 2 && rows * hidden >= 2 * grain(Family::Cell)
 }
 
 /// The forward over whole rows, halved over rayon tasks while worth it.
@@ -277,7 +275,7 @@ mod tests {
     #[test]
     fn every_split_gives_the_bits_of_the_element_formulas() {
         let mut rng = Rng::new(4, "lstm cell");
-        // Rows and units around the task split (2 * MIN_TASK elements).
+        // Rows and units around the default task split (2 * 8192 elements).
         for (batch, hidden) in [(1, 1), (3, 5), (64, 256), (129, 128)] {
             let gates = random(&mut rng, batch * 4 * hidden);
             let c = random(&mut rng, batch * hidden);

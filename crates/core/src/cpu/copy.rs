@@ -1,4 +1,5 @@
-use super::{CHUNK, Cpu, MIN_TASK, check_output, check_view, dense_or_copy, for_each_run};
+use super::{CHUNK, Cpu, check_output, check_view, dense_or_copy, for_each_run};
+use crate::grain::{Family, grain};
 use crate::kernels::CopyKernel;
 use crate::{Error, Float, Result, View};
 
@@ -43,7 +44,7 @@ impl<T: Float> CopyKernel<T> for Cpu {
         }
         let data = dense_or_copy("Cpu::index_select", self.par, x)?;
         let rows_per_chunk = CHUNK.div_ceil(inner);
-        let par = self.par.for_work(out.len(), MIN_TASK);
+        let par = self.par.for_work(out.len(), grain(Family::Elementwise));
         par.for_each_chunk_mut(out, rows_per_chunk * inner, |ci, chunk| {
             for (r, row) in chunk.chunks_mut(inner).enumerate() {
                 let out_row = ci * rows_per_chunk + r;
@@ -90,7 +91,7 @@ impl<T: Float> CopyKernel<T> for Cpu {
             return Ok(());
         }
         let blocks_per_chunk = CHUNK.div_ceil(block);
-        let par = self.par.for_work(out.len(), MIN_TASK);
+        let par = self.par.for_work(out.len(), grain(Family::Elementwise));
         par.for_each_chunk_mut(out, blocks_per_chunk * block, |ci, chunk| {
             for (b, target) in chunk.chunks_mut(block).enumerate() {
                 let o = ci * blocks_per_chunk + b;

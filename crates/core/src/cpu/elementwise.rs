@@ -9,9 +9,8 @@
 //! without the walk. The `f32` exp, tanh and sigmoid of dense inputs run through the lane
 //! versions of `crate::lanes` (the same bits).
 
-use super::{
-    CHUNK, Cpu, MIN_TASK, Run, check_output, check_view, dense, for_each_run, repeated_row, runs,
-};
+use super::{CHUNK, Cpu, Run, check_output, check_view, dense, for_each_run, repeated_row, runs};
+use crate::grain::{Family, grain};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use crate::{Error, Float, Par, Result, View, lanes};
 
@@ -54,7 +53,7 @@ pub(super) fn map<T: Float>(
 /// Calls `job(first, chunk)` for the [`CHUNK`]-sized chunks of `out` (`first` the index of
 /// the chunk's first element), in parallel when `out` is long enough to pay for it.
 fn chunked<T: Send>(par: Par, out: &mut [T], job: impl Fn(usize, &mut [T]) + Sync + Send) {
-    par.for_work(out.len(), MIN_TASK)
+    par.for_work(out.len(), grain(Family::Elementwise))
         .for_each_chunk_mut(out, CHUNK, |ci, chunk| job(ci * CHUNK, chunk));
 }
 
@@ -108,7 +107,7 @@ fn lane_map<F>(par: Par, f: F, x: &[f32], out: &mut [f32]) -> bool
 where
     F: Fn(&[f32; lanes::LANES]) -> [f32; lanes::LANES] + Copy + Sync + Send,
 {
-    par.for_work(out.len(), MIN_TASK)
+    par.for_work(out.len(), grain(Family::Elementwise))
         .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
             let x = &x[ci * CHUNK..ci * CHUNK + chunk.len()];
             crate::simd::widest(lanes::LaneMap { f, x, out: chunk });
@@ -383,7 +382,7 @@ impl<T: Float> ElementwiseKernel<T> for Cpu {
         same_shape("Cpu::select", "on_true", condition, on_true)?;
         same_shape("Cpu::select", "on_false", condition, on_false)?;
         check_output("Cpu::select", out, condition.layout.numel())?;
-        let par = self.par.for_work(out.len(), MIN_TASK);
+        let par = self.par.for_work(out.len(), grain(Family::Elementwise));
         par.for_each_chunk_mut(out, CHUNK, |ci, chunk| {
             for_each_run(
                 [condition.layout, on_true.layout, on_false.layout],
@@ -449,7 +448,7 @@ mod tests {
         let mut rng = Rng::new(6, "lanes");
         // An odd length (a short last group), a size that splits over tasks, and the
         // values that send a group to the scalar fallback.
-        for len in [1, 37, 3 * MIN_TASK + 5] {
+        for len in [1, 37, 3 * grain(Family::Elementwise) + 5] {
             let mut x: Vec<f32> = (0..len).map(|_| rng.normal(0.0, 6.0)).collect();
             for (i, special) in [f32::NAN, f32::INFINITY, -100.0, 95.0, 1e-30, -0.0]
                 .into_iter()

@@ -15,6 +15,7 @@
 use std::cell::RefCell;
 
 use super::elementwise::with_formula;
+use crate::grain::{Family, grain};
 use crate::kernels::UnaryOp;
 use crate::simd::Isa;
 use crate::{DType, Float, Par};
@@ -91,8 +92,6 @@ const IN_PLACE_B: usize = 1 << 14;
 const IN_PLACE_B_FEW_ROWS: usize = 1 << 17;
 /// See [`IN_PLACE_B_FEW_ROWS`].
 const IN_PLACE_ROWS: usize = 256;
-/// Multiply-adds below which a product stays on one thread.
-const MIN_PARALLEL_WORK: usize = 1 << 20;
 /// Outputs narrower than this (and taller than wide) are computed as `c^T = b^T a^T`, so
 /// that the microkernel's wide side runs along the long side of `c`.
 const NARROW: usize = 16;
@@ -112,11 +111,10 @@ pub(crate) fn gemm<T: Float>(
 ) {
     debug_assert!(k >= 1 && c.len() == m * n);
     debug_assert!(epilogue.is_none_or(|e| e.bias.len() == n));
-    let threads = if m * n * k >= MIN_PARALLEL_WORK {
-        par.threads().min(m.div_ceil(MC / 4).max(1))
-    } else {
-        1
-    };
+    let threads = par
+        .for_work(m * n * k, grain(Family::Matmul))
+        .threads()
+        .min(m.div_ceil(MC / 4).max(1));
     if threads <= 1 {
         return dispatch(m, n, k, a, b, c, epilogue);
     }

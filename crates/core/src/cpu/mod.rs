@@ -20,6 +20,7 @@ pub mod sequence;
 
 use std::sync::Arc;
 
+use crate::grain::{Family, grain};
 use crate::{Device, Element, Error, Layout, Par, Result, View};
 
 /// The host device. Its [`Par`] setting decides how many rayon tasks a kernel may use;
@@ -107,8 +108,6 @@ impl Device for Cpu {
 /// Elements per parallel piece of elementwise work: large enough to amortize a task,
 /// small enough to balance two to four threads on mid-sized tensors.
 const CHUNK: usize = 1 << 14;
-/// Fewest elements worth a task of their own (see [`Par::for_work`]).
-const MIN_TASK: usize = 1 << 15;
 
 /// `Ok` when every element `view` addresses lies inside its buffer.
 fn check_view<E>(
@@ -246,7 +245,7 @@ fn dense_or_copy<'a, E: Element>(
         None => {
             // A broadcast view can address far more elements than its buffer holds.
             let mut out = alloc::try_zeroed(view.layout.numel(), function, "x")?;
-            let par = par.for_work(out.len(), MIN_TASK);
+            let par = par.for_work(out.len(), grain(Family::Elementwise));
             par.for_each_chunk_mut(&mut out, CHUNK, |ci, chunk| {
                 for_each_run(
                     [view.layout],

@@ -7,14 +7,13 @@
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
+use crate::grain::{Family, grain};
 use crate::kernels::optim::{MAX_SLOTS, Update};
 use crate::simd::{Vectorized, widest};
 use crate::{Error, Float, Par, Result};
 
 /// Elements per chunk of work.
 const CHUNK: usize = 1 << 14;
-/// Fewest elements worth a task of their own.
-const MIN_TASK: usize = 1 << 15;
 
 /// One parameter's update: the rule with its step scalars, the parameter, its gradient
 /// and its slots (in the order of [`Update::slot_names`]).
@@ -105,7 +104,8 @@ pub fn update_all<T: Float>(par: Par, jobs: Vec<Job<'_, T>>) -> Result<()> {
             });
         }
     }
-    par.for_work(total, MIN_TASK).for_each_item(chunks, widest);
+    par.for_work(total, grain(Family::Optim))
+        .for_each_item(chunks, widest);
     Ok(())
 }
 
@@ -118,7 +118,7 @@ pub fn update<T: Float>(
     slots: &mut [&mut [T]],
 ) -> Result<()> {
     check(update, param, grad, slots)?;
-    let par = par.for_work(param.len(), MIN_TASK);
+    let par = par.for_work(param.len(), grain(Family::Optim));
     let update = *update;
     fn chunk<'a, T: Float>(
         update: Update<T>,

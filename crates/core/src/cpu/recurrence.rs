@@ -6,6 +6,7 @@
 //! adjacent columns) and the chunks run in parallel; each column is scanned sequentially
 //! in `t`. Columns never interact, so every chunking gives the same bits.
 
+use crate::grain::{Family, grain};
 use std::ops::Range;
 
 use rayon::prelude::*;
@@ -183,10 +184,6 @@ const BLOCK: usize = 64;
 const SMALL_BLOCK: usize = 16;
 /// Fewest columns a parallel task gets.
 const MIN_TASK_COLUMNS: usize = 128;
-/// Fewest elements a parallel task gets: below about a megabyte per input the scan takes
-/// tens of microseconds, less than waking a second thread and moving the data between
-/// the cores' caches (measured in `benches/returns.rs`).
-const MIN_TASK_ELEMENTS: usize = 1 << 18;
 
 /// The rows of one output that belong to one chunk of columns.
 enum Rows<'a, T> {
@@ -282,7 +279,7 @@ type Chunk<'a, T, const N: usize> = (Range<usize>, [Vec<&'a mut [T]>; N]);
 /// Splits the columns of the `[T, B]` outputs `outs` into one chunk per task, hands each
 /// chunk its rows of every output, and runs `kernel` over the chunks in parallel. Chunks
 /// are at least [`MIN_TASK_COLUMNS`] wide (narrower ones would share cache lines of the
-/// outputs between threads) and [`MIN_TASK_ELEMENTS`] large.
+/// outputs between threads) and a grain ([`crate::grain::Family::Recurrence`]) large.
 fn run_columns<T, K, const N: usize>(par: Par, layout: TimeMajor, outs: [&mut [T]; N], kernel: &K)
 where
     T: Send,
@@ -292,8 +289,8 @@ where
         return;
     }
     let tasks = par
-        .threads()
-        .min((layout.t.saturating_mul(layout.b) / MIN_TASK_ELEMENTS).max(1));
+        .for_work(layout.t.saturating_mul(layout.b), grain(Family::Recurrence))
+        .threads();
     let width = layout
         .b
         .div_ceil(tasks)

@@ -5,13 +5,12 @@
 use std::mem::MaybeUninit;
 
 use super::alloc;
+use crate::grain::{Family, grain};
 use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use crate::{Error, Float, Par, Result, check, reduce};
 
 /// Elements per parallel piece of work.
 const CHUNK: usize = 1 << 15;
-/// Fewest elements worth a task of its own.
-const MIN_TASK: usize = 1 << 16;
 
 fn check_len(
     function: &'static str,
@@ -59,10 +58,10 @@ pub fn pad<T: Float>(
     Ok(())
 }
 
-/// [`pad`] into a new buffer, every element written once. Below [`FRESH_PAGES_FROM`] the
+/// [`pad`] into a new buffer, every element written once. Below 32 MiB the
 /// buffer is uninitialized memory and the padding is zeroed here: in a training loop the
 /// allocator hands back the memory of the previous call, which a zeroed allocation
-/// (`calloc`) would clear again before the copy. From [`FRESH_PAGES_FROM`] on the buffer
+/// (`calloc`) would clear again before the copy. From 32 MiB on the buffer
 /// is zeroed fresh pages of the OS and only the valid rows are written: padding pages the
 /// copy never touches are never faulted in. An error when the host cannot allocate
 /// `B * T * F` elements.
@@ -133,7 +132,7 @@ fn copy_into_padded<T: Float>(
         return;
     }
     let (lengths, offsets, f) = (seqs.lengths(), seqs.offsets(), features);
-    let par = par.for_work(padded_len, MIN_TASK);
+    let par = par.for_work(padded_len, grain(Family::Sequence));
     match order {
         PadOrder::BatchMajor => {
             let per_sequence = seqs.max_len() * f;
@@ -215,6 +214,9 @@ pub fn unpad<T: Float>(
     Ok(())
 }
 
+/// A sequence's index and its packed rows, still to be written.
+type SequenceRows<'a, T> = (usize, &'a mut [MaybeUninit<T>]);
+
 /// The copy behind [`unpad`] and [`unpad_new`], which writes every element of `flat`;
 /// lengths are checked by the caller.
 fn copy_from_padded<T: Float>(
@@ -227,9 +229,9 @@ fn copy_from_padded<T: Float>(
 ) {
     let packed_len = flat.len();
     let (f, t_max, batch) = (features, seqs.max_len(), seqs.batch());
-    let par = par.for_work(packed_len, MIN_TASK);
+    let par = par.for_work(packed_len, grain(Family::Sequence));
     // Each sequence's packed rows, handed out in groups of about CHUNK elements.
-    let mut groups: Vec<Vec<(usize, &mut [MaybeUninit<T>])>> = Vec::new();
+    let mut groups: Vec<Vec<SequenceRows<'_, T>>> = Vec::new();
     let mut group_len = CHUNK;
     let mut rest = flat;
     for (b, &len) in seqs.lengths().iter().enumerate() {
@@ -323,7 +325,7 @@ pub fn sequence_sums<T: Float>(
     }
     let (lengths, row) = (seqs.lengths(), seqs.max_len() * features);
     let per_chunk = CHUNK.div_ceil(row);
-    let par = par.for_work(values, MIN_TASK);
+    let par = par.for_work(values, grain(Family::Sequence));
     par.for_each_chunk_mut(sums, per_chunk, |ci, chunk| {
         for (k, sum) in chunk.iter_mut().enumerate() {
             let b = ci * per_chunk + k;
@@ -419,7 +421,7 @@ fn masked_map_uninit<T: Float>(
     // then padding.
     let (lengths, row) = (seqs.lengths(), seqs.max_len() * features);
     let per_chunk = CHUNK.div_ceil(row);
-    let par = par.for_work(len, MIN_TASK);
+    let par = par.for_work(len, grain(Family::Sequence));
     par.for_each_chunk_mut(out, per_chunk * row, |ci, chunk| {
         for (k, row_out) in chunk.chunks_mut(row).enumerate() {
             let b = ci * per_chunk + k;
@@ -541,7 +543,12 @@ mod tests {
                     let padded = pad_new(Par::rayon(2), &seqs, features, order, &flat).unwrap();
                     let mut want = vec![f32::NAN; padded.len()];
                     pad(Par::Seq, &seqs, features, order, &flat, &mut want).unwrap();
-                    assert!(padded.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+                    assert!(
+                        padded
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits())
+                    );
                     drop(vec![f32::NAN; flat.len()]);
                     let unpadded = unpad_new(Par::rayon(2), &seqs, features, order, &padded);
                     assert_eq!(unpadded.unwrap(), flat);
