@@ -18,6 +18,7 @@
 //!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! cargo xtask examples-compare        each example's training beside its PyTorch twin
 //! cargo xtask calibrate               where a second thread starts to pay, per kernel family
+//! cargo xtask gemm-peak [--isa avx2]  the GEMM on TD3's products, GFLOP/s and share of FMA peak
 //! ```
 
 mod compare;
@@ -219,6 +220,16 @@ const SUBCOMMANDS: &[Subcommand] = &[
         run: calibrate,
     },
     Subcommand {
+        synopsis: "gemm-peak [--isa avx512|avx2]",
+        about: &[
+            "rlgrad's GEMM on every product of a TD3 update (batch 100",
+            "and 256) and the W6 MLP, one thread: GFLOP/s and the share",
+            "of this core's measured f32 FMA peak at the ISA in use",
+        ],
+        options: "  --isa       cap the vector instruction set (RLGRAD_MAX_ISA)\n",
+        run: gemm_peak,
+    },
+    Subcommand {
         synopsis: "examples-compare [--only A,B] [--threads N] [--quick] [--seed N] [--out FILE] [--peers DIR]",
         about: &[
             "each example's training in rlgrad and in its PyTorch twin",
@@ -288,6 +299,36 @@ fn calibrate(args: &[String]) -> Result<(), String> {
         std::fs::copy(&latest, &out).map_err(|e| format!("cannot write {out}: {e}"))?;
     }
     Ok(())
+}
+
+/// `cargo xtask gemm-peak`: the GEMM report binary of `benches/`, in release.
+fn gemm_peak(args: &[String]) -> Result<(), String> {
+    let isa = match args {
+        [] => isa::IsaSetting::new(None)?,
+        [flag, level] if flag == "--isa" => isa::IsaSetting::new(Some(level))?,
+        _ => {
+            return Err(format!(
+                "usage: cargo xtask gemm-peak [--isa LEVEL], got {args:?}"
+            ));
+        }
+    };
+    let env: Vec<(&str, &str)> = isa
+        .rlgrad_env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    cargo(
+        &[
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "rlgrad-benches",
+            "--bin",
+            "gemm_peak",
+        ],
+        &env,
+    )
 }
 
 /// `Ok` when a command that takes no options got none.
