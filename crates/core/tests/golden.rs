@@ -1,0 +1,1154 @@
+//! The cross-ISA golden test of the kernels: fixed inputs through every kernel family of
+//! rlgrad-core, in `f32` and `f64`, with the bits of every output hashed into one value
+//! per family and element type. The hashes are committed below ([`GOLDEN`]) and must come
+//! out the same at every instruction set this CPU supports ([`Isa::ALL`], through the
+//! process-wide cap [`simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on every
+//! platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
+//! qemu): the canonical orders fix every rounding, so the vector width, the thread count
+//! and the CPU never show in the bits.
+//!
+//! # When a hash differs
+//!
+//! A mismatch names the family, the element type, the instruction set and the thread
+//! setting, with the hash it got and the one committed.
+//!
+//! - **Nobody meant to change that kernel's results: it is a determinism bug.** A kernel
+//!   version for one instruction set (or a thread split, or a platform's libm or FMA)
+//!   left the canonical order. Do not update the constant: find the version that differs
+//!   (the message says which setting disagrees; a run where every setting disagrees with
+//!   the constant but agrees with the others points at a change on all paths).
+//! - **A kernel's canonical order (or its formula) was changed on purpose**, documented in
+//!   its doc comment: update that family's constants. Run
+//!   `cargo test -p rlgrad-core --test golden -- --nocapture`, which prints one
+//!   `golden <family> <dtype>: <hex>` line per family, and copy the new values into
+//!   [`GOLDEN`]. Check that the other families kept their hashes, and say in the commit
+//!   which canonical order changed and why.
+//!
+//! The test is one `#[test]` function because the instruction-set cap is process-wide: a
+//! second test in this binary, running in parallel, would change the cap under it.
+//!
+//! NaN results are hashed as one value whatever their sign and payload: IEEE 754 leaves
+//! those to the hardware (x86 produces a negative quiet NaN for `0 / 0` where aarch64
+//! produces a positive one), and rlgrad does not promise them.
+
+use std::sync::OnceLock;
+
+use rlgrad_core::cpu::{cell, optim, recurrence, sequence};
+use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
+use rlgrad_core::kernels::optim::{
+    Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
+};
+use rlgrad_core::kernels::recurrence::{Episodes, SliceEpisodes, TimeMajor, VtraceParams};
+use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
+use rlgrad_core::kernels::{
+    BinaryOp, CopyKernel, ElementwiseKernel, MatmulKernel, ReduceKernel, ReduceOp, UnaryOp,
+};
+use rlgrad_core::simd::{self, Isa};
+use rlgrad_core::{Cpu, Dims, Float, Layout, Par, Rng, Shape, View, reduce};
+
+/// The committed hashes: `(family, dtype, hash)`.
+const GOLDEN: &[(&str, &str, u64)] = &[
+    ("unary", "f32", 0x2e722f7908df17e7),
+    ("unary", "f64", 0x45058f1cf7ddc575),
+    ("binary", "f32", 0x93d9e6f2ee834b21),
+    ("binary", "f64", 0x02f1b2fa5cabe933),
+    ("select", "f32", 0xb15dd29970093582),
+    ("select", "f64", 0x484fb3e7e9ffc62e),
+    ("reduce", "f32", 0xaf1c79a5047baeb5),
+    ("reduce", "f64", 0x45d758694d9732f7),
+    ("reduce_slices", "f32", 0xd312745b6648762e),
+    ("reduce_slices", "f64", 0xea2ad675f3d597d6),
+    ("copy", "f32", 0xe1537266ab402be5),
+    ("copy", "f64", 0x8bf2c118a3249851),
+    ("matmul", "f32", 0x473c75cf16fe7f55),
+    ("matmul", "f64", 0xa2d945a69b5ee818),
+    ("recurrence", "f32", 0xb095f84e538be996),
+    ("recurrence", "f64", 0x598775540980a401),
+    ("sequence", "f32", 0x57a8818171010b3d),
+    ("sequence", "f64", 0x85735da9fdca7fed),
+    ("optim", "f32", 0x4cd2fff73ebb0cc0),
+    ("optim", "f64", 0x760e79ede06e906f),
+    ("cell", "f32", 0xc46bddb88aba62de),
+    ("cell", "f64", 0x090eb8cb6ab21285),
+];
+
+/// The seed of the inputs.
+const SEED: u64 = 23;
+
+/// Elements enough for the elementwise, reduction and optimizer kernels to split their
+/// work into more than one task at `Par::rayon(3)` (their thresholds are 32K to 64K
+/// elements), and odd, so that no vector width divides it.
+const LONG: usize = 70_001;
+
+/// FNV-1a (64-bit) over the bits of output values: small, fixed forever, and the same on
+/// every platform.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Self(0xcbf29ce484222325)
+    }
+
+    fn word(&mut self, word: u64) {
+        for byte in word.to_le_bytes() {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x00000100000001b3);
+        }
+    }
+
+    /// The length, then every value's bits in order (NaN as one value, see the module
+    /// docs).
+    fn values<T: Float>(&mut self, values: &[T]) {
+        self.word(values.len() as u64);
+        for &v in values {
+            self.word(if v.is_nan() {
+                u64::MAX
+            } else {
+                v.to_bits_u64()
+            });
+        }
+    }
+}
+
+/// `2^e` for the exponents used here, exactly.
+fn two_to(e: i64) -> f64 {
+    f64::from_bits(((1023 + e) as u64) << 52)
+}
+
+/// Samples in the pool of inputs: more than the longest input.
+const POOL_LEN: usize = 1 << 20;
+
+/// Standard normal samples, each with an exponent uniform in `-12..=12`, drawn once per
+/// process from one stream: every input below is a slice of them (drawing each input
+/// afresh, for each setting and element type, cost most of the test's time).
+fn pool() -> &'static [(f64, i64)] {
+    static POOL: OnceLock<Vec<(f64, i64)>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let mut rng = Rng::new(SEED, "golden inputs");
+        (0..POOL_LEN)
+            .map(|_| (rng.normal_f64(), rng.below(25) as i64 - 12))
+            .collect()
+    })
+}
+
+/// `len` consecutive samples of the pool from a start that `name` picks, so that inputs
+/// of different names differ.
+fn draws(name: &str, len: usize) -> &'static [(f64, i64)] {
+    let mut hash = Fnv::new();
+    for byte in name.bytes() {
+        hash.word(u64::from(byte));
+    }
+    let start = (hash.0 % (POOL_LEN - len + 1) as u64) as usize;
+    &pool()[start..start + len]
+}
+
+/// `len` values named `name`: normal samples scaled by `2^e` with `e` uniform in
+/// `-12..=12`, so that the results of sums and products depend on their order of
+/// rounding; every 97th value is `+0` and the one 48 after it `-0`.
+fn spread<T: Float>(name: &str, len: usize) -> Vec<T> {
+    draws(name, len)
+        .iter()
+        .enumerate()
+        .map(|(i, &(z, e))| match i % 97 {
+            0 => T::zero(),
+            48 => -T::zero(),
+            _ => T::from_f64(z * two_to(e)),
+        })
+        .collect()
+}
+
+/// `len` normal samples of standard deviation `std` named `name`.
+fn normal<T: Float>(name: &str, len: usize, std: f64) -> Vec<T> {
+    draws(name, len)
+        .iter()
+        .map(|&(z, _)| T::from_f64(z * std))
+        .collect()
+}
+
+/// Magnitudes on every branch of libm's `exp`, `expm1`, `tanh`, `log` and `pow` (in
+/// `f32` and `f64`) and of the lane versions of `expf`, `tanhf` and the sigmoid, in
+/// increasing order.
+const BRANCH_POINTS: &[f64] = &[
+    // Zero, subnormals and the smallest normals of f64, then of f32.
+    0.0,
+    5e-324,
+    1e-310,
+    f64::MIN_POSITIVE,
+    1e-300,
+    1e-45,
+    1e-40,
+    f32::MIN_POSITIVE as f64,
+    1e-30,
+    // The tiny-argument shortcuts (tanh below 2^-55, exp below 2^-28 and 2^-13, expm1f
+    // below 2^-25).
+    1e-20,
+    2e-17,
+    3e-17,
+    2e-9,
+    4e-9,
+    2e-8,
+    3.5e-8,
+    1e-5,
+    1.2e-4,
+    1.3e-4,
+    1e-3,
+    0.1,
+    // Either side of tanh's thresholds (0.2554, 0.5493) and of the reductions' (0.5 ln 2,
+    // 1.5 ln 2).
+    0.2554,
+    0.2555,
+    0.3465,
+    0.3466,
+    0.5,
+    0.5493,
+    0.5494,
+    0.9,
+    1.0,
+    1.0397,
+    1.0398,
+    1.1,
+    2.0,
+    5.0,
+    // The end of tanhf's lane range (9), of expm1f's (27 ln 2), tanh's saturation (22).
+    8.99,
+    9.0,
+    9.01,
+    15.0,
+    18.714,
+    18.716,
+    20.0,
+    22.0,
+    22.1,
+    30.0,
+    50.0,
+    // expf: the end of its lane range, overflow, the subnormal results, underflow.
+    87.33,
+    87.34,
+    88.72,
+    88.73,
+    100.0,
+    103.97,
+    103.98,
+    110.0,
+    // exp: the subnormal results, overflow, underflow.
+    708.39,
+    708.4,
+    709.78,
+    709.79,
+    745.13,
+    745.14,
+    // Huge finite values, up to the largest of f32 and of f64.
+    1e3,
+    1e5,
+    1e10,
+    1e30,
+    3e38,
+    f32::MAX as f64,
+    1e100,
+    1e300,
+    f64::MAX,
+];
+
+/// The inputs of the transcendental functions: [`BRANCH_POINTS`] with both signs, where
+/// finite in `T`, in increasing magnitude (so that the small ones share groups of 16 lanes
+/// without a fallback value), then `LONG` normal samples of standard deviation 4 (most
+/// groups in the lanes' fast ranges, some with a value that sends them to libm).
+fn transcendental_inputs<T: Float>() -> Vec<T> {
+    let mut x: Vec<T> = BRANCH_POINTS
+        .iter()
+        .flat_map(|&v| [T::from_f64(v), -T::from_f64(v)])
+        .filter(|v| v.is_finite())
+        .collect();
+    x.extend(normal::<T>("transcendental", LONG, 4.0));
+    x
+}
+
+/// A row-major layout of `dims`.
+fn dense(dims: &[usize]) -> Layout {
+    Layout::contiguous(Shape::from(dims))
+}
+
+/// A view of `dims` with `strides` (in elements) from element `offset`.
+fn strided(dims: &[usize], strides: &[usize], offset: usize) -> Layout {
+    Layout::from_parts(Shape::from(dims), Dims::from_slice(strides), offset)
+}
+
+/// `T::from_f64`, shorter.
+fn c<T: Float>(v: f64) -> T {
+    T::from_f64(v)
+}
+
+/// Every [`UnaryOp`] (each variant; a new one must be added here), over a dense input
+/// (the lane versions of exp, tanh and sigmoid for `f32`) and a transposed view of it
+/// (the scalar formulas).
+fn unary<T: Float>(cpu: &Cpu) -> Fnv {
+    let ops = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Relu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Square,
+        UnaryOp::Powf(c(0.5)),
+        UnaryOp::Powf(c(-1.5)),
+        UnaryOp::Powf(c(3.0)),
+        UnaryOp::Powf(c(2.7)),
+        UnaryOp::Clamp {
+            min: c(-2.5),
+            max: c(0.75),
+        },
+        UnaryOp::AddScalar(c(0.1)),
+        UnaryOp::SubScalar(c(0.3)),
+        UnaryOp::ScalarSub(c(1.7)),
+        UnaryOp::MulScalar(c(-0.7)),
+        UnaryOp::DivScalar(c(3.0)),
+        UnaryOp::ScalarDiv(c(0.9)),
+    ];
+    let x = transcendental_inputs::<T>();
+    let layouts = [
+        dense(&[x.len()]),
+        // Column-major [37, 29] from element 5: strided runs.
+        strided(&[37, 29], &[1, 37], 5),
+    ];
+    let mut hash = Fnv::new();
+    for op in ops {
+        for layout in &layouts {
+            let mut out = vec![T::zero(); layout.numel()];
+            cpu.unary(op, View::new(&x, layout), &mut out).unwrap();
+            hash.values(&out);
+        }
+    }
+    hash
+}
+
+/// `(lhs, rhs)` of the binary ops: spread values where every fifth `rhs` equals its
+/// `lhs` (so that the comparisons are sometimes true).
+fn binary_inputs<T: Float>(len: usize) -> (Vec<T>, Vec<T>) {
+    let a = spread::<T>("binary lhs", len);
+    let mut b = spread::<T>("binary rhs", len);
+    for i in (0..len).step_by(5) {
+        b[i] = a[i];
+    }
+    (a, b)
+}
+
+/// Every [`BinaryOp`] over dense operands, a row broadcast along the rows (a bias), a
+/// column broadcast, a scalar, and two non-contiguous views.
+fn binary<T: Float>(cpu: &Cpu) -> Fnv {
+    let ops = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::ReluBackward,
+        BinaryOp::TanhBackward,
+        BinaryOp::SigmoidBackward,
+        BinaryOp::SqrtBackward,
+        BinaryOp::AbsBackward,
+    ];
+    let (a, b) = binary_inputs::<T>(LONG);
+    let cases = [
+        (dense(&[LONG]), dense(&[LONG])),
+        // [7, 143] plus a row of 143 from element 11 repeated on every row.
+        (dense(&[7, 143]), strided(&[7, 143], &[0, 1], 11)),
+        // The same with the operands swapped.
+        (strided(&[7, 143], &[0, 1], 11), dense(&[7, 143])),
+        // [7, 143] plus a column of 7 repeated along each row.
+        (dense(&[7, 143]), strided(&[7, 143], &[1, 0], 3)),
+        // One value broadcast to [3, 5, 67].
+        (strided(&[3, 5, 67], &[0, 0, 0], 17), dense(&[3, 5, 67])),
+        // A transposed [29, 37] against every other element of a [29, 74].
+        (
+            strided(&[29, 37], &[1, 29], 2),
+            strided(&[29, 37], &[74, 2], 1),
+        ),
+    ];
+    let mut hash = Fnv::new();
+    for op in ops {
+        for (la, lb) in &cases {
+            let mut out = vec![T::zero(); la.numel()];
+            cpu.binary(op, View::new(&a, la), View::new(&b, lb), &mut out)
+                .unwrap();
+            hash.values(&out);
+        }
+    }
+    hash
+}
+
+/// Select with a condition holding `+0`, `-0` (both false) and nonzero values, dense and
+/// through broadcast and transposed views.
+fn select<T: Float>(cpu: &Cpu) -> Fnv {
+    let condition: Vec<T> = spread::<T>("select condition", LONG)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| if i % 3 == 0 { T::zero() } else { v })
+        .collect();
+    let (on_true, on_false) = binary_inputs::<T>(LONG);
+    let cases = [
+        [dense(&[LONG]), dense(&[LONG]), dense(&[LONG])],
+        [
+            strided(&[41, 53], &[1, 41], 0),
+            strided(&[41, 53], &[0, 1], 7),
+            dense(&[41, 53]),
+        ],
+        [
+            dense(&[41, 53]),
+            strided(&[41, 53], &[53, 1], 100),
+            strided(&[41, 53], &[1, 0], 9),
+        ],
+    ];
+    let mut hash = Fnv::new();
+    for [lc, lt, lf] in &cases {
+        let mut out = vec![T::zero(); lc.numel()];
+        cpu.select(
+            View::new(&condition, lc),
+            View::new(&on_true, lt),
+            View::new(&on_false, lf),
+            &mut out,
+        )
+        .unwrap();
+        hash.values(&out);
+    }
+    hash
+}
+
+/// Every [`ReduceOp`] over everything and along each axis, of dense data (one long enough
+/// to split over tasks) and of a transposed view.
+fn reduce_kernel<T: Float>(cpu: &Cpu) -> Fnv {
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Var { ddof: 0 },
+        ReduceOp::Var { ddof: 1 },
+        ReduceOp::Min,
+        ReduceOp::Max,
+    ];
+    let x = spread::<T>("reduce", LONG);
+    let layouts = [
+        dense(&[LONG]),
+        // Axis 1 is longer than a leaf and has 17 columns side by side; axis 2 is short.
+        dense(&[3, 131, 17]),
+        // Two long rows: fewer outputs than tasks, so each reduction splits.
+        dense(&[2, 35_000]),
+        // A transposed [67, 45] from element 1.
+        strided(&[67, 45], &[1, 67], 1),
+    ];
+    let mut hash = Fnv::new();
+    for op in ops {
+        for layout in &layouts {
+            let view = View::new(&x, layout);
+            let mut out = vec![T::zero(); 1];
+            cpu.reduce(op, view, None, &mut out).unwrap();
+            hash.values(&out);
+            for (axis, &size) in layout.shape().dims().iter().enumerate() {
+                let mut out = vec![T::zero(); layout.numel() / size];
+                cpu.reduce(op, view, Some(axis), &mut out).unwrap();
+                hash.values(&out);
+            }
+        }
+    }
+    hash
+}
+
+/// The slice-level canonical reductions of [`rlgrad_core::reduce`]: sums, means,
+/// variances and extrema at lengths around the leaf and lane sizes, and the mapped,
+/// column, gathered and segmented sums.
+fn reduce_slices<T: Float>(par: Par) -> Fnv {
+    let x = spread::<T>("reduce slices", LONG);
+    let y = spread::<T>("reduce slices other", LONG);
+    let mut hash = Fnv::new();
+    for len in [2, 15, 17, 63, 65, 1023, 1025, 4097, LONG] {
+        let x = &x[..len];
+        let (mean, var) = reduce::mean_var(x, 1, par).unwrap();
+        hash.values(&[
+            reduce::sum(x, par),
+            reduce::sum_map(x, par, |v| v * v),
+            reduce::mean(x, par).unwrap(),
+            reduce::var(x, 0, par).unwrap(),
+            mean,
+            var,
+            reduce::min(x, par).unwrap(),
+            reduce::max(x, par).unwrap(),
+        ]);
+    }
+    for (rows, cols) in [(1, 1), (65, 17), (1000, 33), (3001, 23)] {
+        let mut out = vec![T::zero(); cols];
+        reduce::sum_columns(
+            &x[..rows * cols],
+            rows,
+            cols,
+            par,
+            |v, column| v * c_of::<T>(column),
+            &mut out,
+        );
+        hash.values(&out);
+    }
+    // The squares of `x[..a]` then the products of `x` and `y` from `b`, as if laid end
+    // to end.
+    let (a, b) = (40_000, 1_000);
+    let gathered = reduce::sum_gathered(
+        LONG,
+        par,
+        |_| (),
+        |_, range, out| {
+            for (i, o) in range.zip(out) {
+                *o = if i < a {
+                    x[i] * x[i]
+                } else {
+                    x[i - a + b] * y[i - a + b]
+                };
+            }
+        },
+    );
+    hash.values(&[gathered]);
+    // Segments of a padded [B, 1000] batch: empty ones, a full one, short ones.
+    let stride = 1000;
+    let mut offsets = vec![0];
+    for (k, len) in [3, 0, 1000, 1, 999, 0, 64, 65, 517, 2, 1000]
+        .into_iter()
+        .enumerate()
+    {
+        assert!((k + 1) * stride <= LONG, "x holds every row of the batch");
+        offsets.push(offsets[k] + len);
+    }
+    hash.values(&[
+        reduce::sum_segments_plain(par, &offsets, stride, &x).unwrap(),
+        reduce::sum_segments(par, &offsets, stride, &x, &y, |v, w| (v - w) * w).unwrap(),
+    ]);
+    hash
+}
+
+/// `column + 1`: the factor of a column-dependent map for [`reduce::sum_columns`].
+fn c_of<T: Float>(column: usize) -> T {
+    T::from_usize(column + 1)
+}
+
+/// Copies of strided and broadcast views, index_select and index_add (with repeated
+/// indices, which accumulate in order) along each axis, and concatenation.
+fn copy<T: Float>(cpu: &Cpu) -> Fnv {
+    let x = spread::<T>("copy", LONG);
+    let mut hash = Fnv::new();
+    for layout in [
+        dense(&[LONG]),
+        strided(&[37, 29], &[1, 37], 5),
+        strided(&[5, 7, 33], &[0, 33, 1], 9),
+        strided(&[11, 13], &[3, 40], 2),
+    ] {
+        let mut out = vec![T::zero(); layout.numel()];
+        cpu.copy(View::new(&x, &layout), &mut out).unwrap();
+        hash.values(&out);
+    }
+    let cube = strided(&[6, 9, 35], &[1, 6 * 35, 6], 4);
+    let view = View::new(&x, &cube);
+    let indices = [4, 0, 4, 2, 5, 4, 1, 0, 3, 3, 4];
+    for axis in 0..3 {
+        let dims = cube.shape().dims();
+        let picks: Vec<usize> = indices.iter().map(|&i| i % dims[axis]).collect();
+        let rest: usize = dims.iter().product::<usize>() / dims[axis];
+        let mut out = vec![T::zero(); rest * picks.len()];
+        cpu.index_select(view, axis, &picks, &mut out).unwrap();
+        hash.values(&out);
+        // Scatter the slices of the view into 3 slots: every slot gets several.
+        let spread_to: Vec<usize> = (0..dims[axis]).map(|i| (i * 7 + 1) % 3).collect();
+        let mut out = vec![T::zero(); rest * 3];
+        cpu.index_add(view, axis, &spread_to, 3, &mut out).unwrap();
+        hash.values(&out);
+    }
+    let parts = [
+        dense(&[4, 9, 35]),
+        strided(&[4, 9, 35], &[1, 4 * 35, 4], 500),
+        strided(&[4, 9, 35], &[0, 35, 1], 3),
+    ];
+    for axis in 0..3 {
+        let mut grown = [4, 9, 35];
+        grown[axis] *= 3;
+        let views: Vec<_> = parts.iter().map(|l| View::new(&x, l)).collect();
+        let mut out = vec![T::zero(); grown.iter().product()];
+        cpu.concat(&views, axis, &mut out).unwrap();
+        hash.values(&out);
+    }
+    hash
+}
+
+/// Products at many shapes: the RL shapes, one row, one column, `k = 1`, `k` across the
+/// 256 block, `m` across the 96 block, narrow outputs (computed transposed), transposed
+/// operands, a batch with a broadcast operand, and the fused linear layer.
+fn matmul<T: Float>(cpu: &Cpu) -> Fnv {
+    let a = spread::<T>("matmul lhs", 130_000);
+    let b = spread::<T>("matmul rhs", 130_000);
+    let bias = spread::<T>("matmul bias", 1000);
+    let mut hash = Fnv::new();
+    let shapes = [
+        (256, 3, 400),
+        (256, 400, 300),
+        (256, 300, 1),
+        (100, 64, 64),
+        (1, 37, 53),
+        (53, 37, 1),
+        (1, 1, 1),
+        (7, 1, 9),
+        (97, 300, 33),
+        (130, 513, 15),
+        (5, 1000, 3),
+        (300, 257, 97),
+        (1, 700, 1),
+    ];
+    for (m, k, n) in shapes {
+        // Row-major operands, then each one transposed (read column-major from an
+        // offset) where the product is small: the large ones cost most of the test's time
+        // at the baseline (software FMA on x86-64) and under qemu.
+        let layouts = [
+            (dense(&[m, k]), dense(&[k, n])),
+            (strided(&[m, k], &[1, m], 3), dense(&[k, n])),
+            (dense(&[m, k]), strided(&[k, n], &[1, k], 1)),
+        ];
+        let variants = if m * k * n <= 1 << 22 { 3 } else { 1 };
+        for (la, lb) in &layouts[..variants] {
+            let mut out = vec![T::zero(); m * n];
+            cpu.matmul(View::new(&a, la), View::new(&b, lb), &mut out)
+                .unwrap();
+            hash.values(&out);
+        }
+    }
+    // A batch of 3 [45, 70] x [70, 19], the right operand shared (stride 0).
+    let (la, lb) = (dense(&[3, 45, 70]), strided(&[3, 70, 19], &[0, 19, 1], 2));
+    let mut out = vec![T::zero(); 3 * 45 * 19];
+    cpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut out)
+        .unwrap();
+    hash.values(&out);
+    let layers = [
+        ((256, 3, 400), Some(UnaryOp::Relu)),
+        // The TD3 hidden layer at 100 rows (the epilogue runs per block of 96 rows).
+        ((100, 400, 300), Some(UnaryOp::Tanh)),
+        ((256, 300, 1), None),
+        ((100, 64, 64), Some(UnaryOp::Sigmoid)),
+        ((130, 513, 15), Some(UnaryOp::Tanh)),
+    ];
+    for ((m, k, n), activation) in layers {
+        let (la, lb, lbias) = (dense(&[m, k]), dense(&[k, n]), dense(&[n]));
+        let mut out = vec![T::zero(); m * n];
+        let fused = cpu
+            .matmul_bias(
+                View::new(&a, &la),
+                View::new(&b, &lb),
+                View::new(&bias, &lbias),
+                activation,
+                &mut out,
+            )
+            .unwrap();
+        assert!(fused, "the Cpu fuses a 2-D linear layer");
+        hash.values(&out);
+    }
+    hash
+}
+
+/// Episode-end flags named `name`: set where a standard normal sample exceeds `above`
+/// (2.0: about 2.3% of the steps, 1.8: about 3.6%).
+fn flags(name: &str, len: usize, above: f64) -> Vec<bool> {
+    draws(name, len).iter().map(|&(z, _)| z > above).collect()
+}
+
+/// Every estimator of [`recurrence`] with each kind of episode boundary on odd `[T, B]`
+/// shapes, and the primitive and GAE on one wide enough to split over tasks.
+fn recurrences<T: Float>(par: Par) -> Fnv {
+    let mut hash = Fnv::new();
+    let (gamma, lambda) = (c::<T>(0.99), c::<T>(0.95));
+    let (t, b) = (40, 13_109);
+    let (layout, len) = (TimeMajor::new(t, b), t * b);
+    let rewards = normal::<T>("rewards", len, 1.0);
+    let values = normal::<T>("values", len, 2.0);
+    let bootstrap = normal::<T>("bootstrap", b, 2.0);
+    let terminated = flags("terminated", len, 2.0);
+    let discounts: Vec<T> = terminated
+        .iter()
+        .map(|&end| if end { T::zero() } else { gamma })
+        .collect();
+    let mut out = vec![T::zero(); len];
+    recurrence::linear_recurrence(par, layout, &rewards, &discounts, &bootstrap, &mut out).unwrap();
+    hash.values(&out);
+    let mut returns = vec![T::zero(); len];
+    let episodes = SliceEpisodes::terminations(gamma, &terminated);
+    recurrence::gae(
+        par,
+        layout,
+        &rewards,
+        &values,
+        &bootstrap,
+        episodes,
+        lambda,
+        &mut out,
+        Some(&mut returns[..]),
+    )
+    .unwrap();
+    hash.values(&out);
+    hash.values(&returns);
+    for (t, b) in [(1, 1), (13, 37), (50, 131)] {
+        let (layout, len) = (TimeMajor::new(t, b), t * b);
+        let rewards = normal::<T>("rewards", len, 1.0);
+        let values = normal::<T>("values", len, 2.0);
+        let next_values = normal::<T>("next values", len, 2.0);
+        let bootstrap = normal::<T>("bootstrap", b, 2.0);
+        let final_values = normal::<T>("final values", len, 2.0);
+        let rhos: Vec<T> = normal::<T>("rhos", len, 0.7)
+            .into_iter()
+            .map(|v| v.exp_portable())
+            .collect();
+        let terminated = flags("terminated", len, 2.0);
+        let truncated: Vec<u8> = flags("truncated", len, 1.8)
+            .into_iter()
+            .map(u8::from)
+            .collect();
+        let discounts: Vec<T> = terminated
+            .iter()
+            .map(|&end| if end { T::zero() } else { gamma })
+            .collect();
+        let mut out = vec![T::zero(); len];
+        recurrence::linear_recurrence(par, layout, &rewards, &discounts, &bootstrap, &mut out)
+            .unwrap();
+        hash.values(&out);
+        let every_kind: [SliceEpisodes<'_, T>; 4] = [
+            Episodes::Constant { gamma },
+            Episodes::Discounts(&discounts),
+            SliceEpisodes::terminations(gamma, &terminated),
+            SliceEpisodes::gymnasium(gamma, &terminated, &truncated, &final_values),
+        ];
+        for episodes in every_kind {
+            recurrence::discounted_returns(par, layout, &rewards, episodes, &bootstrap, &mut out)
+                .unwrap();
+            hash.values(&out);
+            let mut returns = vec![T::zero(); len];
+            recurrence::gae(
+                par,
+                layout,
+                &rewards,
+                &values,
+                &bootstrap,
+                episodes,
+                lambda,
+                &mut out,
+                Some(&mut returns[..]),
+            )
+            .unwrap();
+            hash.values(&out);
+            hash.values(&returns);
+            recurrence::gae(
+                par, layout, &rewards, &values, &bootstrap, episodes, lambda, &mut out, None,
+            )
+            .unwrap();
+            hash.values(&out);
+            recurrence::lambda_returns(
+                par,
+                layout,
+                &rewards,
+                &next_values,
+                episodes,
+                lambda,
+                &mut out,
+            )
+            .unwrap();
+            hash.values(&out);
+            for n in [1, 3, 100] {
+                recurrence::n_step_returns(
+                    par,
+                    layout,
+                    &rewards,
+                    &next_values,
+                    episodes,
+                    n,
+                    &mut out,
+                )
+                .unwrap();
+                hash.values(&out);
+            }
+            let params = VtraceParams {
+                lambda,
+                clip_rho: c(1.0),
+                clip_pg_rho: c(1.3),
+            };
+            let mut pg = vec![T::zero(); len];
+            recurrence::vtrace(
+                par, layout, &rewards, &values, &bootstrap, &rhos, episodes, params, &mut out,
+                &mut pg,
+            )
+            .unwrap();
+            hash.values(&out);
+            hash.values(&pg);
+        }
+    }
+    hash
+}
+
+/// The ragged-sequence kernels of [`sequence`] on a small batch (empty sequences, one
+/// step, padding past the longest) with one and three features, and a large one that
+/// splits over tasks with one.
+fn sequences<T: Float>(par: Par) -> Fnv {
+    let mut rng = Rng::new(SEED, "sequence lengths");
+    let large: Vec<usize> = (0..301).map(|_| rng.below(513) as usize).collect();
+    let batches = [
+        Sequences::new(&[5, 0, 17, 1, 17, 9, 3], Some(19)).unwrap(),
+        Sequences::new(&large, Some(512)).unwrap(),
+    ];
+    let mut hash = Fnv::new();
+    for (seqs, feature_counts) in batches.iter().zip([&[1, 3][..], &[1]]) {
+        for &features in feature_counts {
+            let packed = seqs.total() * features;
+            let padded_len = seqs.padded_steps() * features;
+            let flat = spread::<T>("packed", packed);
+            for order in [PadOrder::BatchMajor, PadOrder::TimeMajor] {
+                let mut padded = vec![c::<T>(1e30); padded_len];
+                sequence::pad(par, seqs, features, order, &flat, &mut padded).unwrap();
+                hash.values(&padded);
+                let fresh = sequence::pad_new(par, seqs, features, order, &flat).unwrap();
+                hash.values(&fresh);
+                // Nonzero values in the padding, which unpad must not copy.
+                let mut garbage = spread::<T>("padded", padded_len);
+                let mut back = vec![T::zero(); packed];
+                sequence::unpad(par, seqs, features, order, &garbage, &mut back).unwrap();
+                hash.values(&back);
+                garbage.reverse();
+                hash.values(&sequence::unpad_new(par, seqs, features, order, &garbage).unwrap());
+            }
+            let x = spread::<T>("masked x", padded_len);
+            let other = spread::<T>("masked other", padded_len);
+            let grad = spread::<T>("masked grad", padded_len);
+            let terms = [
+                MaskedTerm::Value,
+                MaskedTerm::SquaredDeviation { mean: c(0.25) },
+                MaskedTerm::Product {
+                    other: &other[..],
+                    shift: c(-0.5),
+                },
+            ];
+            for term in terms {
+                let sum = sequence::masked_sum(par, seqs, features, &x, term).unwrap();
+                hash.values(&[sum]);
+            }
+            let mut sums = vec![T::zero(); seqs.batch()];
+            sequence::sequence_sums(par, seqs, features, &x, &mut sums).unwrap();
+            hash.values(&sums);
+            let maps = [
+                MaskedMap::Fill(c(0.3)),
+                MaskedMap::PerSequence(&sums[..]),
+                MaskedMap::Scale {
+                    shift: c(0.1),
+                    scale: c(-3.0),
+                },
+                MaskedMap::Standardize {
+                    mean: c(0.1),
+                    denominator: c(1.7),
+                },
+                MaskedMap::StandardizeBackward {
+                    grad: &grad[..],
+                    grad_mean: c(0.01),
+                    mean: c(0.1),
+                    denominator: c(1.7),
+                    coefficient: c(0.003),
+                },
+            ];
+            for map in maps {
+                let mut out = vec![c::<T>(7.0); padded_len];
+                sequence::masked_map(par, seqs, features, Some(&x[..]), map, &mut out).unwrap();
+                hash.values(&out);
+            }
+        }
+    }
+    hash
+}
+
+/// The step scalars of Adam at step `t` (1-based), computed on the host in `f64` as the
+/// optimizers do.
+fn adam_scalars(t: i32, lr: f64, beta1: f64, beta2: f64) -> (f64, f64, f64) {
+    let bc1 = 1.0 - beta1.powi(t);
+    let bc2 = 1.0 - beta2.powi(t);
+    (lr / bc1, bc2.sqrt(), lr * bc2.sqrt() / bc1)
+}
+
+/// Every fused update rule of [`optim`] (each flavor, with and without weight decay,
+/// momentum, Nesterov, amsgrad and centering), three steps each, on one odd-sized
+/// parameter and, through `update_all`, on that one and a long one together.
+fn optimizers<T: Float>(par: Par) -> Fnv {
+    let rules = |t: i32| -> Vec<Update<T>> {
+        let (step_size, bc2_sqrt, alpha) = adam_scalars(t, 1e-3, 0.9, 0.999);
+        let adam = |weight_decay: f64, decoupled_keep: f64, amsgrad: bool| {
+            Update::Adam(Adam::Torch(AdamTorch {
+                step_size: c(step_size),
+                bias_correction2_sqrt: c(bc2_sqrt),
+                one_minus_beta1: c(0.1),
+                beta2: c(0.999),
+                one_minus_beta2: c(1.0 - 0.999),
+                eps: c(1e-8),
+                weight_decay: c(weight_decay),
+                decoupled_keep: c(decoupled_keep),
+                amsgrad,
+            }))
+        };
+        let rmsprop = |flavor, momentum: f64, centered, weight_decay: f64| {
+            Update::Rmsprop(Rmsprop {
+                flavor,
+                lr: c(1e-2),
+                alpha: c(0.99),
+                one_minus_alpha: c(1.0 - 0.99),
+                eps: c(1e-8),
+                momentum: c(momentum),
+                centered,
+                weight_decay: c(weight_decay),
+            })
+        };
+        let mut rules = vec![
+            Update::Sgd(Sgd {
+                lr: c(0.1),
+                weight_decay: c(0.0),
+            }),
+            Update::Sgd(Sgd {
+                lr: c(0.1),
+                weight_decay: c(1e-2),
+            }),
+            adam(0.0, 1.0, false),
+            adam(1e-2, 1.0, true),
+            adam(0.0, 1.0 - 1e-3 * 1e-2, false),
+            Update::Adam(Adam::Keras {
+                alpha: c(alpha),
+                lr: c(1e-3),
+                one_minus_beta1: c(0.1),
+                one_minus_beta2: c(1.0 - 0.999),
+                eps: c(1e-7),
+                weight_decay: c(0.0),
+                amsgrad: false,
+            }),
+            Update::Adam(Adam::Keras {
+                alpha: c(alpha),
+                lr: c(1e-3),
+                one_minus_beta1: c(0.1),
+                one_minus_beta2: c(1.0 - 0.999),
+                eps: c(1e-7),
+                weight_decay: c(4e-3),
+                amsgrad: true,
+            }),
+            Update::Adagrad(Adagrad::Torch {
+                clr: c(1e-2 / (1.0 + f64::from(t - 1) * 1e-3)),
+                eps: c(1e-10),
+                weight_decay: c(1e-2),
+            }),
+            Update::Adagrad(Adagrad::Keras {
+                lr: c(1e-2),
+                eps: c(1e-7),
+                weight_decay: c(0.0),
+            }),
+            Update::Momentum(Momentum::Keras {
+                lr: c(1e-2),
+                momentum: c(0.9),
+                nesterov: false,
+                weight_decay: c(0.0),
+            }),
+            Update::Momentum(Momentum::Keras {
+                lr: c(1e-2),
+                momentum: c(0.9),
+                nesterov: true,
+                weight_decay: c(1e-3),
+            }),
+            Update::Momentum(Momentum::Core {
+                lr: c(1e-2),
+                momentum: c(0.9),
+            }),
+        ];
+        for nesterov in [false, true] {
+            rules.push(Update::Momentum(Momentum::Torch {
+                lr: c(1e-2),
+                momentum: c(0.9),
+                dampening: c(if nesterov { 0.0 } else { 0.1 }),
+                nesterov,
+                weight_decay: c(1e-2),
+                first_step: t == 1,
+            }));
+        }
+        for flavor in [Flavor::Torch, Flavor::Keras] {
+            for (momentum, centered) in [(0.0, false), (0.0, true), (0.9, false), (0.9, true)] {
+                rules.push(rmsprop(flavor, momentum, centered, 1e-2));
+            }
+        }
+        rules
+    };
+    // One parameter of 1001 elements updated alone, and one of 1001 with one of LONG in
+    // one update_all; their gradients at steps 1 to 3.
+    let initial = [
+        spread::<T>("param", 1001),
+        spread::<T>("other param", 1001),
+        spread::<T>("long param", LONG),
+    ];
+    let grads: Vec<[Vec<T>; 3]> = (1..=3)
+        .map(|t| {
+            std::array::from_fn(|i| {
+                spread::<T>(&format!("grad {t} of param {i}"), initial[i].len())
+            })
+        })
+        .collect();
+    let mut hash = Fnv::new();
+    for rule in 0..rules(1).len() {
+        let slots = rules(1)[rule].slot_names().len();
+        let mut params = initial.clone();
+        let mut param_slots = params
+            .each_ref()
+            .map(|p| vec![vec![T::zero(); p.len()]; slots]);
+        for (t, grads) in (1..).zip(&grads) {
+            let update = rules(t)[rule];
+            let [alone, other, long] = &mut params;
+            let [alone_slots, other_slots, long_slots] = &mut param_slots;
+            optim::update(par, &update, alone, &grads[0], &mut as_slices(alone_slots)).unwrap();
+            let jobs = vec![
+                optim::Job {
+                    update,
+                    param: other,
+                    grad: &grads[1],
+                    slots: as_slices(other_slots),
+                },
+                optim::Job {
+                    update,
+                    param: long,
+                    grad: &grads[2],
+                    slots: as_slices(long_slots),
+                },
+            ];
+            optim::update_all(par, jobs).unwrap();
+        }
+        for (param, slots) in params.iter().zip(&param_slots) {
+            hash.values(param);
+            for slot in slots {
+                hash.values(slot);
+            }
+        }
+    }
+    hash
+}
+
+/// The slots as the slices the updates take.
+fn as_slices<T>(slots: &mut [Vec<T>]) -> Vec<&mut [T]> {
+    slots.iter_mut().map(Vec::as_mut_slice).collect()
+}
+
+/// The fused LSTM cell's forward and backward, on a small batch and one that splits over
+/// tasks, with pre-activations on every branch of the lane sigmoid and tanh.
+fn cells<T: Float>(par: Par) -> Fnv {
+    let mut hash = Fnv::new();
+    for (batch, hidden) in [(1, 1), (5, 37), (64, 257)] {
+        let units = batch * hidden;
+        let mut gates = normal::<T>("gates", 4 * units, 3.0);
+        // Large pre-activations (saturated gates, the lanes' fallbacks) here and there.
+        let extremes = [20.0, -20.0, 100.0, -100.0, 1e-30, 9.5, -95.0];
+        for (i, g) in gates.iter_mut().enumerate().step_by(29) {
+            *g = c(extremes[i % extremes.len()]);
+        }
+        let cell_state = normal::<T>("cell state", units, 2.0);
+        let mut cache = vec![T::zero(); 5 * units];
+        let mut state = vec![T::zero(); 2 * units];
+        cell::lstm_cell(
+            par,
+            batch,
+            hidden,
+            LstmForward {
+                gates: &gates[..],
+                c: &cell_state[..],
+                cache: &mut cache[..],
+                state: &mut state[..],
+            },
+        )
+        .unwrap();
+        hash.values(&cache);
+        hash.values(&state);
+        let grad_state = spread::<T>("grad state", 2 * units);
+        let mut grad_gates = vec![T::zero(); 4 * units];
+        let mut grad_c = vec![T::zero(); units];
+        cell::lstm_cell_backward(
+            par,
+            batch,
+            hidden,
+            LstmBackward {
+                cache: &cache[..],
+                c: &cell_state[..],
+                grad_state: &grad_state[..],
+                grad_gates: &mut grad_gates[..],
+                grad_c: &mut grad_c[..],
+            },
+        )
+        .unwrap();
+        hash.values(&grad_gates);
+        hash.values(&grad_c);
+    }
+    hash
+}
+
+/// Every family's hash in `T`, on a Cpu with `par`.
+fn families<T: Float>(par: Par) -> Vec<(&'static str, u64)> {
+    let cpu = Cpu::new(par);
+    vec![
+        ("unary", unary::<T>(&cpu).0),
+        ("binary", binary::<T>(&cpu).0),
+        ("select", select::<T>(&cpu).0),
+        ("reduce", reduce_kernel::<T>(&cpu).0),
+        ("reduce_slices", reduce_slices::<T>(par).0),
+        ("copy", copy::<T>(&cpu).0),
+        ("matmul", matmul::<T>(&cpu).0),
+        ("recurrence", recurrences::<T>(par).0),
+        ("sequence", sequences::<T>(par).0),
+        ("optim", optimizers::<T>(par).0),
+        ("cell", cells::<T>(par).0),
+    ]
+}
+
+/// Puts the instruction-set cap back when dropped, also when a kernel panics.
+struct UncapOnDrop;
+
+impl Drop for UncapOnDrop {
+    fn drop(&mut self) {
+        simd::set_max_isa(None);
+    }
+}
+
+#[test]
+fn every_kernel_family_gives_the_committed_bits_at_every_isa_and_thread_count() {
+    let _uncap = UncapOnDrop;
+    let mut failures = Vec::new();
+    let mut printed = false;
+    for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
+        simd::set_max_isa(Some(isa));
+        assert_eq!(simd::isa(), isa, "the cap selects {isa}");
+        for par in [Par::Seq, Par::rayon(3)] {
+            let hashes = [("f32", families::<f32>(par)), ("f64", families::<f64>(par))];
+            for (dtype, family_hashes) in hashes {
+                for (family, got) in family_hashes {
+                    if !printed {
+                        println!("golden {family} {dtype}: {got:#018x}");
+                    }
+                    let want = GOLDEN
+                        .iter()
+                        .find(|&&(f, d, _)| f == family && d == dtype)
+                        .map(|&(_, _, hash)| hash);
+                    if want != Some(got) {
+                        failures.push(format!(
+                            "{family} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
+                            want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
+                        ));
+                    }
+                }
+            }
+            printed = true;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} golden hashes differ (an unintended change is a determinism bug; see the \
+         module docs):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
