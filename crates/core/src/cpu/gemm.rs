@@ -9,14 +9,17 @@
 //! are packed into per-thread buffers that are reused from call to call (so a warmed-up
 //! loop allocates nothing), and an `MR x NR` microkernel keeps its tile of the output in
 //! registers while it walks `k`. Tile sizes are picked per instruction set (AVX-512,
-//! AVX2 + FMA, baseline); the microkernel is plain Rust over fixed-size arrays, compiled
-//! once per instruction set, with `mul_add` as the only arithmetic.
+//! AVX2 + FMA, NEON on aarch64, baseline); the microkernel is plain Rust over fixed-size
+//! arrays, compiled once per instruction set, with `mul_add` as the only arithmetic.
 
 use std::cell::RefCell;
 
 use super::elementwise::with_formula;
 use crate::kernels::UnaryOp;
 use crate::{DType, Float, Par};
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
 
 /// A read-only strided matrix: element `(i, j)` is
 /// `data[offset + i * row_stride + j * col_stride]` (a stride may be 0: a broadcast).
@@ -194,6 +197,9 @@ fn run_blocked<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
             return unsafe { x86::avx2(operands, c) };
         }
     }
+    #[cfg(target_arch = "aarch64")]
+    neon::blocked(operands, c);
+    #[cfg(not(target_arch = "aarch64"))]
     blocked::<T, Portable, 4, 8>(operands, c);
 }
 
@@ -931,10 +937,12 @@ trait Microkernel<T, const MR: usize, const NR: usize> {
     );
 }
 
-/// Portable Rust: `mul_add` on every element (what other instruction sets and CPUs without
-/// the x86 kernels below run).
+/// Portable Rust: `mul_add` on every element (what x86 CPUs without FMA and other
+/// architectures run; on aarch64, which has kernels of its own, the tests' baseline).
+#[cfg(any(test, not(target_arch = "aarch64")))]
 struct Portable;
 
+#[cfg(any(test, not(target_arch = "aarch64")))]
 impl<T: Float, const MR: usize, const NR: usize> Microkernel<T, MR, NR> for Portable {
     #[inline(always)]
     fn run(
@@ -1183,6 +1191,8 @@ mod tests {
                     });
                 }
             }
+            #[cfg(target_arch = "aarch64")]
+            run("neon", &|c| blocked_with(c, &neon::blocked));
             for (name, got) in versions {
                 let bits = |v: &[T]| v.iter().map(|x| x.as_f64().to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{name} at {m}x{n}x{k}");
