@@ -786,7 +786,10 @@ fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], wid
     for &start in starts {
         assert!(start + count <= data.len(), "the lines lie inside the data");
     }
+    // (Set by the AVX-512 blocks below; other CPUs copy every element.)
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_lanes = 0;
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_steps = 0;
     #[cfg(target_arch = "x86_64")]
     if let (Some(data), Some(steps)) = (crate::lanes::as_f32(data), crate::lanes::as_f32_mut(steps))
