@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! cargo xtask demo                    the actor-critic trained on CartPole, curve and logs in runs/demo
-//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity, pytest
+//! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity, pytest,
+//!                                     then test-arm
+//! cargo xtask test-arm                clippy for aarch64, the core and algorithm crates' tests under qemu
 //! cargo xtask pytest                  the Python wheel built into target/python/venv, its pytest suite
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
@@ -21,6 +23,7 @@
 //! cargo xtask gemm-peak [--isa avx2]  the GEMM on TD3's products, GFLOP/s and share of FMA peak
 //! ```
 
+mod arm;
 mod compare;
 mod converge;
 mod examples;
@@ -87,10 +90,22 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "cargo fmt --check, clippy -D warnings, warning-free cargo doc,",
             "cargo test, rlgrad-dist's MPI tests under mpirun -np 1..4",
             "(skipped, saying why, without MPI), parity, the Python",
-            "wheel's pytest suite",
+            "wheel's pytest suite, then test-arm",
         ],
         options: "",
         run: |args| no_options("test", args).and_then(|()| test()),
+    },
+    Subcommand {
+        synopsis: "test-arm",
+        about: &[
+            "clippy -D warnings for aarch64-unknown-linux-gnu, and the",
+            "tests of core, returns, mask, optim and tensor cross-built",
+            "and run under qemu-aarch64 (the NEON paths, the same bits);",
+            "without the cross tools it says what to install and skips",
+            "(fails under CI=true)",
+        ],
+        options: "",
+        run: |args| no_options("test-arm", args).and_then(|()| arm::test()),
     },
     Subcommand {
         synopsis: "pytest",
@@ -477,11 +492,13 @@ fn test() -> Result<(), String> {
         .collect();
     if suites.is_empty() {
         eprintln!("xtask: parity: no suite has an implementing crate yet");
-        return Ok(());
+    } else {
+        eprintln!("xtask: parity --suite {}", suites.join(" --suite "));
+        parity::run(&parity::default_dir(), &suites, parity::Target::Cpu)?;
     }
-    eprintln!("xtask: parity --suite {}", suites.join(" --suite "));
-    parity::run(&parity::default_dir(), &suites, parity::Target::Cpu)?;
-    python::pytest()
+    python::pytest()?;
+    // Last: a cross build and emulated tests, the slowest step.
+    arm::test()
 }
 
 fn proptest(args: &[String]) -> Result<(), String> {

@@ -166,12 +166,7 @@ impl Family {
                 // SAFETY: a compiled program.
                 let text = unsafe { nvrtc::result::get_ptx(program.handle) }
                     .map_err(|e| fail(&format!("(no PTX: {e:?})"), &log))?;
-                let bytes: Vec<u8> = text
-                    .iter()
-                    .take_while(|&&c| c != 0)
-                    .map(|&c| c as u8)
-                    .collect();
-                let ptx = String::from_utf8_lossy(&bytes).into_owned();
+                let ptx = nul_terminated(&text);
                 Image::Ptx(match isa {
                     Some(isa) => lower_ptx_version(&ptx, isa)?,
                     None => ptx,
@@ -273,6 +268,17 @@ impl Image {
     }
 }
 
+/// The text of NVRTC's NUL-terminated C string `chars` (lossy UTF-8). Byte by byte:
+/// `c_char` is `i8` on x86-64 and `u8` on aarch64.
+fn nul_terminated(chars: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|c| c.to_ne_bytes()[0])
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 /// A cache file's contents: the image, then its CRC32C (4 bytes, little-endian).
 fn sealed(image: &[u8]) -> Vec<u8> {
     let mut bytes = image.to_vec();
@@ -314,14 +320,7 @@ impl Program {
     fn log(&self) -> String {
         // SAFETY: a live program; the log is a NUL-terminated string NVRTC owns a copy of.
         match unsafe { nvrtc::result::get_program_log(self.handle) } {
-            Ok(chars) => {
-                let bytes: Vec<u8> = chars
-                    .iter()
-                    .take_while(|&&c| c != 0)
-                    .map(|&c| c as u8)
-                    .collect();
-                String::from_utf8_lossy(&bytes).into_owned()
-            }
+            Ok(chars) => nul_terminated(&chars),
             Err(e) => format!("(no log: {e:?})"),
         }
     }

@@ -111,7 +111,8 @@ impl Pendulum {
         self.time_limit.elapsed_steps
     }
 
-    #[cfg(test)]
+    /// For the replay with the C library's trigonometry, which runs on x86-64 glibc only.
+    #[cfg(all(test, target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
     pub(crate) fn with_trig(self, trig: Trig) -> Self {
         Self { trig, ..self }
     }

@@ -27,14 +27,34 @@ impl Machine {
     pub fn this_one() -> Self {
         let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        Self::parse(&cpuinfo, &meminfo)
+        Self::parse(&cpuinfo, &meminfo, || {
+            Command::new("lscpu")
+                .env("LC_ALL", "C")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        })
     }
 
-    fn parse(cpuinfo: &str, meminfo: &str) -> Self {
-        let cpu_model = cpuinfo
-            .lines()
-            .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
-            .map_or_else(|| "unknown CPU".to_owned(), |(_, m)| m.trim().to_owned());
+    /// The machine from `/proc/cpuinfo` and `/proc/meminfo`; `lscpu` gives `lscpu`'s
+    /// output where `cpuinfo` names no model (aarch64).
+    fn parse(cpuinfo: &str, meminfo: &str, lscpu: impl FnOnce() -> String) -> Self {
+        let field = |name: &str| {
+            cpuinfo.lines().find_map(|l| {
+                let (key, value) = l.split_once(':')?;
+                (key.trim() == name).then(|| value.trim().to_owned())
+            })
+        };
+        // x86 names its model; aarch64 kernels give only the implementer and part
+        // numbers, which lscpu's tables name (`ARM Neoverse-N1`).
+        let cpu_model = field("model name")
+            .or_else(|| field("Hardware"))
+            .or_else(|| lscpu_model(&lscpu()))
+            .or_else(|| {
+                let (implementer, part) = (field("CPU implementer")?, field("CPU part")?);
+                Some(format!("CPU implementer {implementer} part {part}"))
+            })
+            .unwrap_or_else(|| "unknown CPU".to_owned());
         let cpus = cpuinfo
             .lines()
             .filter(|l| l.starts_with("processor"))
@@ -51,6 +71,29 @@ impl Machine {
             memory_gib,
         }
     }
+}
+
+/// The CPU `lscpu` names: its vendor and each model name (one per core type of a
+/// big.LITTLE chip), `None` where it names no model.
+fn lscpu_model(lscpu: &str) -> Option<String> {
+    let values = |name: &'static str| {
+        lscpu
+            .lines()
+            .filter_map(move |l| {
+                let (key, value) = l.split_once(':')?;
+                (key.trim() == name).then(|| value.trim())
+            })
+            .filter(|v| !v.is_empty() && *v != "-")
+    };
+    let models: Vec<&str> = values("Model name").collect();
+    if models.is_empty() {
+        return None;
+    }
+    let models = models.join(" + ");
+    Some(match values("Vendor ID").next() {
+        Some(vendor) if !models.starts_with(vendor) => format!("{vendor} {models}"),
+        _ => models,
+    })
 }
 
 impl Versions {
@@ -114,15 +157,54 @@ mod tests {
         let cpuinfo = "processor\t: 0\nmodel name\t: AMD EPYC 9R14\n\nprocessor\t: 1\n\
                        model name\t: AMD EPYC 9R14\n";
         let meminfo = "MemTotal:       24641536 kB\nMemFree:  1 kB\n";
+        let no_lscpu = || panic!("lscpu is not needed where cpuinfo names the model");
         assert_eq!(
-            Machine::parse(cpuinfo, meminfo),
+            Machine::parse(cpuinfo, meminfo, no_lscpu),
             Machine {
                 cpu_model: "AMD EPYC 9R14".to_owned(),
                 cpus: 2,
                 memory_gib: Some(23.5),
             }
         );
-        assert_eq!(Machine::parse("", "").cpu_model, "unknown CPU");
+        assert_eq!(Machine::parse("", "", String::new).cpu_model, "unknown CPU");
+    }
+
+    /// An AWS Graviton2 (Linux arm64): no model name in cpuinfo, lscpu names the core.
+    const GRAVITON2_CPUINFO: &str = "processor\t: 0\nBogoMIPS\t: 243.75\n\
+        Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid\n\
+        CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\n\
+        CPU part\t: 0xd0c\nCPU revision\t: 1\n\nprocessor\t: 1\nBogoMIPS\t: 243.75\n\
+        CPU implementer\t: 0x41\nCPU part\t: 0xd0c\n";
+
+    #[test]
+    fn names_an_arm_cpu_from_lscpu_or_its_part_number() {
+        let lscpu = "Architecture:                    aarch64\n\
+                     CPU op-mode(s):                  32-bit, 64-bit\n\
+                     CPU(s):                          2\n\
+                     Vendor ID:                       ARM\n\
+                     Model:                           1\n\
+                     Model name:                      Neoverse-N1\n\
+                     Stepping:                        r3p1\n";
+        let machine = Machine::parse(GRAVITON2_CPUINFO, "", || lscpu.to_owned());
+        assert_eq!(machine.cpu_model, "ARM Neoverse-N1");
+        assert_eq!(machine.cpus, 2);
+        // big.LITTLE: one model name per core type.
+        let lscpu = "Vendor ID:               ARM\n  Model name:            Cortex-A55\n\
+                     \x20   Model:               0\n  Model name:            Cortex-A76\n";
+        assert_eq!(
+            Machine::parse(GRAVITON2_CPUINFO, "", || lscpu.to_owned()).cpu_model,
+            "ARM Cortex-A55 + Cortex-A76"
+        );
+        // Without lscpu (or a model it cannot name): the numbers cpuinfo gives.
+        for lscpu in ["", "Vendor ID: ARM\nModel name: -\n"] {
+            assert_eq!(
+                Machine::parse(GRAVITON2_CPUINFO, "", || lscpu.to_owned()).cpu_model,
+                "CPU implementer 0x41 part 0xd0c"
+            );
+        }
+        // 32-bit ARM boards name their hardware.
+        let board = "processor\t: 0\nHardware\t: BCM2835\n";
+        assert_eq!(Machine::parse(board, "", String::new).cpu_model, "BCM2835");
     }
 
     #[test]

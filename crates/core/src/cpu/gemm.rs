@@ -9,8 +9,8 @@
 //! are packed into per-thread buffers that are reused from call to call (so a warmed-up
 //! loop allocates nothing), and an `MR x NR` microkernel keeps its tile of the output in
 //! registers while it walks `k`. Tile sizes are picked per instruction set (AVX-512,
-//! AVX2 + FMA, baseline); the microkernel is plain Rust over fixed-size arrays, compiled
-//! once per instruction set, with `mul_add` as the only arithmetic.
+//! AVX2 + FMA, NEON on aarch64, baseline); the microkernel is plain Rust over fixed-size
+//! arrays, compiled once per instruction set, with `mul_add` as the only arithmetic.
 
 use std::cell::RefCell;
 
@@ -19,6 +19,9 @@ use crate::grain::{Family, grain};
 use crate::kernels::UnaryOp;
 use crate::simd::Isa;
 use crate::{DType, Float, Par};
+
+#[cfg(target_arch = "aarch64")]
+mod neon;
 
 /// A read-only strided matrix: element `(i, j)` is
 /// `data[offset + i * row_stride + j * col_stride]` (a stride may be 0: a broadcast).
@@ -189,6 +192,9 @@ fn run_blocked<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
         Isa::Avx2 => return unsafe { x86::avx2(operands, c) },
         Isa::Baseline => {}
     }
+    #[cfg(target_arch = "aarch64")]
+    neon::blocked(operands, c);
+    #[cfg(not(target_arch = "aarch64"))]
     blocked::<T, Portable, 4, 8>(operands, c);
 }
 
@@ -774,7 +780,10 @@ fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], wid
     for &start in starts {
         assert!(start + count <= data.len(), "the lines lie inside the data");
     }
+    // (Set by the AVX-512 blocks below; other CPUs copy every element.)
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_lanes = 0;
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_steps = 0;
     #[cfg(target_arch = "x86_64")]
     if let (Some(data), Some(steps)) = (crate::lanes::as_f32(data), crate::lanes::as_f32_mut(steps))
@@ -925,10 +934,12 @@ trait Microkernel<T, const MR: usize, const NR: usize> {
     );
 }
 
-/// Portable Rust: `mul_add` on every element (what other instruction sets and CPUs without
-/// the x86 kernels below run).
+/// Portable Rust: `mul_add` on every element (what x86 CPUs without FMA and other
+/// architectures run; on aarch64, which has kernels of its own, the tests' baseline).
+#[cfg(any(test, not(target_arch = "aarch64")))]
 struct Portable;
 
+#[cfg(any(test, not(target_arch = "aarch64")))]
 impl<T: Float, const MR: usize, const NR: usize> Microkernel<T, MR, NR> for Portable {
     #[inline(always)]
     fn run(
@@ -1177,6 +1188,8 @@ mod tests {
                     });
                 }
             }
+            #[cfg(target_arch = "aarch64")]
+            run("neon", &|c| blocked_with(c, &neon::blocked));
             for (name, got) in versions {
                 let bits = |v: &[T]| v.iter().map(|x| x.as_f64().to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{name} at {m}x{n}x{k}");
