@@ -20,8 +20,9 @@ const INSTALL: &str = "rustup target add aarch64-unknown-linux-gnu; Debian: apt-
                        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user";
 
 /// The crates whose tests run under emulation: the core with every kernel, the algorithm
-/// crates and tensors. Autodiff's tests would double the cold cross build (they are its
-/// largest part; autodiff's kernels are the core's, tested here), and the rest (I/O,
+/// crates and tensors. Autodiff's whole suite would double the cold cross build (it is its
+/// largest part; autodiff's kernels are the core's, tested here): only its golden test
+/// runs, and the rest (I/O,
 /// environments, examples) has no per-ISA code.
 const CRATES: [&str; 5] = [
     "rlgrad-core",
@@ -31,8 +32,9 @@ const CRATES: [&str; 5] = [
     "rlgrad-tensor",
 ];
 
-/// Clippy on the whole workspace for aarch64, then the tests of [`CRATES`] under qemu
-/// (unit and integration tests: doc tests cannot run cross). Where a tool is missing it
+/// Clippy on the whole workspace for aarch64, then the tests of [`CRATES`] and
+/// autodiff's golden training run under qemu (unit and integration tests: doc tests
+/// cannot run cross). Where a tool is missing it
 /// fails under `CI=true` and otherwise prints why it skipped.
 pub fn test() -> Result<(), String> {
     if let Some(missing) = missing() {
@@ -71,7 +73,20 @@ pub fn test() -> Result<(), String> {
         args.extend(["-p", name]);
     }
     args.push("--tests");
-    crate::cargo(&args, &envs)
+    crate::cargo(&args, &envs)?;
+    // The cross-ISA golden hashes of a short training run: the same bits on NEON.
+    crate::cargo(
+        &[
+            "test",
+            "--target",
+            TARGET,
+            "-p",
+            "rlgrad-autodiff",
+            "--test",
+            "golden",
+        ],
+        &envs,
+    )
 }
 
 /// What the cross build or the emulation lacks, or `None`.

@@ -31,6 +31,7 @@
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Linear, Lstm, Mlp, Module};
 use rlgrad_autodiff::{ApplyGradients, Sequences, Tape};
+use rlgrad_core::grain::{self, Family};
 use rlgrad_core::simd::{self, Isa};
 use rlgrad_core::{Cpu, Float, Par, Rng};
 use rlgrad_optim::{Adam, Optimizer};
@@ -184,12 +185,21 @@ fn lstm<T: Float>(par: Par) -> u64 {
     parameter_hash(&model)
 }
 
-/// Puts the instruction-set cap back when dropped, also when a step panics.
+/// Puts the instruction-set cap and the grains back when dropped, also when a step panics.
 struct UncapOnDrop;
 
 impl Drop for UncapOnDrop {
     fn drop(&mut self) {
         simd::set_max_isa(None);
+        split_everything(false);
+    }
+}
+
+/// Grains of 1 for every kernel family (each kernel splits as far as its pieces allow,
+/// whatever its size), or back to the defaults.
+fn split_everything(split: bool) {
+    for family in Family::ALL {
+        grain::set_grain(family, split.then_some(1));
     }
 }
 
@@ -202,6 +212,7 @@ fn training_gives_the_committed_bits_at_every_isa_and_thread_count() {
         simd::set_max_isa(Some(isa));
         assert_eq!(simd::isa(), isa, "the cap selects {isa}");
         for par in [Par::Seq, Par::rayon(3)] {
+            split_everything(par != Par::Seq);
             let hashes = [
                 ("mlp", "f32", mlp::<f32>(par)),
                 ("mlp", "f64", mlp::<f64>(par)),

@@ -10,10 +10,22 @@
 //!
 //! The defaults were measured, not guessed: `cargo xtask calibrate` times every family's
 //! kernel at sizes around its grain on one thread and on two (the second forced to split),
-//! and reports where two threads start to pay. On the 2-vCPU AVX-512 Xeon of the project's
-//! CI (2026-11-26) that crossover, halved (a split needs two tasks), gives the defaults;
-//! the command prints the same table on any machine, and [`set_grain`] applies its
-//! figures to a process.
+//! and reports where two threads start to pay (two threads at least 1.1x faster at that
+//! size and every larger one). On a 2-vCPU AVX-512 Xeon VM (2026-11-26) that crossover,
+//! halved (a split needs two tasks), gives the defaults:
+//!
+//! | family | kernel measured | crossover | default grain |
+//! |---|---|---|---|
+//! | elementwise | `x * y` | 64K elements (1.41x) | 32K |
+//! | reduce | sum | 256K elements (1.56x; 0.91x at 64K) | 128K |
+//! | matmul | square `f32` | 1M multiply-adds (1.63x; 0.93x at 256K) | 512K |
+//! | recurrence | `[128, B]` scan | 256K elements (3.12x; 0.56x at 64K) | 128K |
+//! | sequence | unpad | 64K elements (1.31x) | 32K |
+//! | optim | Adam | 64K elements (1.76x) | 32K |
+//! | cell | LSTM forward | 1K rows x units (1.18x) | 512 |
+//!
+//! The command prints the same table on any machine (two logical CPUs that share a core
+//! pay later), and [`set_grain`] applies its figures to a process.
 //!
 //! ```
 //! use rlgrad_core::grain::{self, Family};
@@ -85,12 +97,12 @@ impl Family {
 pub const fn default_grain(family: Family) -> usize {
     match family {
         Family::Elementwise => 1 << 15,
-        Family::Reduce => 1 << 15,
+        Family::Reduce => 1 << 17,
         Family::Matmul => 1 << 19,
-        Family::Recurrence => 1 << 18,
-        Family::Sequence => 1 << 16,
+        Family::Recurrence => 1 << 17,
+        Family::Sequence => 1 << 15,
         Family::Optim => 1 << 15,
-        Family::Cell => 1 << 13,
+        Family::Cell => 1 << 9,
     }
 }
 

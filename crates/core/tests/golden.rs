@@ -34,6 +34,7 @@
 use std::sync::OnceLock;
 
 use rlgrad_core::cpu::{cell, optim, recurrence, sequence};
+use rlgrad_core::grain::{self, Family};
 use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::optim::{
     Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
@@ -76,8 +77,8 @@ const GOLDEN: &[(&str, &str, u64)] = &[
 const SEED: u64 = 23;
 
 /// Elements enough for the elementwise, reduction and optimizer kernels to split their
-/// work into more than one task at `Par::rayon(3)` (their thresholds are 32K to 64K
-/// elements), and odd, so that no vector width divides it.
+/// work into more than one piece at `Par::rayon(3)` (pieces of 16K to 32K elements; the
+/// parallel setting sets every grain to 1), and odd, so that no vector width divides it.
 const LONG: usize = 70_001;
 
 /// FNV-1a (64-bit) over the bits of output values: small, fixed forever, and the same on
@@ -1110,12 +1111,21 @@ fn families<T: Float>(par: Par) -> Vec<(&'static str, u64)> {
     ]
 }
 
-/// Puts the instruction-set cap back when dropped, also when a kernel panics.
+/// Puts the instruction-set cap and the grains back when dropped, also when a kernel panics.
 struct UncapOnDrop;
 
 impl Drop for UncapOnDrop {
     fn drop(&mut self) {
         simd::set_max_isa(None);
+        split_everything(false);
+    }
+}
+
+/// Grains of 1 for every kernel family (each kernel splits as far as its pieces allow,
+/// whatever its size), or back to the defaults.
+fn split_everything(split: bool) {
+    for family in Family::ALL {
+        grain::set_grain(family, split.then_some(1));
     }
 }
 
@@ -1128,6 +1138,7 @@ fn every_kernel_family_gives_the_committed_bits_at_every_isa_and_thread_count() 
         simd::set_max_isa(Some(isa));
         assert_eq!(simd::isa(), isa, "the cap selects {isa}");
         for par in [Par::Seq, Par::rayon(3)] {
+            split_everything(par != Par::Seq);
             let hashes = [("f32", families::<f32>(par)), ("f64", families::<f64>(par))];
             for (dtype, family_hashes) in hashes {
                 for (family, got) in family_hashes {

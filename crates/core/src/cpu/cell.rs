@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn every_split_gives_the_bits_of_the_element_formulas() {
         let mut rng = Rng::new(4, "lstm cell");
-        // Rows and units around the default task split (2 * 8192 elements).
+        // Rows and units around the task split, at and far above the default grain.
         for (batch, hidden) in [(1, 1), (3, 5), (64, 256), (129, 128)] {
             let gates = random(&mut rng, batch * 4 * hidden);
             let c = random(&mut rng, batch * hidden);

@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use super::elementwise::with_formula;
 use crate::grain::{Family, grain};
 use crate::kernels::UnaryOp;
+#[cfg(target_arch = "x86_64")]
 use crate::simd::Isa;
 use crate::{DType, Float, Par};
 
@@ -487,6 +488,92 @@ mod x86 {
         out
     }
 
+    /// An 8 x 8 block of `f32` transposed in registers: element `j` of result `i` is
+    /// element `i` of `r[j]` (pairs, then pairs of pairs, then 128-bit halves).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn transposed_8x8(r: [__m256; 8]) -> [__m256; 8] {
+        let t: [__m256; 8] = std::array::from_fn(|i| {
+            let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_ps(a, b)
+            } else {
+                _mm256_unpackhi_ps(a, b)
+            }
+        });
+        // s[4h + q]: rows 4h..4h + 4 of columns q and q + 4 (low and high halves).
+        let s: [__m256; 8] = std::array::from_fn(|i| {
+            let (base, q) = (i / 4 * 4, i % 4);
+            let (a, b) = (t[base + q / 2], t[base + q / 2 + 2]);
+            if q % 2 == 0 {
+                _mm256_shuffle_ps::<0x44>(a, b)
+            } else {
+                _mm256_shuffle_ps::<0xee>(a, b)
+            }
+        });
+        std::array::from_fn(|j| {
+            let (a, b) = (s[j % 4], s[4 + j % 4]);
+            if j < 4 {
+                _mm256_permute2f128_ps::<0x20>(a, b)
+            } else {
+                _mm256_permute2f128_ps::<0x31>(a, b)
+            }
+        })
+    }
+
+    /// [`row_major_matrix_vector`] with AVX2: eight steps of eight rows are transposed in
+    /// registers; the eight groups of rows are eight independent chains.
+    ///
+    /// # Panics
+    ///
+    /// When a row (`starts[r]..starts[r] + x.len()`) is not inside `data`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn row_major_matrix_vector_avx2(
+        data: &[f32],
+        starts: &[usize; GEMV_ROWS],
+        x: &[f32],
+    ) -> [f32; GEMV_ROWS] {
+        let k = x.len();
+        for &start in starts {
+            assert!(start + k <= data.len(), "the rows lie inside the data");
+        }
+        const GROUPS: usize = GEMV_ROWS / 8;
+        let mut acc = [_mm256_set1_ps(-0.0); GROUPS];
+        let whole = k / 8 * 8;
+        for p in (0..whole).step_by(8) {
+            for (g, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `p + 8 <= k`: the 8 elements of every row are in `data`.
+                let columns = transposed_8x8(std::array::from_fn(|i| unsafe {
+                    _mm256_loadu_ps(data.as_ptr().add(starts[g * 8 + i] + p))
+                }));
+                for (q, column) in columns.into_iter().enumerate() {
+                    *acc = _mm256_fmadd_ps(column, _mm256_set1_ps(x[p + q]), *acc);
+                }
+            }
+        }
+        if whole < k {
+            let rest = k - whole;
+            for (g, acc) in acc.iter_mut().enumerate() {
+                let columns = transposed_8x8(std::array::from_fn(|i| {
+                    let start = starts[g * 8 + i] + whole;
+                    let mut tail = [0.0f32; 8];
+                    tail[..rest].copy_from_slice(&data[start..start + rest]);
+                    // SAFETY: `tail` holds 8 floats.
+                    unsafe { _mm256_loadu_ps(tail.as_ptr()) }
+                }));
+                for (q, column) in columns.into_iter().take(rest).enumerate() {
+                    *acc = _mm256_fmadd_ps(column, _mm256_set1_ps(x[whole + q]), *acc);
+                }
+            }
+        }
+        let mut out = [0.0; GEMV_ROWS];
+        for (lanes, acc) in out.chunks_exact_mut(8).zip(acc) {
+            // SAFETY: `lanes` is 8 writable `f32`.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        }
+        out
+    }
+
     #[target_feature(enable = "avx512f,fma")]
     pub(super) fn avx512<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
         if same::<T, f32>() {
@@ -711,7 +798,8 @@ fn matrix_vector<T: Float>(
 }
 
 /// The rows of a row-major `f32` `a` starting at `row_starts` times a contiguous `b`,
-/// written into `acc`, when the CPU has AVX-512 (`false`, and `acc` untouched, otherwise).
+/// written into `acc`, when the CPU has AVX2 or AVX-512 (`false`, and `acc` untouched,
+/// otherwise).
 #[inline(always)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn row_major_f32<T: Float>(
@@ -728,10 +816,14 @@ fn row_major_f32<T: Float>(
         crate::lanes::as_f32_mut(acc),
     ) && a.col_stride == 1
         && b.row_stride == 1
-        && crate::simd::enabled(Isa::Avx512)
     {
-        // SAFETY: the CPU supports AVX-512F and FMA (`enabled` implies it).
-        let rows = unsafe { x86::row_major_matrix_vector(data, row_starts, &x[..k]) };
+        let rows = match crate::simd::isa() {
+            // SAFETY: `isa` never exceeds what the CPU supports: AVX-512F and FMA here.
+            Isa::Avx512 => unsafe { x86::row_major_matrix_vector(data, row_starts, &x[..k]) },
+            // SAFETY: as above, AVX2 and FMA.
+            Isa::Avx2 => unsafe { x86::row_major_matrix_vector_avx2(data, row_starts, &x[..k]) },
+            Isa::Baseline => return false,
+        };
         acc.copy_from_slice(&rows);
         return true;
     }
