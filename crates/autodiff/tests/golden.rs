@@ -31,9 +31,8 @@
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Linear, Lstm, Mlp, Module};
 use rlgrad_autodiff::{ApplyGradients, Sequences, Tape};
-use rlgrad_core::grain::{self, Family};
-use rlgrad_core::simd::{self, Isa};
 use rlgrad_core::{Cpu, Float, Par, Rng};
+use rlgrad_core::{simd, strategies};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
 
@@ -185,58 +184,35 @@ fn lstm<T: Float>(par: Par) -> u64 {
     parameter_hash(&model)
 }
 
-/// Puts the instruction-set cap and the grains back when dropped, also when a step panics.
-struct UncapOnDrop;
-
-impl Drop for UncapOnDrop {
-    fn drop(&mut self) {
-        simd::set_max_isa(None);
-        split_everything(false);
-    }
-}
-
-/// Grains of 1 for every kernel family (each kernel splits as far as its pieces allow,
-/// whatever its size), or back to the defaults.
-fn split_everything(split: bool) {
-    for family in Family::ALL {
-        grain::set_grain(family, split.then_some(1));
-    }
-}
-
 #[test]
 fn training_gives_the_committed_bits_at_every_isa_and_thread_count() {
-    let _uncap = UncapOnDrop;
     let mut failures = Vec::new();
     let mut printed = false;
-    for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
-        simd::set_max_isa(Some(isa));
+    strategies::every_isa_and_split(|isa, par| {
         assert_eq!(simd::isa(), isa, "the cap selects {isa}");
-        for par in [Par::Seq, Par::rayon(3)] {
-            split_everything(par != Par::Seq);
-            let hashes = [
-                ("mlp", "f32", mlp::<f32>(par)),
-                ("mlp", "f64", mlp::<f64>(par)),
-                ("lstm", "f32", lstm::<f32>(par)),
-                ("lstm", "f64", lstm::<f64>(par)),
-            ];
-            for (model, dtype, got) in hashes {
-                if !printed {
-                    println!("golden {model} {dtype}: {got:#018x}");
-                }
-                let want = GOLDEN
-                    .iter()
-                    .find(|&&(m, d, _)| m == model && d == dtype)
-                    .map(|&(_, _, hash)| hash);
-                if want != Some(got) {
-                    failures.push(format!(
-                        "{model} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
-                        want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
-                    ));
-                }
+        let hashes = [
+            ("mlp", "f32", mlp::<f32>(par)),
+            ("mlp", "f64", mlp::<f64>(par)),
+            ("lstm", "f32", lstm::<f32>(par)),
+            ("lstm", "f64", lstm::<f64>(par)),
+        ];
+        for (model, dtype, got) in hashes {
+            if !printed {
+                println!("golden {model} {dtype}: {got:#018x}");
             }
-            printed = true;
+            let want = GOLDEN
+                .iter()
+                .find(|&&(m, d, _)| m == model && d == dtype)
+                .map(|&(_, _, hash)| hash);
+            if want != Some(got) {
+                failures.push(format!(
+                    "{model} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
+                    want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
+                ));
+            }
         }
-    }
+        printed = true;
+    });
     assert!(
         failures.is_empty(),
         "{} golden hashes differ (an unintended change is a determinism bug; see the \

@@ -29,6 +29,47 @@ pub fn config(default_cases: u32) -> Config {
     }
 }
 
+/// Runs `f(isa, par)` at every instruction set this CPU supports (through the cap of
+/// [`crate::simd::set_max_isa`]) and two thread settings: `Par::Seq` with the default
+/// grains, and `Par::rayon(3)` with every grain 1 ([`crate::grain`]), so that every kernel
+/// splits as far as its pieces allow whatever its size. The cap and the grains are put
+/// back afterwards, also when `f` panics. Both are process-wide: call this from one test
+/// per test binary (the cross-ISA golden tests do).
+///
+/// ```
+/// use rlgrad_core::{reduce, strategies::every_isa_and_split};
+/// let x: Vec<f32> = (0..10_000).map(|i| (i as f32).sin()).collect();
+/// let mut sums = Vec::new();
+/// every_isa_and_split(|_, par| sums.push(reduce::sum(&x, par).to_bits()));
+/// assert!(sums.len() >= 2 && sums.windows(2).all(|w| w[0] == w[1]));
+/// ```
+pub fn every_isa_and_split(mut f: impl FnMut(crate::simd::Isa, crate::Par)) {
+    use crate::grain::{self, Family};
+    use crate::simd::{self, Isa};
+
+    fn split_everything(split: bool) {
+        for family in Family::ALL {
+            grain::set_grain(family, split.then_some(1));
+        }
+    }
+    /// Puts the cap and the grains back when dropped.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            simd::set_max_isa(None);
+            split_everything(false);
+        }
+    }
+    let _restore = Restore;
+    for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
+        simd::set_max_isa(Some(isa));
+        for par in [crate::Par::Seq, crate::Par::rayon(3)] {
+            split_everything(par != crate::Par::Seq);
+            f(isa, par);
+        }
+    }
+}
+
 /// Runs `f(Par::rayon(t))` inside a rayon pool of `t` threads for each `t` in `threads`
 /// (pools are built once per process and reused), returning the results in order. The
 /// determinism tests compare these results bit for bit.

@@ -1,7 +1,7 @@
 //! The cross-ISA golden test of the kernels: fixed inputs through every kernel family of
 //! rlgrad-core, in `f32` and `f64`, with the bits of every output hashed into one value
 //! per family and element type. The hashes are committed below ([`GOLDEN`]) and must come
-//! out the same at every instruction set this CPU supports ([`Isa::ALL`], through the
+//! out the same at every instruction set this CPU supports ([`simd::Isa::ALL`], through the
 //! process-wide cap [`simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on every
 //! platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
 //! qemu): the canonical orders fix every rounding, so the vector width, the thread count
@@ -34,7 +34,6 @@
 use std::sync::OnceLock;
 
 use rlgrad_core::cpu::{cell, optim, recurrence, sequence};
-use rlgrad_core::grain::{self, Family};
 use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::optim::{
     Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
@@ -44,8 +43,8 @@ use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences}
 use rlgrad_core::kernels::{
     BinaryOp, CopyKernel, ElementwiseKernel, MatmulKernel, ReduceKernel, ReduceOp, UnaryOp,
 };
-use rlgrad_core::simd::{self, Isa};
 use rlgrad_core::{Cpu, Dims, Float, Layout, Par, Rng, Shape, View, reduce};
+use rlgrad_core::{simd, strategies};
 
 /// The committed hashes: `(family, dtype, hash)`.
 const GOLDEN: &[(&str, &str, u64)] = &[
@@ -1111,55 +1110,32 @@ fn families<T: Float>(par: Par) -> Vec<(&'static str, u64)> {
     ]
 }
 
-/// Puts the instruction-set cap and the grains back when dropped, also when a kernel panics.
-struct UncapOnDrop;
-
-impl Drop for UncapOnDrop {
-    fn drop(&mut self) {
-        simd::set_max_isa(None);
-        split_everything(false);
-    }
-}
-
-/// Grains of 1 for every kernel family (each kernel splits as far as its pieces allow,
-/// whatever its size), or back to the defaults.
-fn split_everything(split: bool) {
-    for family in Family::ALL {
-        grain::set_grain(family, split.then_some(1));
-    }
-}
-
 #[test]
 fn every_kernel_family_gives_the_committed_bits_at_every_isa_and_thread_count() {
-    let _uncap = UncapOnDrop;
     let mut failures = Vec::new();
     let mut printed = false;
-    for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
-        simd::set_max_isa(Some(isa));
+    strategies::every_isa_and_split(|isa, par| {
         assert_eq!(simd::isa(), isa, "the cap selects {isa}");
-        for par in [Par::Seq, Par::rayon(3)] {
-            split_everything(par != Par::Seq);
-            let hashes = [("f32", families::<f32>(par)), ("f64", families::<f64>(par))];
-            for (dtype, family_hashes) in hashes {
-                for (family, got) in family_hashes {
-                    if !printed {
-                        println!("golden {family} {dtype}: {got:#018x}");
-                    }
-                    let want = GOLDEN
-                        .iter()
-                        .find(|&&(f, d, _)| f == family && d == dtype)
-                        .map(|&(_, _, hash)| hash);
-                    if want != Some(got) {
-                        failures.push(format!(
-                            "{family} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
-                            want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
-                        ));
-                    }
+        let hashes = [("f32", families::<f32>(par)), ("f64", families::<f64>(par))];
+        for (dtype, family_hashes) in hashes {
+            for (family, got) in family_hashes {
+                if !printed {
+                    println!("golden {family} {dtype}: {got:#018x}");
+                }
+                let want = GOLDEN
+                    .iter()
+                    .find(|&&(f, d, _)| f == family && d == dtype)
+                    .map(|&(_, _, hash)| hash);
+                if want != Some(got) {
+                    failures.push(format!(
+                        "{family} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
+                        want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
+                    ));
                 }
             }
-            printed = true;
         }
-    }
+        printed = true;
+    });
     assert!(
         failures.is_empty(),
         "{} golden hashes differ (an unintended change is a determinism bug; see the \
