@@ -2,7 +2,7 @@
 //! sequences, trained a few steps through the public autodiff, nn and optim API, in
 //! `f32` and `f64`, with the bits of every parameter afterwards (in name order) hashed into
 //! one value per model and element type. The hashes are committed below ([`GOLDEN`]) and
-//! must come out the same at every instruction set this CPU supports ([`Isa::ALL`],
+//! must come out the same at every instruction set this CPU supports ([`simd::Isa::ALL`],
 //! through the process-wide cap [`simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`,
 //! and on every platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64
 //! NEON under qemu). Every forward op, backward rule and optimizer update has one

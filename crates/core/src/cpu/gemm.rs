@@ -428,65 +428,119 @@ mod x86 {
         }
     }
 
+    /// The first `count < 16` floats at `p`, zeros in the other lanes.
+    ///
+    /// # Safety
+    ///
+    /// `p` points at `count` readable floats (the others are not accessed).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load_first_avx512(p: *const f32, count: usize) -> __m512 {
+        // SAFETY: the mask reads only the first `count` floats (the caller's contract).
+        unsafe { _mm512_maskz_loadu_ps(((1u32 << count) - 1) as u16, p) }
+    }
+
+    /// The first `count < 8` floats at `p`, zeros in the other lanes.
+    ///
+    /// # Safety
+    ///
+    /// `p` points at `count` readable floats (the others are not accessed).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn load_first_avx2(p: *const f32, count: usize) -> __m256 {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), lanes);
+        // SAFETY: the mask reads only the first `count` floats (the caller's contract).
+        unsafe { _mm256_maskload_ps(p, mask) }
+    }
+
     /// `out[r] = a[r, ..] @ x` for the [`GEMV_ROWS`] rows of a row-major `f32` matrix
     /// starting at `starts[r]` in `data`, each the canonical chain (fused multiply-adds
-    /// over `x` in order from `-0`). Sixteen steps of sixteen rows are transposed in
-    /// registers and multiplied at once, so that nothing is stored between the
-    /// transposition and the chains; the four groups of rows are four independent chains.
+    /// over `x` in order from `-0`), from the instruction set's load, store, broadcast,
+    /// fused multiply-add and register transpose of a `LANES x LANES` block. `LANES`
+    /// steps of `LANES` rows are transposed in registers and multiplied at once, so that
+    /// nothing is stored between the transposition and the chains; the groups of rows are
+    /// independent chains.
     ///
     /// # Panics
     ///
     /// When a row (`starts[r]..starts[r] + x.len()`) is not inside `data`.
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) fn row_major_matrix_vector(
-        data: &[f32],
-        starts: &[usize; GEMV_ROWS],
-        x: &[f32],
-    ) -> [f32; GEMV_ROWS] {
-        let k = x.len();
-        for &start in starts {
-            assert!(start + k <= data.len(), "the rows lie inside the data");
-        }
-        const GROUPS: usize = GEMV_ROWS / 16;
-        let mut acc = [_mm512_set1_ps(-0.0); GROUPS];
-        let whole = k / 16 * 16;
-        let row = |g: usize, i: usize, p: usize| {
-            // SAFETY: `p < k`, and every row holds `k` elements from its start (asserted
-            // above).
-            unsafe { data.as_ptr().add(starts[g * 16 + i] + p) }
+    macro_rules! row_major_gemv {
+        ($name:ident, $features:literal, $vec:ty, $lanes:literal, $transpose:ident,
+         $load:ident, $load_first:ident, $store:ident, $broadcast:ident, $fma:ident) => {
+            #[target_feature(enable = $features)]
+            pub(super) fn $name(
+                data: &[f32],
+                starts: &[usize; GEMV_ROWS],
+                x: &[f32],
+            ) -> [f32; GEMV_ROWS] {
+                const LANES: usize = $lanes;
+                const GROUPS: usize = GEMV_ROWS / LANES;
+                let k = x.len();
+                for &start in starts {
+                    assert!(start + k <= data.len(), "the rows lie inside the data");
+                }
+                let mut acc: [$vec; GROUPS] = [$broadcast(-0.0); GROUPS];
+                let whole = k / LANES * LANES;
+                for p in (0..whole).step_by(LANES) {
+                    for (g, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: `p + LANES <= k`: those elements of every row are in
+                        // `data` (asserted above).
+                        let columns = $transpose(std::array::from_fn(|i| unsafe {
+                            $load(data.as_ptr().add(starts[g * LANES + i] + p))
+                        }));
+                        for (q, column) in columns.into_iter().enumerate() {
+                            *acc = $fma(column, $broadcast(x[p + q]), *acc);
+                        }
+                    }
+                }
+                if whole < k {
+                    let rest = k - whole;
+                    for (g, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: every row holds its `rest` last elements from `whole`
+                        // (asserted above), and only those are read.
+                        let columns = $transpose(std::array::from_fn(|i| unsafe {
+                            $load_first(data.as_ptr().add(starts[g * LANES + i] + whole), rest)
+                        }));
+                        for (q, column) in columns.into_iter().take(rest).enumerate() {
+                            *acc = $fma(column, $broadcast(x[whole + q]), *acc);
+                        }
+                    }
+                }
+                let mut out = [0.0; GEMV_ROWS];
+                for (lanes, acc) in out.chunks_exact_mut(LANES).zip(acc) {
+                    // SAFETY: `lanes` is `LANES` writable `f32`.
+                    unsafe { $store(lanes.as_mut_ptr(), acc) };
+                }
+                out
+            }
         };
-        for p in (0..whole).step_by(16) {
-            for (g, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: `p + 16 <= k`: the 16 elements of every row are in `data`.
-                let columns = transposed(std::array::from_fn(|i| unsafe {
-                    _mm512_loadu_ps(row(g, i, p))
-                }));
-                for (q, column) in columns.into_iter().enumerate() {
-                    *acc = _mm512_fmadd_ps(column, _mm512_set1_ps(x[p + q]), *acc);
-                }
-            }
-        }
-        if whole < k {
-            let rest = k - whole;
-            let mask = ((1u32 << rest) - 1) as u16;
-            for (g, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: the mask reads only the `rest` elements left in every row (the
-                // masked-off ones are not accessed).
-                let columns = transposed(std::array::from_fn(|i| unsafe {
-                    _mm512_maskz_loadu_ps(mask, row(g, i, whole))
-                }));
-                for (q, column) in columns.into_iter().take(rest).enumerate() {
-                    *acc = _mm512_fmadd_ps(column, _mm512_set1_ps(x[whole + q]), *acc);
-                }
-            }
-        }
-        let mut out = [0.0; GEMV_ROWS];
-        for (lanes, acc) in out.chunks_exact_mut(16).zip(acc) {
-            // SAFETY: `lanes` is 16 writable `f32`.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
-        }
-        out
     }
+
+    row_major_gemv!(
+        row_major_matrix_vector,
+        "avx512f,fma",
+        __m512,
+        16,
+        transposed,
+        _mm512_loadu_ps,
+        load_first_avx512,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    row_major_gemv!(
+        row_major_matrix_vector_avx2,
+        "avx2,fma",
+        __m256,
+        8,
+        transposed_8x8,
+        _mm256_loadu_ps,
+        load_first_avx2,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
 
     /// An 8 x 8 block of `f32` transposed in registers: element `j` of result `i` is
     /// element `i` of `r[j]` (pairs, then pairs of pairs, then 128-bit halves).
@@ -519,59 +573,6 @@ mod x86 {
                 _mm256_permute2f128_ps::<0x31>(a, b)
             }
         })
-    }
-
-    /// [`row_major_matrix_vector`] with AVX2: eight steps of eight rows are transposed in
-    /// registers; the eight groups of rows are eight independent chains.
-    ///
-    /// # Panics
-    ///
-    /// When a row (`starts[r]..starts[r] + x.len()`) is not inside `data`.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn row_major_matrix_vector_avx2(
-        data: &[f32],
-        starts: &[usize; GEMV_ROWS],
-        x: &[f32],
-    ) -> [f32; GEMV_ROWS] {
-        let k = x.len();
-        for &start in starts {
-            assert!(start + k <= data.len(), "the rows lie inside the data");
-        }
-        const GROUPS: usize = GEMV_ROWS / 8;
-        let mut acc = [_mm256_set1_ps(-0.0); GROUPS];
-        let whole = k / 8 * 8;
-        for p in (0..whole).step_by(8) {
-            for (g, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: `p + 8 <= k`: the 8 elements of every row are in `data`.
-                let columns = transposed_8x8(std::array::from_fn(|i| unsafe {
-                    _mm256_loadu_ps(data.as_ptr().add(starts[g * 8 + i] + p))
-                }));
-                for (q, column) in columns.into_iter().enumerate() {
-                    *acc = _mm256_fmadd_ps(column, _mm256_set1_ps(x[p + q]), *acc);
-                }
-            }
-        }
-        if whole < k {
-            let rest = k - whole;
-            for (g, acc) in acc.iter_mut().enumerate() {
-                let columns = transposed_8x8(std::array::from_fn(|i| {
-                    let start = starts[g * 8 + i] + whole;
-                    let mut tail = [0.0f32; 8];
-                    tail[..rest].copy_from_slice(&data[start..start + rest]);
-                    // SAFETY: `tail` holds 8 floats.
-                    unsafe { _mm256_loadu_ps(tail.as_ptr()) }
-                }));
-                for (q, column) in columns.into_iter().take(rest).enumerate() {
-                    *acc = _mm256_fmadd_ps(column, _mm256_set1_ps(x[whole + q]), *acc);
-                }
-            }
-        }
-        let mut out = [0.0; GEMV_ROWS];
-        for (lanes, acc) in out.chunks_exact_mut(8).zip(acc) {
-            // SAFETY: `lanes` is 8 writable `f32`.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-        }
-        out
     }
 
     #[target_feature(enable = "avx512f,fma")]
