@@ -238,6 +238,28 @@ fn lanes_avx2(x: &[f32]) -> f32 {
     lanes(x)
 }
 
+/// Seconds per call of `run`, for the report binaries (`calibrate`, `gemm_peak`) that time
+/// without criterion: the fastest of 7 batches, each of enough calls (about 20 ms) to hide
+/// the clock, after one warm-up call.
+pub fn seconds_per_call(mut run: impl FnMut()) -> f64 {
+    use std::time::Instant;
+    run();
+    let clock = Instant::now();
+    run();
+    let once = clock.elapsed().max(Duration::from_nanos(100));
+    let calls = (Duration::from_millis(20).as_nanos() / once.as_nanos()).clamp(1, 1_000_000);
+    let calls = u32::try_from(calls).expect("at most a million calls");
+    (0..7)
+        .map(|_| {
+            let clock = Instant::now();
+            for _ in 0..calls {
+                run();
+            }
+            clock.elapsed().as_secs_f64() / f64::from(calls)
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

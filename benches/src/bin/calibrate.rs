@@ -4,14 +4,13 @@
 //! per element of the family, so that a grain that suits it suits the rest) runs at
 //! geometric sizes on one thread, and on two threads with the grain forced to 1 so that
 //! it always splits, in a rayon pool whose workers are kept awake as in a training loop.
-//! Each time is the fastest of several batches of calls. The crossover is the smallest
+//! Each time is the fastest of 7 batches of calls. The crossover is the smallest
 //! size from which two threads are at least 10% faster at every larger size; a split needs
 //! two tasks, so the grain it suggests is half of it. The table and the JSON
 //! (`--out FILE`) say the default grain beside the measurement; results never depend on
 //! grains, only speed does.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use rlgrad_core::cpu::{cell, optim, recurrence, sequence};
 use rlgrad_core::grain::{self, Family};
@@ -25,8 +24,6 @@ use serde::Serialize;
 
 /// Two threads are "faster" from this ratio of one thread's time to theirs.
 const PAYS: f64 = 1.1;
-/// Batches per timing; the fastest counts.
-const BATCHES: usize = 7;
 
 #[derive(Serialize)]
 struct Point {
@@ -175,23 +172,9 @@ fn kernel(family: Family, size: usize) -> (&'static str, Kernel) {
     }
 }
 
-/// Microseconds per call of `run(par)`: the fastest of [`BATCHES`] batches, each long
-/// enough (about 20 ms) to hide the clock.
+/// Microseconds per call of `run(par)` ([`rlgrad_benches::seconds_per_call`]).
 fn time(run: &mut (dyn FnMut(Par) + Send), par: Par) -> f64 {
-    run(par);
-    let clock = Instant::now();
-    run(par);
-    let once = clock.elapsed().max(Duration::from_nanos(100));
-    let calls = (Duration::from_millis(20).as_nanos() / once.as_nanos()).clamp(1, 100_000) as u32;
-    (0..BATCHES)
-        .map(|_| {
-            let clock = Instant::now();
-            for _ in 0..calls {
-                run(par);
-            }
-            clock.elapsed().as_secs_f64() * 1e6 / f64::from(calls)
-        })
-        .fold(f64::INFINITY, f64::min)
+    rlgrad_benches::seconds_per_call(|| run(par)) * 1e6
 }
 
 /// The sizes measured for `family`.

@@ -10,7 +10,6 @@
 //! and backward `dy @ w^T` and `x^T @ dy`) and the 64-wide seed MLP of W6. One thread.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use rlgrad_core::kernels::MatmulKernel;
 use rlgrad_core::simd::{self, Isa};
@@ -65,24 +64,6 @@ fn products() -> Vec<Product> {
     products
 }
 
-/// Seconds per call of `run`: the fastest of 7 batches of about 20 ms.
-fn seconds_per_call(mut run: impl FnMut()) -> f64 {
-    run();
-    let clock = Instant::now();
-    run();
-    let once = clock.elapsed().max(Duration::from_nanos(100));
-    let calls = (Duration::from_millis(20).as_nanos() / once.as_nanos()).clamp(1, 1_000_000) as u32;
-    (0..7)
-        .map(|_| {
-            let clock = Instant::now();
-            for _ in 0..calls {
-                run();
-            }
-            clock.elapsed().as_secs_f64() / f64::from(calls)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
 /// The measured f32 FMA peak of one core at `isa`, in GFLOP/s (`None` without FMA).
 fn fma_peak(isa: Isa) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
@@ -95,7 +76,7 @@ fn fma_peak(isa: Isa) -> Option<f64> {
             Isa::Avx2 => (8, |n| unsafe { x86::chains_avx2(n) }),
             Isa::Baseline => return None,
         };
-        let seconds = seconds_per_call(|| {
+        let seconds = rlgrad_benches::seconds_per_call(|| {
             black_box(run(black_box(ITERATIONS)));
         });
         let flops = (ITERATIONS * x86::CHAINS * lanes * 2) as f64;
@@ -182,7 +163,7 @@ fn main() {
             layout(p.k, p.n, p.b_transposed),
         );
         let mut out = vec![0.0f32; p.m * p.n];
-        let seconds = seconds_per_call(|| {
+        let seconds = rlgrad_benches::seconds_per_call(|| {
             cpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut out)
                 .expect("valid views");
             black_box(&out);
