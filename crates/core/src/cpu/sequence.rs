@@ -51,9 +51,8 @@ pub fn pad<T: Float>(
     let (packed_len, padded_len) = sizes("pad", seqs, features)?;
     check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
     check_len("pad", "padded", "[B, T, F]", padded_len, padded.len())?;
-    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the copy writes only initialized
-    // values, so `padded` stays initialized.
-    let padded = unsafe { &mut *(std::ptr::from_mut(padded) as *mut [MaybeUninit<T>]) };
+    // SAFETY: `copy_into_padded` writes only initialized values.
+    let padded = unsafe { as_uninit(padded) };
     copy_into_padded(par, seqs, features, order, flat, padded, true);
     Ok(())
 }
@@ -76,10 +75,8 @@ pub fn pad_new<T: Float>(
     check_len("pad", "flat", "[N, F]", packed_len, flat.len())?;
     if padded_len.saturating_mul(size_of::<T>()) >= FRESH_PAGES_FROM {
         let mut padded = alloc::try_zeroed(padded_len, "pad", "seqs")?;
-        // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the copy writes only
-        // initialized values.
-        let out =
-            unsafe { &mut *(std::ptr::from_mut(padded.as_mut_slice()) as *mut [MaybeUninit<T>]) };
+        // SAFETY: `copy_into_padded` writes only initialized values.
+        let out = unsafe { as_uninit(padded.as_mut_slice()) };
         copy_into_padded(par, seqs, features, order, flat, out, false);
         return Ok(padded);
     }
@@ -102,6 +99,18 @@ pub fn pad_new<T: Float>(
 /// written whole: glibc's allocator serves allocations below 32 MiB (its largest dynamic
 /// `mmap` threshold) from memory it recycles, and maps larger ones fresh for each call.
 const FRESH_PAGES_FROM: usize = 32 << 20;
+
+/// `x` as memory for the kernels that write into possibly uninitialized buffers.
+///
+/// # Safety
+///
+/// Only initialized values are written through the result (those kernels write copies
+/// and results, never `MaybeUninit::uninit()`), so `x` is initialized when it ends.
+unsafe fn as_uninit<T: Float>(x: &mut [T]) -> &mut [MaybeUninit<T>] {
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; the caller's contract keeps `x`
+    // initialized.
+    unsafe { &mut *(std::ptr::from_mut(x) as *mut [MaybeUninit<T>]) }
+}
 
 /// `dst[i] = src[i]`, into memory that may be uninitialized.
 #[inline(always)]
@@ -207,9 +216,8 @@ pub fn unpad<T: Float>(
     let (packed_len, padded_len) = sizes("unpad", seqs, features)?;
     check_len("unpad", "padded", "[B, T, F]", padded_len, padded.len())?;
     check_len("unpad", "flat", "[N, F]", packed_len, flat.len())?;
-    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and the copy writes only initialized
-    // values, so `flat` stays initialized.
-    let flat = unsafe { &mut *(std::ptr::from_mut(flat) as *mut [MaybeUninit<T>]) };
+    // SAFETY: `copy_from_padded` writes only initialized values.
+    let flat = unsafe { as_uninit(flat) };
     copy_from_padded(par, seqs, features, order, padded, flat);
     Ok(())
 }
@@ -345,9 +353,8 @@ pub fn masked_map<T: Float>(
     map: MaskedMap<'_, [T], T>,
     out: &mut [T],
 ) -> Result<()> {
-    // SAFETY: `MaybeUninit<T>` has the layout of `T`, and `masked_map_uninit` writes only
-    // initialized values, so `out` stays initialized.
-    let out = unsafe { &mut *(std::ptr::from_mut(out) as *mut [MaybeUninit<T>]) };
+    // SAFETY: `masked_map_uninit` writes only initialized values.
+    let out = unsafe { as_uninit(out) };
     masked_map_uninit(par, seqs, features, x, map, out)
 }
 
