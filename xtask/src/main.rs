@@ -296,20 +296,9 @@ fn calibrate(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(latest.parent().expect("a file in a folder"))
         .map_err(|e| format!("cannot create {}: {e}", latest.display()))?;
     let latest_arg = latest.display().to_string();
-    let mut command = vec![
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "rlgrad-benches",
-        "--bin",
-        "calibrate",
-        "--",
-        "--out",
-        &latest_arg,
-    ];
-    command.extend(args.iter().map(String::as_str));
-    cargo(&command, &[])?;
+    let mut bin_args = vec!["--out", &latest_arg];
+    bin_args.extend(args.iter().map(String::as_str));
+    run_bench_binary("calibrate", &bin_args, &[])?;
     if let Some(out) = extra_out {
         std::fs::copy(&latest, &out).map_err(|e| format!("cannot write {out}: {e}"))?;
     }
@@ -332,18 +321,23 @@ fn gemm_peak(args: &[String]) -> Result<(), String> {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    cargo(
-        &[
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "rlgrad-benches",
-            "--bin",
-            "gemm_peak",
-        ],
-        &env,
-    )
+    run_bench_binary("gemm_peak", &[], &env)
+}
+
+/// Runs the report binary `name` of `benches/` (`src/bin/`) in release with `args`.
+fn run_bench_binary(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    let mut command = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "rlgrad-benches",
+        "--bin",
+        name,
+        "--",
+    ];
+    command.extend(args);
+    cargo(&command, envs)
 }
 
 /// `Ok` when a command that takes no options got none.
