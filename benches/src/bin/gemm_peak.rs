@@ -27,33 +27,40 @@ struct Product {
 
 fn products() -> Vec<Product> {
     let mut products = Vec::new();
-    let mut layer = |tag: &str, batch: usize, fan_in: usize, fan_out: usize| {
-        let forward = Product {
-            name: format!("{tag} B={batch} x[{batch},{fan_in}] @ w[{fan_in},{fan_out}]"),
-            m: batch,
-            k: fan_in,
-            n: fan_out,
-            a_transposed: false,
-            b_transposed: false,
+    let mut layer =
+        |tag: &str, batch: usize, fan_in: usize, fan_out: usize| {
+            // (name, [m, k, n], a transposed, b transposed)
+            let shapes = [
+                (
+                    format!("{tag} B={batch} x[{batch},{fan_in}] @ w[{fan_in},{fan_out}]"),
+                    [batch, fan_in, fan_out],
+                    false,
+                    false,
+                ),
+                (
+                    format!("{tag} B={batch} dy[{batch},{fan_out}] @ w^T"),
+                    [batch, fan_out, fan_in],
+                    false,
+                    true,
+                ),
+                (
+                    format!("{tag} B={batch} x^T @ dy[{batch},{fan_out}]"),
+                    [fan_in, batch, fan_out],
+                    true,
+                    false,
+                ),
+            ];
+            products.extend(shapes.into_iter().map(
+                |(name, [m, k, n], a_transposed, b_transposed)| Product {
+                    name,
+                    m,
+                    k,
+                    n,
+                    a_transposed,
+                    b_transposed,
+                },
+            ));
         };
-        let grad_input = Product {
-            name: format!("{tag} B={batch} dy[{batch},{fan_out}] @ w^T"),
-            m: batch,
-            k: fan_out,
-            n: fan_in,
-            a_transposed: false,
-            b_transposed: true,
-        };
-        let grad_weight = Product {
-            name: format!("{tag} B={batch} x^T @ dy[{batch},{fan_out}]"),
-            m: fan_in,
-            k: batch,
-            n: fan_out,
-            a_transposed: true,
-            b_transposed: false,
-        };
-        products.extend([forward, grad_input, grad_weight]);
-    };
     for batch in [256, 100] {
         layer("actor l1", batch, 3, 400);
         layer("critic l1", batch, 4, 400);
