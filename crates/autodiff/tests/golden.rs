@@ -2,8 +2,8 @@
 //! sequences, trained a few steps through the public autodiff, nn and optim API, in
 //! `f32` and `f64`, with the bits of every parameter afterwards (in name order) hashed into
 //! one value per model and element type. The hashes are committed below ([`GOLDEN`]) and
-//! must come out the same at every instruction set this CPU supports ([`simd::Isa::ALL`],
-//! through the process-wide cap [`simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`,
+//! must come out the same at every instruction set this CPU supports ([`rlgrad_core::simd::Isa::ALL`],
+//! through the process-wide cap [`rlgrad_core::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`,
 //! and on every platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64
 //! NEON under qemu). Every forward op, backward rule and optimizer update has one
 //! canonical order, so a training run is the same bits everywhere. The golden test of
@@ -31,8 +31,8 @@
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Linear, Lstm, Mlp, Module};
 use rlgrad_autodiff::{ApplyGradients, Sequences, Tape};
+use rlgrad_core::strategies::{self, BitsHash};
 use rlgrad_core::{Cpu, Float, Par, Rng};
-use rlgrad_core::{simd, strategies};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
 
@@ -44,31 +44,6 @@ const GOLDEN: &[(&str, &str, u64)] = &[
     ("lstm", "f64", 0xe69469f9d3731723),
 ];
 
-/// FNV-1a (64-bit) over the bits of parameter values: small, fixed forever, and the same
-/// on every platform.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn word(&mut self, word: u64) {
-        for byte in word.to_le_bytes() {
-            self.0 ^= u64::from(byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    /// The length, then every value's bits in order.
-    fn values<T: Float>(&mut self, values: &[T]) {
-        self.word(values.len() as u64);
-        for &v in values {
-            self.word(v.to_bits_u64());
-        }
-    }
-}
-
 /// The hash of every parameter of `module`, in name order. Every value must be finite:
 /// trained parameters are, unless something is broken (NaN's sign and payload would also
 /// be the hardware's, not rlgrad's).
@@ -79,7 +54,7 @@ fn parameter_hash<T: Float>(module: &impl Module<T>) -> u64 {
         .map(|p| (p.name().to_owned(), p.value().to_vec().unwrap()))
         .collect();
     params.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for (name, values) in &params {
         assert!(
             values.iter().all(|v| v.is_finite()),
@@ -87,7 +62,7 @@ fn parameter_hash<T: Float>(module: &impl Module<T>) -> u64 {
         );
         hash.values(values);
     }
-    hash.0
+    hash.finish()
 }
 
 /// A 5 -> 33 -> 17 -> 3 tanh MLP (odd widths: no vector width divides them) trained 20
@@ -186,38 +161,12 @@ fn lstm<T: Float>(par: Par) -> u64 {
 
 #[test]
 fn training_gives_the_committed_bits_at_every_isa_and_thread_count() {
-    let mut failures = Vec::new();
-    let mut printed = false;
-    strategies::every_isa_and_split(|isa, par| {
-        assert_eq!(simd::isa(), isa, "the cap selects {isa}");
-        let hashes = [
+    strategies::assert_golden_hashes(GOLDEN, |par| {
+        vec![
             ("mlp", "f32", mlp::<f32>(par)),
             ("mlp", "f64", mlp::<f64>(par)),
             ("lstm", "f32", lstm::<f32>(par)),
             ("lstm", "f64", lstm::<f64>(par)),
-        ];
-        for (model, dtype, got) in hashes {
-            if !printed {
-                println!("golden {model} {dtype}: {got:#018x}");
-            }
-            let want = GOLDEN
-                .iter()
-                .find(|&&(m, d, _)| m == model && d == dtype)
-                .map(|&(_, _, hash)| hash);
-            if want != Some(got) {
-                failures.push(format!(
-                    "{model} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
-                    want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
-                ));
-            }
-        }
-        printed = true;
+        ]
     });
-    assert!(
-        failures.is_empty(),
-        "{} golden hashes differ (an unintended change is a determinism bug; see the \
-         module docs):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
 }

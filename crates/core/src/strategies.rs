@@ -70,6 +70,98 @@ pub fn every_isa_and_split(mut f: impl FnMut(crate::simd::Isa, crate::Par)) {
     }
 }
 
+/// FNV-1a (64-bit) over the bits of float values: a hash small enough to commit, fixed
+/// forever and the same on every platform, for golden tests of output bits. Every NaN
+/// hashes as one value: rlgrad promises the bits of numbers, not NaN payloads (a NaN
+/// made fresh has another sign bit on aarch64 than on x86-64).
+///
+/// ```
+/// use rlgrad_core::strategies::BitsHash;
+/// let mut hash = BitsHash::new();
+/// hash.values(&[1.0f32, -0.0, f32::NAN]);
+/// let mut other = BitsHash::new();
+/// other.values(&[1.0f32, 0.0, -f32::NAN]);
+/// assert_ne!(hash.finish(), other.finish(), "-0 and +0 differ; the NaNs do not");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct BitsHash(u64);
+
+impl Default for BitsHash {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BitsHash {
+    /// The hash of nothing (FNV-1a's offset basis).
+    pub fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// Mixes in the 8 bytes of `word`, little-endian.
+    pub fn word(&mut self, word: u64) {
+        for byte in word.to_le_bytes() {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// Mixes in the length of `values`, then every value's bits in order.
+    pub fn values<T: Float>(&mut self, values: &[T]) {
+        self.word(values.len() as u64);
+        for &v in values {
+            self.word(if v.is_nan() {
+                u64::MAX
+            } else {
+                v.to_bits_u64()
+            });
+        }
+    }
+
+    /// The hash so far.
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The golden test: runs `hashes` at every instruction set and split of
+/// [`every_isa_and_split`] and panics, listing every difference, unless each
+/// `(name, dtype, hash)` it returns is the committed row of `golden`. The hashes of the
+/// first run are printed (`--nocapture`), so that a deliberate change of the bits can
+/// update the committed table.
+pub fn assert_golden_hashes(
+    golden: &[(&str, &str, u64)],
+    mut hashes: impl FnMut(crate::Par) -> Vec<(&'static str, &'static str, u64)>,
+) {
+    let mut failures = Vec::new();
+    let mut printed = false;
+    every_isa_and_split(|isa, par| {
+        assert_eq!(crate::simd::isa(), isa, "the cap selects {isa}");
+        for (name, dtype, got) in hashes(par) {
+            if !printed {
+                println!("golden {name} {dtype}: {got:#018x}");
+            }
+            let want = golden
+                .iter()
+                .find(|&&(n, d, _)| n == name && d == dtype)
+                .map(|&(_, _, hash)| hash);
+            if want != Some(got) {
+                failures.push(format!(
+                    "{name} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
+                    want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
+                ));
+            }
+        }
+        printed = true;
+    });
+    assert!(
+        failures.is_empty(),
+        "{} golden hashes differ (an unintended change is a determinism bug):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// Runs `f(Par::rayon(t))` inside a rayon pool of `t` threads for each `t` in `threads`
 /// (pools are built once per process and reused), returning the results in order. The
 /// determinism tests compare these results bit for bit.

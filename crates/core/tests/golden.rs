@@ -1,8 +1,8 @@
 //! The cross-ISA golden test of the kernels: fixed inputs through every kernel family of
 //! rlgrad-core, in `f32` and `f64`, with the bits of every output hashed into one value
 //! per family and element type. The hashes are committed below ([`GOLDEN`]) and must come
-//! out the same at every instruction set this CPU supports ([`simd::Isa::ALL`], through the
-//! process-wide cap [`simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on every
+//! out the same at every instruction set this CPU supports ([`rlgrad_core::simd::Isa::ALL`], through the
+//! process-wide cap [`rlgrad_core::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on every
 //! platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
 //! qemu): the canonical orders fix every rounding, so the vector width, the thread count
 //! and the CPU never show in the bits.
@@ -43,8 +43,8 @@ use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences}
 use rlgrad_core::kernels::{
     BinaryOp, CopyKernel, ElementwiseKernel, MatmulKernel, ReduceKernel, ReduceOp, UnaryOp,
 };
+use rlgrad_core::strategies::{self, BitsHash};
 use rlgrad_core::{Cpu, Dims, Float, Layout, Par, Rng, Shape, View, reduce};
-use rlgrad_core::{simd, strategies};
 
 /// The committed hashes: `(family, dtype, hash)`.
 const GOLDEN: &[(&str, &str, u64)] = &[
@@ -80,36 +80,6 @@ const SEED: u64 = 23;
 /// parallel setting sets every grain to 1), and odd, so that no vector width divides it.
 const LONG: usize = 70_001;
 
-/// FNV-1a (64-bit) over the bits of output values: small, fixed forever, and the same on
-/// every platform.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Self(0xcbf29ce484222325)
-    }
-
-    fn word(&mut self, word: u64) {
-        for byte in word.to_le_bytes() {
-            self.0 ^= u64::from(byte);
-            self.0 = self.0.wrapping_mul(0x00000100000001b3);
-        }
-    }
-
-    /// The length, then every value's bits in order (NaN as one value, see the module
-    /// docs).
-    fn values<T: Float>(&mut self, values: &[T]) {
-        self.word(values.len() as u64);
-        for &v in values {
-            self.word(if v.is_nan() {
-                u64::MAX
-            } else {
-                v.to_bits_u64()
-            });
-        }
-    }
-}
-
 /// `2^e` for the exponents used here, exactly.
 fn two_to(e: i64) -> f64 {
     f64::from_bits(((1023 + e) as u64) << 52)
@@ -134,11 +104,11 @@ fn pool() -> &'static [(f64, i64)] {
 /// `len` consecutive samples of the pool from a start that `name` picks, so that inputs
 /// of different names differ.
 fn draws(name: &str, len: usize) -> &'static [(f64, i64)] {
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for byte in name.bytes() {
         hash.word(u64::from(byte));
     }
-    let start = (hash.0 % (POOL_LEN - len + 1) as u64) as usize;
+    let start = (hash.finish() % (POOL_LEN - len + 1) as u64) as usize;
     &pool()[start..start + len]
 }
 
@@ -281,7 +251,7 @@ fn c<T: Float>(v: f64) -> T {
 /// Every [`UnaryOp`] (each variant; a new one must be added here), over a dense input
 /// (the lane versions of exp, tanh and sigmoid for `f32`) and a transposed view of it
 /// (the scalar formulas).
-fn unary<T: Float>(cpu: &Cpu) -> Fnv {
+fn unary<T: Float>(cpu: &Cpu) -> BitsHash {
     let ops = [
         UnaryOp::Neg,
         UnaryOp::Abs,
@@ -313,7 +283,7 @@ fn unary<T: Float>(cpu: &Cpu) -> Fnv {
         // Column-major [37, 29] from element 5: strided runs.
         strided(&[37, 29], &[1, 37], 5),
     ];
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for op in ops {
         for layout in &layouts {
             let mut out = vec![T::zero(); layout.numel()];
@@ -337,7 +307,7 @@ fn binary_inputs<T: Float>(len: usize) -> (Vec<T>, Vec<T>) {
 
 /// Every [`BinaryOp`] over dense operands, a row broadcast along the rows (a bias), a
 /// column broadcast, a scalar, and two non-contiguous views.
-fn binary<T: Float>(cpu: &Cpu) -> Fnv {
+fn binary<T: Float>(cpu: &Cpu) -> BitsHash {
     let ops = [
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -374,7 +344,7 @@ fn binary<T: Float>(cpu: &Cpu) -> Fnv {
             strided(&[29, 37], &[74, 2], 1),
         ),
     ];
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for op in ops {
         for (la, lb) in &cases {
             let mut out = vec![T::zero(); la.numel()];
@@ -388,7 +358,7 @@ fn binary<T: Float>(cpu: &Cpu) -> Fnv {
 
 /// Select with a condition holding `+0`, `-0` (both false) and nonzero values, dense and
 /// through broadcast and transposed views.
-fn select<T: Float>(cpu: &Cpu) -> Fnv {
+fn select<T: Float>(cpu: &Cpu) -> BitsHash {
     let condition: Vec<T> = spread::<T>("select condition", LONG)
         .into_iter()
         .enumerate()
@@ -408,7 +378,7 @@ fn select<T: Float>(cpu: &Cpu) -> Fnv {
             strided(&[41, 53], &[1, 0], 9),
         ],
     ];
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for [lc, lt, lf] in &cases {
         let mut out = vec![T::zero(); lc.numel()];
         cpu.select(
@@ -425,7 +395,7 @@ fn select<T: Float>(cpu: &Cpu) -> Fnv {
 
 /// Every [`ReduceOp`] over everything and along each axis, of dense data (one long enough
 /// to split over tasks) and of a transposed view.
-fn reduce_kernel<T: Float>(cpu: &Cpu) -> Fnv {
+fn reduce_kernel<T: Float>(cpu: &Cpu) -> BitsHash {
     let ops = [
         ReduceOp::Sum,
         ReduceOp::Mean,
@@ -444,7 +414,7 @@ fn reduce_kernel<T: Float>(cpu: &Cpu) -> Fnv {
         // A transposed [67, 45] from element 1.
         strided(&[67, 45], &[1, 67], 1),
     ];
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for op in ops {
         for layout in &layouts {
             let view = View::new(&x, layout);
@@ -464,10 +434,10 @@ fn reduce_kernel<T: Float>(cpu: &Cpu) -> Fnv {
 /// The slice-level canonical reductions of [`rlgrad_core::reduce`]: sums, means,
 /// variances and extrema at lengths around the leaf and lane sizes, and the mapped,
 /// column, gathered and segmented sums.
-fn reduce_slices<T: Float>(par: Par) -> Fnv {
+fn reduce_slices<T: Float>(par: Par) -> BitsHash {
     let x = spread::<T>("reduce slices", LONG);
     let y = spread::<T>("reduce slices other", LONG);
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for len in [2, 15, 17, 63, 65, 1023, 1025, 4097, LONG] {
         let x = &x[..len];
         let (mean, var) = reduce::mean_var(x, 1, par).unwrap();
@@ -536,9 +506,9 @@ fn c_of<T: Float>(column: usize) -> T {
 
 /// Copies of strided and broadcast views, index_select and index_add (with repeated
 /// indices, which accumulate in order) along each axis, and concatenation.
-fn copy<T: Float>(cpu: &Cpu) -> Fnv {
+fn copy<T: Float>(cpu: &Cpu) -> BitsHash {
     let x = spread::<T>("copy", LONG);
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for layout in [
         dense(&[LONG]),
         strided(&[37, 29], &[1, 37], 5),
@@ -584,11 +554,11 @@ fn copy<T: Float>(cpu: &Cpu) -> Fnv {
 /// Products at many shapes: the RL shapes, one row, one column, `k = 1`, `k` across the
 /// 256 block, `m` across the 96 block, narrow outputs (computed transposed), transposed
 /// operands, a batch with a broadcast operand, and the fused linear layer.
-fn matmul<T: Float>(cpu: &Cpu) -> Fnv {
+fn matmul<T: Float>(cpu: &Cpu) -> BitsHash {
     let a = spread::<T>("matmul lhs", 130_000);
     let b = spread::<T>("matmul rhs", 130_000);
     let bias = spread::<T>("matmul bias", 1000);
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     let shapes = [
         (256, 3, 400),
         (256, 400, 300),
@@ -661,8 +631,8 @@ fn flags(name: &str, len: usize, above: f64) -> Vec<bool> {
 
 /// Every estimator of [`recurrence`] with each kind of episode boundary on odd `[T, B]`
 /// shapes, and the primitive and GAE on one wide enough to split over tasks.
-fn recurrences<T: Float>(par: Par) -> Fnv {
-    let mut hash = Fnv::new();
+fn recurrences<T: Float>(par: Par) -> BitsHash {
+    let mut hash = BitsHash::new();
     let (gamma, lambda) = (c::<T>(0.99), c::<T>(0.95));
     let (t, b) = (40, 13_109);
     let (layout, len) = (TimeMajor::new(t, b), t * b);
@@ -792,14 +762,14 @@ fn recurrences<T: Float>(par: Par) -> Fnv {
 /// The ragged-sequence kernels of [`sequence`] on a small batch (empty sequences, one
 /// step, padding past the longest) with one and three features, and a large one that
 /// splits over tasks with one.
-fn sequences<T: Float>(par: Par) -> Fnv {
+fn sequences<T: Float>(par: Par) -> BitsHash {
     let mut rng = Rng::new(SEED, "sequence lengths");
     let large: Vec<usize> = (0..301).map(|_| rng.below(513) as usize).collect();
     let batches = [
         Sequences::new(&[5, 0, 17, 1, 17, 9, 3], Some(19)).unwrap(),
         Sequences::new(&large, Some(512)).unwrap(),
     ];
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for (seqs, feature_counts) in batches.iter().zip([&[1, 3][..], &[1]]) {
         for &features in feature_counts {
             let packed = seqs.total() * features;
@@ -877,7 +847,7 @@ fn adam_scalars(t: i32, lr: f64, beta1: f64, beta2: f64) -> (f64, f64, f64) {
 /// Every fused update rule of [`optim`] (each flavor, with and without weight decay,
 /// momentum, Nesterov, amsgrad and centering), three steps each, on an odd-sized
 /// parameter alone and, through `update_all`, on another with a long one.
-fn optimizers<T: Float>(par: Par) -> Fnv {
+fn optimizers<T: Float>(par: Par) -> BitsHash {
     let rules = |t: i32| -> Vec<Update<T>> {
         let (step_size, bc2_sqrt, alpha) = adam_scalars(t, 1e-3, 0.9, 0.999);
         let adam = |weight_decay: f64, decoupled_keep: f64, amsgrad: bool| {
@@ -998,7 +968,7 @@ fn optimizers<T: Float>(par: Par) -> Fnv {
             })
         })
         .collect();
-    let mut hash = Fnv::new();
+    let mut hash = BitsHash::new();
     for rule in 0..rules(1).len() {
         let slots = rules(1)[rule].slot_names().len();
         let mut params = initial.clone();
@@ -1043,8 +1013,8 @@ fn as_slices<T>(slots: &mut [Vec<T>]) -> Vec<&mut [T]> {
 
 /// The fused LSTM cell's forward and backward, on a small batch and one that splits over
 /// tasks, with pre-activations on every branch of the lane sigmoid and tanh.
-fn cells<T: Float>(par: Par) -> Fnv {
-    let mut hash = Fnv::new();
+fn cells<T: Float>(par: Par) -> BitsHash {
+    let mut hash = BitsHash::new();
     for (batch, hidden) in [(1, 1), (5, 37), (64, 257)] {
         let units = batch * hidden;
         let mut gates = normal::<T>("gates", 4 * units, 3.0);
@@ -1096,51 +1066,25 @@ fn cells<T: Float>(par: Par) -> Fnv {
 fn families<T: Float>(par: Par) -> Vec<(&'static str, u64)> {
     let cpu = Cpu::new(par);
     vec![
-        ("unary", unary::<T>(&cpu).0),
-        ("binary", binary::<T>(&cpu).0),
-        ("select", select::<T>(&cpu).0),
-        ("reduce", reduce_kernel::<T>(&cpu).0),
-        ("reduce_slices", reduce_slices::<T>(par).0),
-        ("copy", copy::<T>(&cpu).0),
-        ("matmul", matmul::<T>(&cpu).0),
-        ("recurrence", recurrences::<T>(par).0),
-        ("sequence", sequences::<T>(par).0),
-        ("optim", optimizers::<T>(par).0),
-        ("cell", cells::<T>(par).0),
+        ("unary", unary::<T>(&cpu).finish()),
+        ("binary", binary::<T>(&cpu).finish()),
+        ("select", select::<T>(&cpu).finish()),
+        ("reduce", reduce_kernel::<T>(&cpu).finish()),
+        ("reduce_slices", reduce_slices::<T>(par).finish()),
+        ("copy", copy::<T>(&cpu).finish()),
+        ("matmul", matmul::<T>(&cpu).finish()),
+        ("recurrence", recurrences::<T>(par).finish()),
+        ("sequence", sequences::<T>(par).finish()),
+        ("optim", optimizers::<T>(par).finish()),
+        ("cell", cells::<T>(par).finish()),
     ]
 }
 
 #[test]
 fn every_kernel_family_gives_the_committed_bits_at_every_isa_and_thread_count() {
-    let mut failures = Vec::new();
-    let mut printed = false;
-    strategies::every_isa_and_split(|isa, par| {
-        assert_eq!(simd::isa(), isa, "the cap selects {isa}");
-        let hashes = [("f32", families::<f32>(par)), ("f64", families::<f64>(par))];
-        for (dtype, family_hashes) in hashes {
-            for (family, got) in family_hashes {
-                if !printed {
-                    println!("golden {family} {dtype}: {got:#018x}");
-                }
-                let want = GOLDEN
-                    .iter()
-                    .find(|&&(f, d, _)| f == family && d == dtype)
-                    .map(|&(_, _, hash)| hash);
-                if want != Some(got) {
-                    failures.push(format!(
-                        "{family} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
-                        want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
-                    ));
-                }
-            }
-        }
-        printed = true;
+    strategies::assert_golden_hashes(GOLDEN, |par| {
+        let f32_rows = families::<f32>(par).into_iter().map(|(f, h)| (f, "f32", h));
+        let f64_rows = families::<f64>(par).into_iter().map(|(f, h)| (f, "f64", h));
+        f32_rows.chain(f64_rows).collect()
     });
-    assert!(
-        failures.is_empty(),
-        "{} golden hashes differ (an unintended change is a determinism bug; see the \
-         module docs):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
 }
