@@ -605,7 +605,12 @@ thread_local! {
     static PACKS: RefCell<Packs> = RefCell::default();
 }
 
-/// Calls `f` with this thread's packing buffer for `T`, grown to `len`.
+/// Bytes to which packed panels are aligned: a cache line, so that no vector load of a
+/// panel (a whole AVX-512 register at most) straddles two lines.
+const PACK_ALIGN: usize = 64;
+
+/// Calls `f` with this thread's packing buffer for `T`, `len` long and starting on a
+/// [`PACK_ALIGN`] boundary.
 #[inline(always)]
 fn with_pack<T: Float, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
     PACKS.with(|packs| {
@@ -616,10 +621,14 @@ fn with_pack<T: Float, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
             _ => &mut packs.f64,
         };
         let pack: &mut Vec<T> = pack.downcast_mut().expect("the buffer of T's type");
-        if pack.len() < len {
-            pack.resize(len, T::zero());
+        let room = len + PACK_ALIGN / size_of::<T>();
+        if pack.len() < room {
+            pack.resize(room, T::zero());
         }
-        f(&mut pack[..len])
+        // The allocator aligns to at least `T`, so the offset is less than a line (`min`
+        // only keeps the slice in bounds if `align_offset` ever declined to compute one).
+        let offset = pack.as_ptr().align_offset(PACK_ALIGN).min(room - len);
+        f(&mut pack[offset..offset + len])
     })
 }
 
