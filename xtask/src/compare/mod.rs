@@ -3,7 +3,10 @@
 //!
 //! For each selected workload and thread count, the peers' `run.sh` and the matching
 //! rlgrad bench run in turn, a few rounds (peer, rlgrad, peer, rlgrad, ...), so both see
-//! the same machine. The bench runs in a rayon pool of exactly that many threads
+//! the same machine; within a round every thread count runs in turn, so that rlgrad's
+//! time with 2 threads can be paired with its time with 1 from minutes before (one line
+//! per case: `W3 [2048,64] rlgrad 2t/1t: 0.98x the time (paired rounds ...)`). The bench
+//! runs in a rayon pool of exactly that many threads
 //! (`RLGRAD_BENCH_THREADS`) and checks each compared case against float64 before timing
 //! it; the peer drivers check theirs the same way. A case whose check failed on either
 //! side gets no ratio, and the table says which side and why. Output: one table per
@@ -185,10 +188,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
             });
             continue;
         };
-        let by_threads = options
+        // Round by round, every thread count in turn: a comparison between thread counts
+        // then pairs runs minutes apart, not a sitting's first and second half.
+        let mut by_count: Vec<ThreadRounds> = options
             .threads
             .iter()
-            .map(|&threads| runner.rounds(workload, side, threads, &options, &mut peer_versions))
+            .map(|&threads| ThreadRounds::new(threads))
+            .collect();
+        for round in 1..=options.rounds {
+            for rounds in &mut by_count {
+                runner.round(workload, side, round, rounds, &options, &mut peer_versions);
+            }
+        }
+        let by_threads = by_count
+            .into_iter()
+            .map(|rounds| rounds.finish(workload, side))
             .collect();
         let result = WorkloadResult {
             id: workload.id,
@@ -225,7 +239,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
         quick: options.quick,
         rounds: options.rounds,
         peers_dir: runner.map_or_else(String::new, |r| r.peers.dir.display().to_string()),
-        summary: results.iter().flat_map(report::summary_lines).collect(),
+        summary: results
+            .iter()
+            .flat_map(|w| {
+                report::summary_lines(w)
+                    .into_iter()
+                    .chain(report::thread_lines(w))
+            })
+            .collect(),
         workloads: results,
     };
     let latest = target.join("compare/latest.json");
@@ -276,79 +297,107 @@ struct Runner {
     rounds_dir: PathBuf,
 }
 
-impl Runner {
-    /// The rounds of `workload` at `threads`, peer then rlgrad in each, and their cases'
-    /// results; the peers' versions go into `peer_versions`.
-    fn rounds(
-        &self,
-        workload: &Workload,
-        side: &workloads::RlgradSide,
-        threads: usize,
-        options: &Options,
-        peer_versions: &mut BTreeMap<String, String>,
-    ) -> ThreadsResult {
-        let ids: Vec<String> = side.cases.iter().map(|c| c.bench_id(threads)).collect();
-        let executable = &self.executables[side.bench];
-        let (mut peer_rounds, mut rlgrad_rounds, mut peer_files) =
-            (Vec::new(), Vec::new(), Vec::new());
-        for round in 1..=options.rounds {
-            print!(
-                "{} {threads}t, round {round} of {}: peers",
-                workload.id, options.rounds
-            );
-            let _ = std::io::stdout().flush();
-            let file = self.rounds_dir.join(format!(
-                "{}-{threads}t-round{round}-peers.json",
-                workload.id
-            ));
-            let clock = Instant::now();
-            // The W0 probe (for the bounds) runs once, in the first round.
-            let bounds = round == 1;
-            let peer_round = self
-                .peers
-                .run(
-                    workload.id,
-                    threads,
-                    options.quick,
-                    bounds,
-                    &file,
-                    options.verbose,
-                )
-                .map(|(run, failure_reasons)| PeerRound {
-                    run,
-                    failure_reasons,
-                });
-            print!(" {:.0} s, rlgrad", clock.elapsed().as_secs_f64());
-            let _ = std::io::stdout().flush();
-            let clock = Instant::now();
-            let rlgrad_round = bench::run(
-                executable,
-                threads,
-                options.quick,
-                &ids,
-                &self.criterion_home,
-                &options.isa.rlgrad_env,
-                options.verbose,
-            )
-            .map(|run| rlgrad_estimates(run, side.cases, threads, &self.criterion_home));
-            println!(" {:.0} s", clock.elapsed().as_secs_f64());
-            if let Ok(peer_round) = &peer_round {
-                peer_versions.extend(peer_round.run.versions.clone());
-            }
-            peer_files.push(file.display().to_string());
-            peer_rounds.push(peer_round);
-            rlgrad_rounds.push(rlgrad_round);
+/// The rounds of one thread count run so far, both sides, and the peers' results files.
+struct ThreadRounds {
+    threads: usize,
+    peer_rounds: Vec<Result<PeerRound, String>>,
+    rlgrad_rounds: Vec<Result<RlgradRound, String>>,
+    peer_files: Vec<String>,
+}
+
+impl ThreadRounds {
+    fn new(threads: usize) -> Self {
+        Self {
+            threads,
+            peer_rounds: Vec::new(),
+            rlgrad_rounds: Vec::new(),
+            peer_files: Vec::new(),
         }
+    }
+
+    /// Every case of `side` compared over the rounds.
+    fn finish(self, workload: &Workload, side: &workloads::RlgradSide) -> ThreadsResult {
         let cases = side
             .cases
             .iter()
-            .map(|case| report::compare_case(workload, case, threads, &peer_rounds, &rlgrad_rounds))
+            .map(|case| {
+                report::compare_case(
+                    workload,
+                    case,
+                    self.threads,
+                    &self.peer_rounds,
+                    &self.rlgrad_rounds,
+                )
+            })
             .collect();
         ThreadsResult {
-            threads,
-            peer_files,
+            threads: self.threads,
+            peer_files: self.peer_files,
             cases,
         }
+    }
+}
+
+impl Runner {
+    /// Round `round` of `workload` at `rounds.threads`, peer then rlgrad, appended to
+    /// `rounds`; the peers' versions go into `peer_versions`.
+    fn round(
+        &self,
+        workload: &Workload,
+        side: &workloads::RlgradSide,
+        round: usize,
+        rounds: &mut ThreadRounds,
+        options: &Options,
+        peer_versions: &mut BTreeMap<String, String>,
+    ) {
+        let threads = rounds.threads;
+        let ids: Vec<String> = side.cases.iter().map(|c| c.bench_id(threads)).collect();
+        print!(
+            "{} {threads}t, round {round} of {}: peers",
+            workload.id, options.rounds
+        );
+        let _ = std::io::stdout().flush();
+        let file = self.rounds_dir.join(format!(
+            "{}-{threads}t-round{round}-peers.json",
+            workload.id
+        ));
+        let clock = Instant::now();
+        // The W0 probe (for the bounds) runs once per thread count, in the first round.
+        let bounds = round == 1;
+        let peer_round = self
+            .peers
+            .run(
+                workload.id,
+                threads,
+                options.quick,
+                bounds,
+                &file,
+                options.verbose,
+            )
+            .map(|(run, failure_reasons)| PeerRound {
+                run,
+                failure_reasons,
+            });
+        print!(" {:.0} s, rlgrad", clock.elapsed().as_secs_f64());
+        let _ = std::io::stdout().flush();
+        let clock = Instant::now();
+        let rlgrad_round = bench::run(
+            &self.executables[side.bench],
+            threads,
+            options.quick,
+            &ids,
+            &self.criterion_home,
+            &options.isa.rlgrad_env,
+            options.verbose,
+        )
+        .map(|run| rlgrad_estimates(run, side.cases, threads, &self.criterion_home));
+        println!(" {:.0} s", clock.elapsed().as_secs_f64());
+        if let Ok(peer_round) = &peer_round {
+            peer_versions.extend(peer_round.run.versions.clone());
+        }
+        rounds.peer_files.push(file.display().to_string());
+        rounds.peer_rounds.push(peer_round);
+        rounds.rlgrad_rounds.push(rlgrad_round);
     }
 }
 

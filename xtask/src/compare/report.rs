@@ -406,6 +406,50 @@ pub fn summary_lines(workload: &WorkloadResult) -> Vec<String> {
     lines
 }
 
+/// rlgrad's time with more threads over its time with one, for every case measured both
+/// ways: the median of the rounds paired in order (the rounds interleave the thread
+/// counts, so a pair ran minutes apart at most) and the pairs' range, which tells a
+/// slowdown from the machine's drift. Only the medians are compared when a side lost a
+/// round.
+pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
+    let Some(one) = workload.by_threads.iter().find(|t| t.threads == 1) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    for more in workload.by_threads.iter().filter(|t| t.threads > 1) {
+        for (base, case) in one.cases.iter().zip(&more.cases) {
+            let (Some(base), Some(with_more)) = (&base.rlgrad, &case.rlgrad) else {
+                continue;
+            };
+            let ratios: Vec<f64> = if base.rounds_ns.len() == with_more.rounds_ns.len() {
+                (base.rounds_ns.iter().zip(&with_more.rounds_ns))
+                    .map(|(one, more)| more / one)
+                    .collect()
+            } else {
+                vec![with_more.median_ns / base.median_ns]
+            };
+            let ratio = median(&ratios).expect("a case with results has a round");
+            let (low, high) = ratios
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), &r| {
+                    (low.min(r), high.max(r))
+                });
+            let verdict = if low > 1.0 {
+                "slower in every round"
+            } else if high < 1.0 {
+                "faster in every round"
+            } else {
+                "within the rounds' spread"
+            };
+            lines.push(format!(
+                "{} {} rlgrad {}t/1t: {ratio:.2}x the time (paired rounds {low:.2}-{high:.2}x: {verdict})",
+                workload.id, case.case, more.threads
+            ));
+        }
+    }
+    lines
+}
+
 /// `seconds` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic
 /// Gregorian).
 pub fn utc_timestamp(seconds: u64) -> String {
@@ -623,6 +667,47 @@ mod tests {
             by_threads: Vec::new(),
         };
         assert_eq!(summary_lines(&w6), ["W6: no rlgrad side yet"]);
+    }
+
+    #[test]
+    fn thread_lines_pair_the_rounds_and_say_when_more_threads_lost_every_round() {
+        let with_rounds = |threads: usize, rounds_ns: Vec<f64>| {
+            let mut case = formatted_case(true);
+            case.rlgrad = Some(RlgradResult {
+                median_ns: median(&rounds_ns).unwrap(),
+                rounds_ns,
+                other_cores: Vec::new(),
+                checks: Vec::new(),
+            });
+            ThreadsResult {
+                threads,
+                peer_files: Vec::new(),
+                cases: vec![case],
+            }
+        };
+        let mut workload = workload_result(Vec::new());
+        workload.by_threads = vec![
+            with_rounds(1, vec![100.0, 120.0, 110.0]),
+            with_rounds(2, vec![104.0, 126.0, 121.0]),
+        ];
+        assert_eq!(
+            thread_lines(&workload),
+            [
+                "W3 [2048,64] rlgrad 2t/1t: 1.05x the time (paired rounds 1.04-1.10x: slower in every round)"
+            ]
+        );
+        workload.by_threads[1] = with_rounds(2, vec![95.0, 125.0, 99.0]);
+        assert_eq!(
+            thread_lines(&workload),
+            [
+                "W3 [2048,64] rlgrad 2t/1t: 0.95x the time (paired rounds 0.90-1.04x: within the rounds' spread)"
+            ]
+        );
+        workload.by_threads.remove(0);
+        assert!(
+            thread_lines(&workload).is_empty(),
+            "no 1-thread base, no line"
+        );
     }
 
     #[test]
