@@ -70,8 +70,8 @@ pub fn every_isa_and_split(mut f: impl FnMut(crate::simd::Isa, crate::Par)) {
     }
 }
 
-/// FNV-1a (64-bit) over the bits of float values: a hash small enough to commit, fixed
-/// forever and the same on every platform, for golden tests of output bits. Every NaN
+/// FNV-1a ([`crate::Fingerprint`]) over the bits of float values: a hash small enough to
+/// commit, fixed forever and the same on every platform, for golden tests of output bits. Every NaN
 /// hashes as one value: rlgrad promises the bits of numbers, not NaN payloads (a NaN
 /// made fresh has another sign bit on aarch64 than on x86-64).
 ///
@@ -83,30 +83,22 @@ pub fn every_isa_and_split(mut f: impl FnMut(crate::simd::Isa, crate::Par)) {
 /// other.values(&[1.0f32, 0.0, -f32::NAN]);
 /// assert_ne!(hash.finish(), other.finish(), "-0 and +0 differ; the NaNs do not");
 /// ```
-#[derive(Debug, Clone, Copy)]
-pub struct BitsHash(u64);
-
-impl Default for BitsHash {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BitsHash(crate::Fingerprint);
 
 impl BitsHash {
-    /// The hash of nothing (FNV-1a's offset basis).
+    /// The hash of nothing.
     pub fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
+        Self::default()
     }
 
     /// Mixes in the 8 bytes of `word`, little-endian.
     pub fn word(&mut self, word: u64) {
-        for byte in word.to_le_bytes() {
-            self.0 ^= u64::from(byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        self.0.write_u64(word);
     }
 
-    /// Mixes in the length of `values`, then every value's bits in order.
+    /// Mixes in the length of `values`, then every value's bits in order, each as a
+    /// 64-bit word.
     pub fn values<T: Float>(&mut self, values: &[T]) {
         self.word(values.len() as u64);
         for &v in values {
@@ -120,7 +112,7 @@ impl BitsHash {
 
     /// The hash so far.
     pub fn finish(&self) -> u64 {
-        self.0
+        self.0.finish()
     }
 }
 

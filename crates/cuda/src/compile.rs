@@ -436,11 +436,12 @@ fn store(path: &std::path::Path, bytes: &[u8]) {
     }
 }
 
-/// FNV-1a, 64 bits: a hash that stays the same across Rust versions, for file names.
+/// FNV-1a, 64 bits ([`rlgrad_core::Fingerprint`]): a hash that stays the same across Rust
+/// versions, for file names.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    let mut hash = rlgrad_core::Fingerprint::new();
+    hash.write(bytes);
+    hash.finish()
 }
 
 #[cfg(test)]

@@ -124,8 +124,9 @@ pub use grads::{GradientReducer, ReducedGradients, Scale};
 pub use local::Local;
 #[cfg(feature = "mpi")]
 pub use mpi_backend::Mpi;
-pub use params::{Fingerprint, ParamSpec, check_same_params, params_fingerprint};
+pub use params::{ParamSpec, check_same_params, params_fingerprint};
 pub use reduce::all_reduce;
+pub use rlgrad_core::Fingerprint;
 pub use rlgrad_core::{DType, Error, Result};
 pub use stats::{
     global_explained_variance, global_mean, global_mean_var, global_standardize, global_sum,
