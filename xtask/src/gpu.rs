@@ -798,7 +798,7 @@ mod tests {
             "t",
             &finished(
                 Some(true),
-                "running 1 test\nrlgrad-bits: compared 10, differing 0\nrlgrad-bits: compared 5, differing 0\ntest t ... ok",
+                "running 1 test\ntest t ... rlgrad-bits: compared 10, differing 0\nrlgrad-bits: compared 5, differing 0\nok",
             ),
         );
         assert_eq!(

@@ -345,6 +345,12 @@ fn options(target: Target) -> Vec<String> {
     ];
     if let Target::Cubin(_) = target {
         options.push("--ptxas-options=-v".to_owned());
+        // From 12.9 NVRTC keeps a compile cache of its own (beside the driver's compute
+        // cache) and a hit skips ptxas, leaving no resource report in the log: the GPU
+        // run found `ptx.rs` without one after `kernels.rs` had compiled the same source.
+        if nvrtc_version().is_some_and(|v| (v.major, v.minor) >= (12, 9)) {
+            options.push("--no-cache".to_owned());
+        }
     }
     options
 }

@@ -51,9 +51,13 @@ pub fn bits_line(compared: u64, differing: u64) -> String {
 }
 
 /// The `(compared, differing)` counts of a line written by [`bits_line`], `None` for any
-/// other line.
+/// other line. The counts may follow other text on the line: libtest prints
+/// `test name ... ` before running a test and its `ok` after, so what the test prints
+/// when it ends shares libtest's line.
 pub fn parse_bits_line(line: &str) -> Option<(u64, u64)> {
-    let rest = line.trim().strip_prefix("rlgrad-bits: compared ")?;
+    const MARKER: &str = "rlgrad-bits: compared ";
+    let rest = line.trim_end();
+    let rest = &rest[rest.find(MARKER)? + MARKER.len()..];
     let (compared, differing) = rest.split_once(", differing ")?;
     Some((compared.parse().ok()?, differing.parse().ok()?))
 }
@@ -74,6 +78,11 @@ mod tests {
             None
         );
         assert_eq!(parse_bits_line("test foo ... ok"), None);
+        // What libtest makes of it (`--exact t --nocapture`, seen on the first GPU run).
+        assert_eq!(
+            parse_bits_line("test t ... rlgrad-bits: compared 5, differing 0"),
+            Some((5, 0))
+        );
     }
 
     #[test]
