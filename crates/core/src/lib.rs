@@ -53,6 +53,8 @@ mod device;
 mod error;
 mod fingerprint;
 mod float;
+#[cfg(feature = "golden")]
+pub mod golden;
 pub mod grain;
 pub mod kernels;
 mod lanes;

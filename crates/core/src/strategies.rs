@@ -70,52 +70,6 @@ pub fn every_isa_and_split(mut f: impl FnMut(crate::simd::Isa, crate::Par)) {
     }
 }
 
-/// FNV-1a ([`crate::Fingerprint`]) over the bits of float values: a hash small enough to
-/// commit, fixed forever and the same on every platform, for golden tests of output bits. Every NaN
-/// hashes as one value: rlgrad promises the bits of numbers, not NaN payloads (a NaN
-/// made fresh has another sign bit on aarch64 than on x86-64).
-///
-/// ```
-/// use rlgrad_core::strategies::BitsHash;
-/// let mut hash = BitsHash::new();
-/// hash.values(&[1.0f32, -0.0, f32::NAN]);
-/// let mut other = BitsHash::new();
-/// other.values(&[1.0f32, 0.0, -f32::NAN]);
-/// assert_ne!(hash.finish(), other.finish(), "-0 and +0 differ; the NaNs do not");
-/// ```
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BitsHash(crate::Fingerprint);
-
-impl BitsHash {
-    /// The hash of nothing.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Mixes in the 8 bytes of `word`, little-endian.
-    pub fn word(&mut self, word: u64) {
-        self.0.write_u64(word);
-    }
-
-    /// Mixes in the length of `values`, then every value's bits in order, each as a
-    /// 64-bit word.
-    pub fn values<T: Float>(&mut self, values: &[T]) {
-        self.word(values.len() as u64);
-        for &v in values {
-            self.word(if v.is_nan() {
-                u64::MAX
-            } else {
-                v.to_bits_u64()
-            });
-        }
-    }
-
-    /// The hash so far.
-    pub fn finish(&self) -> u64 {
-        self.0.finish()
-    }
-}
-
 /// The golden test: runs `hashes` at every instruction set and split of
 /// [`every_isa_and_split`] and panics, listing every difference, unless each
 /// `(name, dtype, hash)` it returns is the committed row of `golden`. The hashes of the
@@ -129,22 +83,18 @@ pub fn assert_golden_hashes(
     let mut printed = false;
     every_isa_and_split(|isa, par| {
         assert_eq!(crate::simd::isa(), isa, "the cap selects {isa}");
-        for (name, dtype, got) in hashes(par) {
-            if !printed {
-                println!("golden {name} {dtype}: {got:#018x}");
+        let rows = hashes(par);
+        if !printed {
+            for (name, dtype, hash) in &rows {
+                println!("golden {name} {dtype}: {hash:#018x}");
             }
-            let want = golden
-                .iter()
-                .find(|&&(n, d, _)| n == name && d == dtype)
-                .map(|&(_, _, hash)| hash);
-            if want != Some(got) {
-                failures.push(format!(
-                    "{name} {dtype} at isa {isa}, {par:?}: got {got:#018x}, want {}",
-                    want.map_or("no committed hash".to_owned(), |w| format!("{w:#018x}"))
-                ));
-            }
+            printed = true;
         }
-        printed = true;
+        failures.extend(
+            crate::golden::mismatches(golden, &rows)
+                .into_iter()
+                .map(|line| format!("{line} (isa {isa}, {par:?})")),
+        );
     });
     assert!(
         failures.is_empty(),
