@@ -1,9 +1,9 @@
 //! The GPU bundle and its runner.
 //!
 //! `cargo xtask gpu-build` puts everything a GPU machine without a Rust toolchain needs
-//! into `gpu-bin/`: the `rlgrad-cuda` test binaries, `rlgrad-gpu-bench` (with its PyTorch
-//! and JAX scripts embedded), this xtask binary, the parity vectors, and the runner script
-//! `gpu-bin/run`. On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:
+//! into `gpu-bin/`: the `rlgrad-cuda` test binaries and rlgrad-dist's NCCL test,
+//! `rlgrad-gpu-bench` (with its PyTorch and JAX scripts embedded), this xtask binary, the
+//! parity vectors, and the runner script `gpu-bin/run`. On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:
 //! every test in a process of its own with `RLGRAD_REQUIRE_GPU=1` (a crash or a hang
 //! fails that test only, and a missing GPU fails instead of skipping), then the parity
 //! suites on the GPU, then the bench; it never stops at a failure, keeps within a time
@@ -64,8 +64,19 @@ pub fn build(root: &Path) -> Result<(), String> {
             .map(|_| ())
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
     };
-    for (name, path) in crate::test_binaries(&["--release", "-p", "rlgrad-cuda"])? {
-        copy(&path, &out.join("tests").join(name))?;
+    let nccl_test = [
+        "--release",
+        "-p",
+        "rlgrad-dist",
+        "--features",
+        "nccl",
+        "--test",
+        "nccl",
+    ];
+    for args in [&["--release", "-p", "rlgrad-cuda"][..], &nccl_test] {
+        for (name, path) in crate::test_binaries(args)? {
+            copy(&path, &out.join("tests").join(name))?;
+        }
     }
     let release = root.join("target/release");
     for binary in ["rlgrad-gpu-bench", "xtask"] {
@@ -353,9 +364,10 @@ fn list_tests(binary: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// Folders that may hold `libnvrtc.so.13` on a machine whose Python has PyTorch or JAX
-/// with CUDA 13 (NVIDIA's wheels), or a CUDA toolkit.
-fn nvrtc_candidates() -> Vec<PathBuf> {
+/// Folders that may hold the library file `file` (`libnvrtc.so.13`, `libnccl.so.2`) on a
+/// machine whose Python has PyTorch or JAX with CUDA 13 (NVIDIA's wheels put them in
+/// `nvidia/<package>/lib`), or a CUDA toolkit.
+fn library_candidates(file: &str) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Command::new("python3")
         .args(["-c", "import sys; print('\\n'.join(sys.path))"])
         .output()
@@ -374,37 +386,64 @@ fn nvrtc_candidates() -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(&root) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let lib = entry.path().join("lib");
-            if lib.join("libnvrtc.so.13").exists() {
-                found.push(lib);
-            }
-        }
+        let mut folders: Vec<PathBuf> = entries.flatten().map(|e| e.path().join("lib")).collect();
+        folders.sort();
+        found.extend(folders.into_iter().filter(|lib| lib.join(file).exists()));
     }
     for toolkit in ["/usr/local/cuda/lib64", "/usr/local/cuda-13/lib64"] {
-        if Path::new(toolkit).join("libnvrtc.so.13").exists() {
+        if Path::new(toolkit).join(file).exists() {
             found.push(PathBuf::from(toolkit));
         }
     }
     found
 }
 
-/// The environment every child gets: the GPU required (unless a dry run), and NVRTC's
-/// folder on the library path when the loader would not find it by itself.
+/// Whether the dynamic loader finds the library `file` by itself.
+#[cfg(unix)]
+fn loadable(file: &str) -> bool {
+    let Ok(name) = std::ffi::CString::new(file) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated name; a handle dlopen returns is closed once.
+    unsafe {
+        let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            false
+        } else {
+            libc::dlclose(handle);
+            true
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn loadable(_: &str) -> bool {
+    false
+}
+
+/// The environment every child gets: the GPU required (unless a dry run), and the
+/// folders of NVRTC and NCCL on the library path where the loader would not find them by
+/// itself.
 fn child_environment(options: &Options) -> Vec<(String, String)> {
     let mut environment = Vec::new();
     if !options.dry_run {
         environment.push((rlgrad_cuda::REQUIRE_GPU.to_owned(), "1".to_owned()));
     }
-    if rlgrad_cuda::nvrtc_available().is_err()
-        && let Some(folder) = nvrtc_candidates().into_iter().next()
-    {
+    let mut folders = Vec::new();
+    if rlgrad_cuda::nvrtc_available().is_err() {
+        folders.extend(library_candidates("libnvrtc.so.13").into_iter().next());
+    }
+    if !loadable("libnccl.so.2") {
+        folders.extend(library_candidates("libnccl.so.2").into_iter().next());
+    }
+    if !folders.is_empty() {
         let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-        let joined = if old.is_empty() {
-            folder.display().to_string()
-        } else {
-            format!("{}:{old}", folder.display())
-        };
+        let joined = folders
+            .iter()
+            .map(|f| f.display().to_string())
+            .chain((!old.is_empty()).then_some(old))
+            .collect::<Vec<_>>()
+            .join(":");
         environment.push(("LD_LIBRARY_PATH".to_owned(), joined));
     }
     environment

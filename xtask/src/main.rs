@@ -480,6 +480,7 @@ fn test() -> Result<(), String> {
     // The CUDA crate's tests print whether they ran on a GPU or were skipped, and why.
     cargo(&["test", "-p", "rlgrad-cuda", "--", "--nocapture"], &[])?;
     mpi_tests(&mpi)?;
+    nccl_tests()?;
     let suites: Vec<String> = parity::implemented_suites()
         .iter()
         .map(|s| (*s).to_owned())
@@ -548,6 +549,40 @@ fn all_features_exclusions(mpi_missing: &Option<String>) -> Vec<&'static str> {
     }
 }
 
+/// rlgrad-dist's NCCL backend: clippy with the feature, and its tests, which need a GPU
+/// and say they were skipped without one (the GPU bundle runs them with one).
+fn nccl_tests() -> Result<(), String> {
+    cargo(
+        &[
+            "clippy",
+            "-p",
+            "rlgrad-dist",
+            "--all-targets",
+            "--features",
+            "nccl",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    cargo(
+        &[
+            "test",
+            "-p",
+            "rlgrad-dist",
+            "--features",
+            "nccl",
+            "--lib",
+            "--test",
+            "nccl",
+            "--",
+            "--nocapture",
+        ],
+        &[],
+    )
+}
+
 /// The world sizes the MPI tests run at; more ranks than cores is fine (--oversubscribe).
 const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
@@ -568,7 +603,7 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
             "rlgrad-examples",
             "--all-targets",
             "--features",
-            "rlgrad-dist/mpi,rlgrad-examples/mpi",
+            "rlgrad-dist/mpi,rlgrad-dist/nccl,rlgrad-examples/mpi",
             "--",
             "-D",
             "warnings",

@@ -74,8 +74,12 @@
 //! `mpirun -np 4 target/release/my_trainer` on one machine (`--oversubscribe` when there
 //! are fewer cores than ranks); on a cluster, `mpirun -np 64 --hostfile hosts ...` or,
 //! under Slurm, `srun -N 8 --ntasks-per-node=8 target/release/my_trainer` (Open MPI built
-//! with Slurm support, as Debian's is). Seed every environment and sampler by its global
-//! index, never by rank, so that the data does not depend on `W`.
+//! with Slurm support, as Debian's is). On GPUs (feature `nccl`), one rank per GPU:
+//! `Nccl::local` for threads, `Nccl::from_mpi` (features `mpi` and `nccl`) for one
+//! process per GPU under `mpirun` or `srun -N 4 --ntasks-per-node=8 --gpus-per-node=8`,
+//! or `Nccl::join` with an `NcclId` handed out by any other launcher. Seed every
+//! environment and sampler by its global index, never by rank, so that the data does not
+//! depend on `W`.
 //!
 //! # Guarantees
 //!
@@ -114,6 +118,8 @@ mod grads;
 mod local;
 #[cfg(feature = "mpi")]
 mod mpi_backend;
+#[cfg(feature = "nccl")]
+mod nccl_backend;
 mod params;
 mod reduce;
 mod stats;
@@ -124,6 +130,8 @@ pub use grads::{GradientReducer, ReducedGradients, Scale};
 pub use local::Local;
 #[cfg(feature = "mpi")]
 pub use mpi_backend::Mpi;
+#[cfg(feature = "nccl")]
+pub use nccl_backend::{Nccl, NcclId};
 pub use params::{ParamSpec, check_same_params, params_fingerprint};
 pub use reduce::all_reduce;
 pub use rlgrad_core::Fingerprint;
