@@ -2,7 +2,9 @@
 //! backward through the tape, Adam through `ApplyGradients`).
 //!
 //! - W6: the seed MLP 8 -> 64 relu -> 64 relu -> 1, batch 100, loss `mean(model(x) * A)`,
-//!   Adam 5e-4 (PyTorch flavor), 16 pre-made batches used round-robin.
+//!   Adam 5e-4 (PyTorch flavor), 16 pre-made batches used round-robin; `step` as users
+//!   train, and `step_checked` with the finite checks on (the tape's `check_finite`, which
+//!   names the first NaN's origin, and the optimizer's): their cost.
 //! - W7: one TD3 iteration (Fujimoto 2018): actor 17-400-300-6 tanh, twin critics
 //!   23-400-300-1, batch 256 gathered from a 100k replay, gamma 0.99, tau 0.005, policy
 //!   noise 0.2 clipped at 0.5, policy delay 2, Adam 3e-4 for both. One timed routine is two
@@ -68,7 +70,8 @@ struct SeedMlp<T: Float> {
 }
 
 impl<T: Float> SeedMlp<T> {
-    fn new(par: Par) -> Self {
+    /// With `check_finite`, the tape and the optimizer check every value.
+    fn new(par: Par, check_finite: bool) -> Self {
         let cpu = Cpu::new(par);
         let mut rng = Rng::new(4, "w6");
         let model = Mlp::new_on(
@@ -89,11 +92,18 @@ impl<T: Float> SeedMlp<T> {
                 )
             })
             .collect();
+        let mut adam = Optimizer::new_on(cpu, Adam::torch(), 5e-4).unwrap();
+        adam.check_finite(check_finite);
+        let tape = Tape::new_on(&cpu);
         Self {
             model,
-            adam: Optimizer::new_on(cpu, Adam::torch(), 5e-4).unwrap(),
+            adam,
             batches,
-            tape: Tape::new_on(&cpu),
+            tape: if check_finite {
+                tape.check_finite()
+            } else {
+                tape
+            },
             step: 0,
         }
     }
@@ -117,8 +127,9 @@ fn w6_seed_mlp(c: &mut Criterion) {
     let group_name = "autodiff_f32/w6_seed_mlp";
     let mut group = c.benchmark_group(group_name);
     for threads in &thread_counts() {
-        let mut f32_run = SeedMlp::<f32>::new(threads.par());
-        let mut f64_run = SeedMlp::<f64>::new(Par::Seq);
+        let mut f32_run = SeedMlp::<f32>::new(threads.par(), false);
+        let mut checked = SeedMlp::<f32>::new(threads.par(), true);
+        let mut f64_run = SeedMlp::<f64>::new(Par::Seq, false);
         widen_into(&mut f64_run.model, &f32_run.model);
         f64_run.batches = f32_run
             .batches
@@ -138,6 +149,10 @@ fn w6_seed_mlp(c: &mut Criterion) {
         );
         if agrees {
             threads.bench(&mut group, "step", || f32_run.step().unwrap());
+            threads.bench(&mut group, "step_checked", || {
+                checked.step().unwrap();
+                assert!(checked.tape.first_non_finite().is_none());
+            });
         }
     }
     group.finish();

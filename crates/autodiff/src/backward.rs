@@ -173,6 +173,16 @@ pub(crate) struct Constants<'a, T: Float, D: TensorDevice<T>> {
 }
 
 impl<T: Float, D: TensorDevice<T>> Op<T, D> {
+    /// Whether the backward only moves the incoming gradient's values to the inputs
+    /// (reshape, permute, narrow, concat), computing none: the tape's finite check skips
+    /// what such a backward sends.
+    pub(crate) fn backward_moves_values_only(&self) -> bool {
+        matches!(
+            self,
+            Op::Reshape { .. } | Op::Permute { .. } | Op::Narrow { .. } | Op::Concat { .. }
+        )
+    }
+
     /// Calls `f` for every recorded (non-constant) input, in order.
     pub(crate) fn for_each_input(&self, mut f: impl FnMut(usize)) {
         let mut maybe = |input: &Input| {

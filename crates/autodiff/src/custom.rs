@@ -104,6 +104,7 @@ pub(crate) fn check_gradients<T: Float, D: TensorDevice<T>>(
 
 impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
     /// Applies a [`CustomOp`] to `inputs`, recording it for the backward pass.
+    #[track_caller]
     pub fn custom<'t>(
         &'t self,
         op: impl CustomOp<T, D>,
@@ -119,7 +120,7 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
             op.forward(&refs)?
         };
         let nodes: SmallVec<[Option<usize>; 4]> = inputs.iter().map(|v| v.node()).collect();
-        self.record("Tape::custom", output.clone(), &nodes, || {
+        self.record("Tape::custom", output.clone(), inputs, || {
             Op::Custom(Box::new(CustomNode {
                 op: Box::new(op),
                 inputs: nodes.clone(),

@@ -7,6 +7,7 @@ use rlgrad_core::{Cpu, Error, Float, Result};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
+use crate::finite::NonFinite;
 use crate::param::{Param, ParamId};
 
 pub(crate) struct Entry<T: Float, D: TensorDevice<T>> {
@@ -29,11 +30,22 @@ impl<T: Float, D: TensorDevice<T>> Entry<T, D> {
 /// dense tensor of the parameter's shape, or none when the loss does not depend on it.
 pub struct Gradients<T: Float = f32, D: TensorDevice<T> = Cpu> {
     entries: SmallVec<[Entry<T, D>; 8]>,
+    non_finite: Option<NonFinite>,
 }
 
 impl<T: Float, D: TensorDevice<T>> Gradients<T, D> {
-    pub(crate) fn new(entries: SmallVec<[Entry<T, D>; 8]>) -> Self {
-        Self { entries }
+    pub(crate) fn new(entries: SmallVec<[Entry<T, D>; 8]>, non_finite: Option<NonFinite>) -> Self {
+        Self {
+            entries,
+            non_finite,
+        }
+    }
+
+    /// The origin of the first NaN or infinity of the tape these gradients came from, when
+    /// its finite check was on ([`crate::Tape::check_finite`]); an optimizer step with its
+    /// own finite check on names it in its error ([`crate::ApplyGradients`]).
+    pub fn first_non_finite(&self) -> Option<&NonFinite> {
+        self.non_finite.as_ref()
     }
 
     /// The gradient of `param`. Errors: `param` was not among the requested sources, or

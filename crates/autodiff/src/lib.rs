@@ -91,6 +91,7 @@
 
 mod backward;
 mod custom;
+mod finite;
 mod gradients;
 pub mod losses;
 mod masked;
@@ -102,6 +103,7 @@ mod param;
 mod tape;
 
 pub use custom::CustomOp;
+pub use finite::NonFinite;
 pub use gradients::Gradients;
 pub use masked::SequenceDevice;
 pub use module::Module;

@@ -14,6 +14,7 @@ pub enum Reduction {
     Sum,
 }
 
+#[track_caller]
 fn reduce<'t, T: Float, D: TensorDevice<T>>(
     terms: Var<'t, T, D>,
     reduction: Reduction,
@@ -54,6 +55,7 @@ fn same_shape<T: Float, D: TensorDevice<T>>(
 /// assert!(mse_loss(&p, &tape.constant(&Tensor::zeros([2])?), Reduction::Mean).is_err());
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
+#[track_caller]
 pub fn mse_loss<'t, T: Float, D: TensorDevice<T>>(
     prediction: &Var<'t, T, D>,
     target: &Var<'t, T, D>,
@@ -67,6 +69,7 @@ pub fn mse_loss<'t, T: Float, D: TensorDevice<T>>(
 /// `delta (|e| - 0.5 delta)`, for `e = prediction - target`, computed as Keras does
 /// (`q = min(|e|, delta)`, `0.5 q^2 + delta (|e| - q)`). Errors: shapes differ, `delta`
 /// not positive and finite.
+#[track_caller]
 pub fn huber_loss<'t, T: Float, D: TensorDevice<T>>(
     prediction: &Var<'t, T, D>,
     target: &Var<'t, T, D>,
@@ -87,6 +90,7 @@ pub fn huber_loss<'t, T: Float, D: TensorDevice<T>>(
 
 /// Cross-entropy of `logits` `[B, C]` against class indices `targets` (`B` of them, each
 /// below `C`): `-log_softmax(logits)[b, targets[b]]`, reduced (PyTorch's `cross_entropy`).
+#[track_caller]
 pub fn cross_entropy_with_logits<'t, T: Float, D: TensorDevice<T>>(
     logits: &Var<'t, T, D>,
     targets: &[usize],

@@ -252,6 +252,7 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
     /// The sum over the valid steps of a padded `[B, T]` or `[B, T, F]` batch
     /// (batch-major), a scalar:
     /// [`rlgrad_mask::masked_sum`]'s canonical order, so the padding is never read.
+    #[track_caller]
     pub fn masked_sum(&self, seqs: &Sequences) -> Result<Self> {
         self.masked_reduce("Var::masked_sum", seqs, Reduction::Sum)
     }
@@ -275,10 +276,12 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
     /// assert_eq!(grads.get(&x)?.to_vec()?, [third, third, 0.0, third, 0.0, 0.0]);
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
+    #[track_caller]
     pub fn masked_mean(&self, seqs: &Sequences) -> Result<Self> {
         self.masked_reduce("Var::masked_mean", seqs, Reduction::Mean)
     }
 
+    #[track_caller]
     fn masked_reduce(
         &self,
         function: &'static str,
@@ -296,6 +299,7 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
 
     /// The mean of each sequence's valid values of a padded `[B, T]` or `[B, T, F]` batch,
     /// `[B]`; an error when a sequence is empty.
+    #[track_caller]
     pub fn sequence_means(&self, seqs: &Sequences) -> Result<Self> {
         let features = padded_features("Var::sequence_means", self, seqs)?;
         self.tape().custom(
@@ -311,6 +315,7 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
     /// batch:
     /// `(x - mean) / (std + eps)` with the masked mean and standard deviation (`ddof`
     /// degrees of freedom), 0 at padding ([`rlgrad_mask::masked_normalize`]).
+    #[track_caller]
     pub fn masked_normalize(&self, seqs: &Sequences, eps: T, ddof: usize) -> Result<Self> {
         let features = padded_features("Var::masked_normalize", self, seqs)?;
         let op = MaskedNormalize {
@@ -324,6 +329,7 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
 
     /// Packed rows `[N, F]` (sequence after sequence) to a zero-padded batch, `[B, T, F]`
     /// (`BatchMajor`) or `[T, B, F]` (`TimeMajor`); the backward unpads.
+    #[track_caller]
     pub fn pad_sequences(&self, seqs: &Sequences, order: PadOrder) -> Result<Self> {
         let function = "Var::pad_sequences";
         if self.shape().ndim() != 2 || self.dims()[0] != seqs.total() {
@@ -345,6 +351,7 @@ impl<'t, T: Float, D: SequenceDevice<T>> Var<'t, T, D> {
 
     /// A padded batch (`[B, T, F]` or `[T, B, F]` by `order`) to its packed valid rows
     /// `[N, F]`; the padding is never read, and its gradient is 0.
+    #[track_caller]
     pub fn unpad_sequences(&self, seqs: &Sequences, order: PadOrder) -> Result<Self> {
         let function = "Var::unpad_sequences";
         let (b, t) = (seqs.batch(), seqs.max_len());
@@ -400,6 +407,7 @@ impl<T: Float, D: TensorDevice<T>> Var<'_, T, D> {
     /// assert!(grads.get(&x)?.to_vec()?.iter().all(|g| g.is_finite()));
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
+    #[track_caller]
     pub fn zero_padding(&self, seqs: &Sequences) -> Result<Self> {
         padded_features("Var::zero_padding", self, seqs)?;
         if seqs.total() == seqs.padded_steps() {

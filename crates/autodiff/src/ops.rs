@@ -18,7 +18,8 @@ macro_rules! unary_ops {
         impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             $(
                 $(#[$doc])*
-                pub fn $name(&self) -> Result<Self> {
+                                #[track_caller]
+                                pub fn $name(&self) -> Result<Self> {
                     self.unary(UnaryOp::$op, concat!("Var::", stringify!($name)))
                 }
             )*
@@ -52,7 +53,8 @@ macro_rules! binary_ops {
         impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             $(
                 $(#[$doc])*
-                pub fn $name(&self, rhs: &Self) -> Result<Self> {
+                                #[track_caller]
+                                pub fn $name(&self, rhs: &Self) -> Result<Self> {
                     self.arith(Arith::$op, rhs, concat!("Var::", stringify!($name)))
                 }
             )*
@@ -82,7 +84,7 @@ macro_rules! comparisons {
         impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             $(
                 $(#[$doc])*
-                pub fn $name(&self, rhs: &Self) -> Result<Tensor<T, D>> {
+                                pub fn $name(&self, rhs: &Self) -> Result<Tensor<T, D>> {
                     self.value().$name(rhs.value()).map_err(|e| e.in_function(concat!("Var::", stringify!($name))))
                 }
             )*
@@ -106,6 +108,7 @@ comparisons! {
 }
 
 impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
+    #[track_caller]
     fn unary(&self, op: UnaryOp<T>, function: &'static str) -> Result<Self> {
         let y = self
             .value()
@@ -113,7 +116,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             .map_err(|e| e.in_function(function))?;
         let input = self.node();
         self.tape()
-            .record(function, y.clone(), &[input], || Op::Unary {
+            .record(function, y.clone(), &[self], || Op::Unary {
                 input: input.expect("recorded ops have a tracked input"),
                 op,
                 x: self.value().clone(),
@@ -121,6 +124,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             })
     }
 
+    #[track_caller]
     fn arith(&self, op: Arith, rhs: &Self, function: &'static str) -> Result<Self> {
         self.tape().check_same(function, "rhs", rhs)?;
         let value = self
@@ -129,7 +133,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             .map_err(|e| e.in_function(function))?;
         let (lhs, rhs_node) = (self.node(), rhs.node());
         self.tape()
-            .record(function, value, &[lhs, rhs_node], || Op::Binary {
+            .record(function, value, &[self, rhs], || Op::Binary {
                 lhs,
                 rhs: rhs_node,
                 op,
@@ -139,12 +143,14 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// `x^exponent`; the gradient is `exponent * x^(exponent - 1)` (0 for exponent 0).
+    #[track_caller]
     pub fn powf(&self, exponent: T) -> Result<Self> {
         self.unary(UnaryOp::Powf(exponent), "Var::powf")
     }
 
     /// Each element limited to `[min, max]`; the gradient passes where `min <= x <= max`
     /// and is 0 elsewhere (PyTorch's `clamp`).
+    #[track_caller]
     pub fn clamp(&self, min: T, max: T) -> Result<Self> {
         if !matches!(
             min.partial_cmp(&max),
@@ -161,17 +167,20 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// `self + s`.
+    #[track_caller]
     pub fn add_scalar(&self, s: T) -> Result<Self> {
         self.unary(UnaryOp::AddScalar(s), "Var::add_scalar")
     }
 
     /// `self * s`.
+    #[track_caller]
     pub fn mul_scalar(&self, s: T) -> Result<Self> {
         self.unary(UnaryOp::MulScalar(s), "Var::mul_scalar")
     }
 
     /// `on_true` where `condition != 0`, else `on_false`, all three broadcasting together;
     /// each branch gets the gradient where it was chosen.
+    #[track_caller]
     pub fn where_cond(condition: &Tensor<T, D>, on_true: &Self, on_false: &Self) -> Result<Self> {
         let function = "Var::where_cond";
         on_true.tape().check_same(function, "on_false", on_false)?;
@@ -181,15 +190,18 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         let (t, f) = (on_true.node(), on_false.node());
         on_true
             .tape()
-            .record(function, value.clone(), &[t, f], || Op::Select {
-                condition: condition.clone(),
-                on_true: t,
-                on_false: f,
-                true_shape: on_true.shape().clone(),
-                false_shape: on_false.shape().clone(),
+            .record(function, value.clone(), &[on_true, on_false], || {
+                Op::Select {
+                    condition: condition.clone(),
+                    on_true: t,
+                    on_false: f,
+                    true_shape: on_true.shape().clone(),
+                    false_shape: on_false.shape().clone(),
+                }
             })
     }
 
+    #[track_caller]
     fn sum_like(
         &self,
         axis: Option<usize>,
@@ -201,7 +213,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             .reduce_value(axis, keepdim, mean)
             .map_err(|e| e.in_function(function))?;
         let input = self.node();
-        self.tape().record(function, value, &[input], || Op::Sum {
+        self.tape().record(function, value, &[self], || Op::Sum {
             input: input.expect("recorded ops have a tracked input"),
             axis,
             keepdim,
@@ -221,25 +233,30 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// The sum of all elements, a scalar (shape `[]`).
+    #[track_caller]
     pub fn sum_all(&self) -> Result<Self> {
         self.sum_like(None, false, false, "Var::sum_all")
     }
 
     /// The mean of all elements; an error for none.
+    #[track_caller]
     pub fn mean_all(&self) -> Result<Self> {
         self.sum_like(None, false, true, "Var::mean_all")
     }
 
     /// Sums along `axis`, keeping it with size 1 if `keepdim`.
+    #[track_caller]
     pub fn sum(&self, axis: usize, keepdim: bool) -> Result<Self> {
         self.sum_like(Some(axis), keepdim, false, "Var::sum")
     }
 
     /// Means along `axis`; an error when the axis is empty.
+    #[track_caller]
     pub fn mean(&self, axis: usize, keepdim: bool) -> Result<Self> {
         self.sum_like(Some(axis), keepdim, true, "Var::mean")
     }
 
+    #[track_caller]
     fn extremum(
         &self,
         axis: Option<usize>,
@@ -257,7 +274,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         .map_err(|e| e.in_function(function))?;
         let input = self.node();
         self.tape()
-            .record(function, value.clone(), &[input], || Op::Extremum {
+            .record(function, value.clone(), &[self], || Op::Extremum {
                 input: input.expect("recorded ops have a tracked input"),
                 axis,
                 keepdim,
@@ -268,26 +285,31 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
 
     /// The largest element (a scalar); the gradient is shared equally by the elements
     /// equal to it. An error for an empty variable.
+    #[track_caller]
     pub fn max_all(&self) -> Result<Self> {
         self.extremum(None, false, true, "Var::max_all")
     }
 
     /// The largest element along `axis` (`amax`: ties share the gradient).
+    #[track_caller]
     pub fn max(&self, axis: usize, keepdim: bool) -> Result<Self> {
         self.extremum(Some(axis), keepdim, true, "Var::max")
     }
 
     /// The smallest element (a scalar); ties share the gradient.
+    #[track_caller]
     pub fn min_all(&self) -> Result<Self> {
         self.extremum(None, false, false, "Var::min_all")
     }
 
     /// The smallest element along `axis` (`amin`: ties share the gradient).
+    #[track_caller]
     pub fn min(&self, axis: usize, keepdim: bool) -> Result<Self> {
         self.extremum(Some(axis), keepdim, false, "Var::min")
     }
 
     /// `self @ rhs` for `[..., m, k] @ [..., k, n]` with broadcast batch dimensions.
+    #[track_caller]
     pub fn matmul(&self, rhs: &Self) -> Result<Self> {
         let function = "Var::matmul";
         self.tape().check_same(function, "rhs", rhs)?;
@@ -297,7 +319,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             .map_err(|e| e.in_function(function))?;
         let (lhs, rhs_node) = (self.node(), rhs.node());
         self.tape()
-            .record(function, value, &[lhs, rhs_node], || Op::Matmul {
+            .record(function, value, &[self, rhs], || Op::Matmul {
                 lhs,
                 rhs: rhs_node,
                 a: self.value().clone(),
@@ -329,6 +351,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     /// assert_eq!(grads.get(&b)?.to_vec()?, [1.0, 0.0]);
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
+    #[track_caller]
     pub fn matmul_bias(
         &self,
         weight: &Self,
@@ -350,18 +373,21 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
             .map_err(|e| e.in_function(function))?;
         let (x, w, b) = (self.node(), weight.node(), bias.node());
         self.tape()
-            .record(function, y.clone(), &[x, w, b], || Op::MatmulBias {
-                x,
-                w,
-                bias: b,
-                x_value: self.value().clone(),
-                w_value: weight.value().clone(),
-                bias_shape: bias.shape().clone(),
-                activation_backward,
-                y,
+            .record(function, y.clone(), &[self, weight, bias], || {
+                Op::MatmulBias {
+                    x,
+                    w,
+                    bias: b,
+                    x_value: self.value().clone(),
+                    w_value: weight.value().clone(),
+                    bias_shape: bias.shape().clone(),
+                    activation_backward,
+                    y,
+                }
             })
     }
 
+    #[track_caller]
     fn view_op(
         &self,
         value: Tensor<T, D>,
@@ -369,12 +395,13 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         op: impl FnOnce(usize) -> Op<T, D>,
     ) -> Result<Self> {
         let input = self.node();
-        self.tape().record(function, value, &[input], || {
+        self.tape().record_view(function, value, &[self], || {
             op(input.expect("recorded ops have a tracked input"))
         })
     }
 
     /// The same elements in another shape.
+    #[track_caller]
     pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Self> {
         let value = self
             .value()
@@ -387,6 +414,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// Axis `axis` (size 1) removed.
+    #[track_caller]
     pub fn squeeze(&self, axis: usize) -> Result<Self> {
         let value = self
             .value()
@@ -396,6 +424,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// A new axis of size 1 at `axis`.
+    #[track_caller]
     pub fn unsqueeze(&self, axis: usize) -> Result<Self> {
         let value = self
             .value()
@@ -405,6 +434,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// The axes reordered: axis `i` of the result is axis `order[i]` of `self`.
+    #[track_caller]
     pub fn permute(&self, order: &[usize]) -> Result<Self> {
         let value = self
             .value()
@@ -417,6 +447,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// Axes `a` and `b` swapped.
+    #[track_caller]
     pub fn transpose(&self, a: usize, b: usize) -> Result<Self> {
         let function = "Var::transpose";
         self.shape().check_axis(function, "a", a)?;
@@ -427,6 +458,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// The last two axes swapped; an error below two dimensions.
+    #[track_caller]
     pub fn t(&self) -> Result<Self> {
         let ndim = self.shape().ndim();
         if ndim < 2 {
@@ -441,6 +473,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// This variable repeated to `shape` by broadcasting; the backward sums.
+    #[track_caller]
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Self> {
         let value = self
             .value()
@@ -453,6 +486,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// `len` entries of `axis` from `start`.
+    #[track_caller]
     pub fn narrow(&self, axis: usize, start: usize, len: usize) -> Result<Self> {
         let value = self
             .value()
@@ -467,6 +501,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// The entries `indices` of `axis` (indices may repeat: their gradients add up).
+    #[track_caller]
     pub fn index_select(&self, axis: usize, indices: &[usize]) -> Result<Self> {
         let value = self
             .value()
@@ -498,6 +533,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     /// assert_eq!(grads.get(&logits)?.to_vec()?, [1.0, 0.0, 0.0, 1.0]);
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
+    #[track_caller]
     pub fn gather(
         &self,
         axis: usize,
@@ -566,6 +602,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// `vars` joined along `axis` (all of one tape).
+    #[track_caller]
     pub fn concat(vars: &[&Self], axis: usize) -> Result<Self> {
         let function = "Var::concat";
         let Some(first) = vars.first() else {
@@ -578,13 +615,13 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         let value = Tensor::concat(&values, axis).map_err(|e| e.in_function(function))?;
         let inputs: SmallVec<[(Option<usize>, usize); 4]> =
             vars.iter().map(|v| (v.node(), v.dims()[axis])).collect();
-        let nodes: SmallVec<[Option<usize>; 4]> = inputs.iter().map(|&(n, _)| n).collect();
         first
             .tape()
-            .record(function, value, &nodes, || Op::Concat { inputs, axis })
+            .record_view(function, value, vars, || Op::Concat { inputs, axis })
     }
 
     /// `vars` (all of one shape) stacked along a new axis `axis`.
+    #[track_caller]
     pub fn stack(vars: &[&Self], axis: usize) -> Result<Self> {
         let expanded = vars
             .iter()
@@ -596,6 +633,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
     }
 
     /// The softmax along `axis`: `exp(x - max) / sum(exp(x - max))`.
+    #[track_caller]
     pub fn softmax(&self, axis: usize) -> Result<Self> {
         let function = "Var::softmax";
         let x = self.value();
@@ -606,7 +644,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         let y = Tensor::div(&e, &e.sum_axis(axis, true)?)?;
         let input = self.node();
         self.tape()
-            .record(function, y.clone(), &[input], || Op::Softmax {
+            .record(function, y.clone(), &[self], || Op::Softmax {
                 input: input.expect("recorded ops have a tracked input"),
                 axis,
                 y,
@@ -615,6 +653,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
 
     /// The log-softmax along `axis`: `(x - max) - ln(sum(exp(x - max)))`, stable for
     /// large logits.
+    #[track_caller]
     pub fn log_softmax(&self, axis: usize) -> Result<Self> {
         let function = "Var::log_softmax";
         let x = self.value();
@@ -624,7 +663,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Var<'t, T, D> {
         let y = Tensor::sub(&shifted, &shifted.exp()?.sum_axis(axis, true)?.log()?)?;
         let input = self.node();
         self.tape()
-            .record(function, y.clone(), &[input], || Op::LogSoftmax {
+            .record(function, y.clone(), &[self], || Op::LogSoftmax {
                 input: input.expect("recorded ops have a tracked input"),
                 axis,
                 y,
@@ -640,25 +679,29 @@ macro_rules! var_operators {
     ($($trait:ident $method:ident $scalar:ident $reversed:ident;)*) => {$(
         impl<'t, T: Float, D: TensorDevice<T>> $trait<&Var<'t, T, D>> for &Var<'t, T, D> {
             type Output = Result<Var<'t, T, D>>;
-            fn $method(self, rhs: &Var<'t, T, D>) -> Self::Output {
+                        #[track_caller]
+                        fn $method(self, rhs: &Var<'t, T, D>) -> Self::Output {
                 Var::$method(self, rhs)
             }
         }
         impl<'t, T: Float, D: TensorDevice<T>> $trait<Var<'t, T, D>> for Var<'t, T, D> {
             type Output = Result<Var<'t, T, D>>;
-            fn $method(self, rhs: Var<'t, T, D>) -> Self::Output {
+                        #[track_caller]
+                        fn $method(self, rhs: Var<'t, T, D>) -> Self::Output {
                 Var::$method(&self, &rhs)
             }
         }
         impl<'t, T: Float, D: TensorDevice<T>> $trait<T> for &Var<'t, T, D> {
             type Output = Result<Var<'t, T, D>>;
-            fn $method(self, rhs: T) -> Self::Output {
+                        #[track_caller]
+                        fn $method(self, rhs: T) -> Self::Output {
                 self.unary(UnaryOp::$scalar(rhs), concat!("Var::", stringify!($method)))
             }
         }
         impl<'t, T: Float, D: TensorDevice<T>> $trait<T> for Var<'t, T, D> {
             type Output = Result<Var<'t, T, D>>;
-            fn $method(self, rhs: T) -> Self::Output {
+                        #[track_caller]
+                        fn $method(self, rhs: T) -> Self::Output {
                 self.unary(UnaryOp::$scalar(rhs), concat!("Var::", stringify!($method)))
             }
         }
@@ -668,13 +711,15 @@ macro_rules! var_operators {
     (@left $trait:ident $method:ident $reversed:ident $float:ty) => {
         impl<'t, D: TensorDevice<$float>> $trait<&Var<'t, $float, D>> for $float {
             type Output = Result<Var<'t, $float, D>>;
-            fn $method(self, rhs: &Var<'t, $float, D>) -> Self::Output {
+                        #[track_caller]
+                        fn $method(self, rhs: &Var<'t, $float, D>) -> Self::Output {
                 rhs.unary(UnaryOp::$reversed(self), concat!("Var::", stringify!($method)))
             }
         }
         impl<'t, D: TensorDevice<$float>> $trait<Var<'t, $float, D>> for $float {
             type Output = Result<Var<'t, $float, D>>;
-            fn $method(self, rhs: Var<'t, $float, D>) -> Self::Output {
+                        #[track_caller]
+                        fn $method(self, rhs: Var<'t, $float, D>) -> Self::Output {
                 rhs.unary(UnaryOp::$reversed(self), concat!("Var::", stringify!($method)))
             }
         }
@@ -690,6 +735,7 @@ var_operators! {
 
 impl<'t, T: Float, D: TensorDevice<T>> Neg for &Var<'t, T, D> {
     type Output = Result<Var<'t, T, D>>;
+    #[track_caller]
     fn neg(self) -> Self::Output {
         Var::neg(self)
     }
@@ -697,6 +743,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Neg for &Var<'t, T, D> {
 
 impl<'t, T: Float, D: TensorDevice<T>> Neg for Var<'t, T, D> {
     type Output = Result<Var<'t, T, D>>;
+    #[track_caller]
     fn neg(self) -> Self::Output {
         Var::neg(&self)
     }

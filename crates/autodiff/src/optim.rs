@@ -7,6 +7,7 @@ use rlgrad_optim::{DeviceParam, Optimizer};
 use rlgrad_tensor::TensorDevice;
 use smallvec::SmallVec;
 
+use crate::finite::NonFinite;
 use crate::gradients::Gradients;
 use crate::module::Module;
 use crate::param::Param;
@@ -18,7 +19,10 @@ use crate::param::Param;
 /// Every parameter of the module must have a gradient: one the loss does not depend on is
 /// an error naming it, and nothing changes (ask for the gradients of the parameters you
 /// train). The update is the optimizer's fused kernel on each parameter's buffer, in place;
-/// a tape still holding the old values keeps them (copy on write).
+/// a tape still holding the old values keeps them (copy on write). When the optimizer's
+/// finite check finds a NaN or an infinity ([`Optimizer::check_finite`]) and the tape
+/// checked too ([`crate::Tape::check_finite`]), the error names where the first one came
+/// from ([`crate::NonFinite`]).
 pub trait ApplyGradients<T: Float, D: TensorDevice<T>> {
     /// One step over the parameters of `module`.
     ///
@@ -73,6 +77,28 @@ impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> ApplyGradients<T, D> for Opt
             steps.push(DeviceParam { name, value, grad });
         }
         self.step_on(&mut steps)
-            .map_err(|e| e.in_function(function))
+            .map_err(|e| with_origin(e.in_function(function), grads.first_non_finite()))
+    }
+}
+
+/// The step's error, with the origin of the tape's first non-finite value appended when it
+/// is the optimizer's finite check that failed and the tape checked too.
+fn with_origin(error: Error, origin: Option<&NonFinite>) -> Error {
+    match (error, origin) {
+        (
+            Error::Value {
+                function,
+                argument,
+                expected,
+                got,
+            },
+            Some(origin),
+        ) if expected.starts_with("finite gradients") => Error::value(
+            function,
+            argument,
+            expected,
+            format_args!("{got}; the tape's first non-finite value: {origin}"),
+        ),
+        (error, _) => error,
     }
 }

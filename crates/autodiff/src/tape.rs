@@ -2,12 +2,14 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::panic::Location;
 
 use rlgrad_core::{Cpu, Dims, Error, Float, Result, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
 use crate::backward::{Constants, Grad, Op};
+use crate::finite::{NodeOrigin, NonFinite, first_non_finite};
 use crate::gradients::{Entry, Gradients};
 use crate::module::Module;
 use crate::param::{Param, ParamId};
@@ -50,6 +52,7 @@ pub struct Tape<T: Float = f32, D: TensorDevice<T> = Cpu> {
     device: D,
     recording: bool,
     persistent: bool,
+    check_finite: bool,
     zero: Tensor<T, D>,
     one: Tensor<T, D>,
     state: RefCell<State<T, D>>,
@@ -62,6 +65,10 @@ struct State<T: Float, D: TensorDevice<T>> {
     // Scratch of `gradient`, kept to be reused.
     grads: Vec<Accumulated<T, D>>,
     marks: Vec<Mark>,
+    /// With the finite check on: each node's op, call site and inputs, by node.
+    origins: Vec<NodeOrigin>,
+    /// The first non-finite value the check found.
+    non_finite: Option<NonFinite>,
 }
 
 /// The requested parameters: their node on the tape (if they were used) and their entry.
@@ -109,6 +116,7 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
             device: device.clone(),
             recording: true,
             persistent: false,
+            check_finite: false,
             zero: scalar(T::zero()),
             one: scalar(T::one()),
             state: RefCell::new(State {
@@ -117,6 +125,8 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 consumed: false,
                 grads: Vec::new(),
                 marks: Vec::new(),
+                origins: Vec::new(),
+                non_finite: None,
             }),
         }
     }
@@ -133,6 +143,48 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
     pub fn no_grad(mut self) -> Self {
         self.recording = false;
         self
+    }
+
+    /// This tape made to find the first NaN or infinity: every op's output, and in
+    /// [`Tape::gradient`] every gradient an op's backward sends to its inputs, is checked,
+    /// and the first non-finite one is named by [`Tape::first_non_finite`] (the op, your
+    /// call site, its input shapes, the parameters that fed it) and carried by the
+    /// gradients ([`Gradients::first_non_finite`]), so that an optimizer step with its
+    /// finite check on names it in its error. PyTorch's `detect_anomaly` for the price of
+    /// one read of each output and gradient, on the host where the values are (the Cpu
+    /// reads in place; a GPU downloads them); off, it costs nothing. Values are never
+    /// changed: the check only watches.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_tensor::Tensor;
+    ///
+    /// let w = Param::new("w", Tensor::from_vec(vec![1.0f32, -1.0], [2])?)?;
+    /// let tape = Tape::new().check_finite();
+    /// let y = tape.param(&w).log()?; // ln(-1) = NaN
+    /// let loss = y.sum_all()?;
+    /// let origin = tape.first_non_finite().expect("a NaN was produced");
+    /// assert_eq!((origin.op, origin.index, origin.params.clone()), ("Var::log", 1, vec!["w".to_owned()]));
+    /// assert_eq!(origin.location.file(), file!());
+    /// let grads = tape.gradient(&loss, &[&w])?;
+    /// assert_eq!(grads.first_non_finite(), Some(&origin));
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn check_finite(mut self) -> Self {
+        self.check_finite = true;
+        self
+    }
+
+    /// Whether the finite check is on ([`Tape::check_finite`]).
+    pub fn checks_finite(&self) -> bool {
+        self.check_finite
+    }
+
+    /// The origin of the first NaN or infinity since the tape was made or reset, when the
+    /// finite check is on ([`Tape::check_finite`]); `None` when everything was finite, or
+    /// the check is off.
+    pub fn first_non_finite(&self) -> Option<NonFinite> {
+        self.state.borrow().non_finite.clone()
     }
 
     /// The device.
@@ -163,11 +215,14 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         state.nodes.clear();
         state.params.clear();
         state.grads.clear();
+        state.origins.clear();
+        state.non_finite = None;
         state.consumed = false;
     }
 
     /// `param` on the tape: the variable gradients of `param` flow into. A parameter put
     /// on a tape twice is the same node, so the gradients of both uses add up.
+    #[track_caller]
     pub fn param<'t>(&'t self, param: &Param<T, D>) -> Var<'t, T, D> {
         let value = param.value().clone();
         if !self.recording {
@@ -184,6 +239,14 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 let node = state.nodes.len();
                 state.nodes.push(Op::Leaf);
                 state.params.push((param.id(), node));
+                if self.check_finite {
+                    state.origins.push(NodeOrigin {
+                        op: "Tape::param",
+                        location: Location::caller(),
+                        input_shapes: SmallVec::new(),
+                        param: Some(param.shared_name().clone()),
+                    });
+                }
                 node
             }
         };
@@ -214,16 +277,65 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         }
     }
 
-    /// The variable holding `value`, the output of an op on `inputs`: recorded with
-    /// `op()` when the tape records and some input is a node, a constant otherwise.
+    /// The variable holding `value`, the output of an op on `inputs` (its variable
+    /// inputs): recorded with `op()` when the tape records and some input is a node, a
+    /// constant otherwise. With the finite check on, `value` is checked first, and the
+    /// call site of the op (every op up to here is `#[track_caller]`) is kept.
+    #[track_caller]
     pub(crate) fn record<'t>(
         &'t self,
         function: &'static str,
         value: Tensor<T, D>,
-        inputs: &[Option<usize>],
+        inputs: &[&Var<'t, T, D>],
         op: impl FnOnce() -> Op<T, D>,
     ) -> Result<Var<'t, T, D>> {
-        if !self.recording || inputs.iter().all(Option::is_none) {
+        self.record_node(function, value, inputs, op, true)
+    }
+
+    /// [`Tape::record`] for an op that only moves its input's values (a reshape, a
+    /// narrow, a gather, a concatenation): the finite check has nothing to find in them,
+    /// the values having been checked where they were computed.
+    #[track_caller]
+    pub(crate) fn record_view<'t>(
+        &'t self,
+        function: &'static str,
+        value: Tensor<T, D>,
+        inputs: &[&Var<'t, T, D>],
+        op: impl FnOnce() -> Op<T, D>,
+    ) -> Result<Var<'t, T, D>> {
+        self.record_node(function, value, inputs, op, false)
+    }
+
+    #[track_caller]
+    fn record_node<'t>(
+        &'t self,
+        function: &'static str,
+        value: Tensor<T, D>,
+        inputs: &[&Var<'t, T, D>],
+        op: impl FnOnce() -> Op<T, D>,
+        computes_values: bool,
+    ) -> Result<Var<'t, T, D>> {
+        let origin = if self.check_finite {
+            let origin = NodeOrigin {
+                op: function,
+                location: Location::caller(),
+                input_shapes: inputs.iter().map(|v| v.shape().clone()).collect(),
+                param: None,
+            };
+            if computes_values
+                && self.state.borrow().non_finite.is_none()
+                && let Some((index, bad)) = first_non_finite(&value)?
+            {
+                let state = &mut *self.state.borrow_mut();
+                let inputs = inputs.iter().filter_map(|v| v.node());
+                let params = fed_by(&state.nodes, &state.origins, inputs);
+                state.non_finite = Some(named(&origin, false, params, index, bad));
+            }
+            Some(origin)
+        } else {
+            None
+        };
+        if !self.recording || inputs.iter().all(|v| v.node().is_none()) {
             return Ok(Var::new(self, None, value));
         }
         let mut state = self.state.borrow_mut();
@@ -232,6 +344,7 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         }
         let node = state.nodes.len();
         state.nodes.push(op());
+        state.origins.extend(origin);
         Ok(Var::new(self, Some(node), value))
     }
 
@@ -361,9 +474,11 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
             state.consumed = true;
             state.nodes.clear();
             state.params.clear();
+            state.origins.clear();
         }
         Ok(Gradients::new(
             requested.into_iter().map(|(_, entry)| entry).collect(),
+            state.non_finite.clone(),
         ))
     }
 
@@ -382,6 +497,8 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
             nodes,
             grads,
             marks,
+            origins,
+            non_finite,
             ..
         } = state;
         let count = loss_node + 1;
@@ -422,9 +539,24 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 };
                 let op = &nodes[i];
                 let needs = |input: usize| marks[input] != Mark::Skip;
-                let mut emit = |input: usize, grad: Grad<T, D>| grads[input].add(grad, zero);
+                let check =
+                    self.check_finite && non_finite.is_none() && !op.backward_moves_values_only();
+                let mut found = None;
+                let mut emit = |input: usize, grad: Grad<T, D>| {
+                    if check && found.is_none() {
+                        let (Grad::Full(tensor) | Grad::Part { grad: tensor, .. }) = &grad;
+                        found = first_non_finite(tensor)?;
+                    }
+                    grads[input].add(grad, zero)
+                };
                 op.backward(&g, &constants, &needs, &mut emit)
                     .map_err(|e| e.in_function(function))?;
+                if let Some((index, bad)) = found {
+                    let mut inputs = SmallVec::<[usize; 4]>::new();
+                    op.for_each_input(|input| inputs.push(input));
+                    let params = fed_by(nodes, origins, inputs);
+                    *non_finite = Some(named(&origins[i], true, params, index, bad));
+                }
                 if marks[i] == Mark::Source {
                     grads[i].add(Grad::Full(g), zero)?;
                 }
@@ -555,6 +687,47 @@ impl<T: Float, D: TensorDevice<T>> Accumulated<T, D> {
         self.parts.clear();
         let refs: SmallVec<[&Tensor<T, D>; 9]> = pieces.iter().collect();
         self.add_to_sum(Tensor::concat(&refs, axis)?)
+    }
+}
+
+/// The names of the parameters the nodes `from` depend on, in the order they went on the
+/// tape (`origins` is kept by node when the finite check is on).
+fn fed_by<T: Float, D: TensorDevice<T>>(
+    nodes: &[Op<T, D>],
+    origins: &[NodeOrigin],
+    from: impl IntoIterator<Item = usize>,
+) -> Vec<String> {
+    let mut seen = vec![false; nodes.len()];
+    let mut stack: Vec<usize> = from.into_iter().collect();
+    while let Some(node) = stack.pop() {
+        if !std::mem::replace(&mut seen[node], true) {
+            nodes[node].for_each_input(|input| stack.push(input));
+        }
+    }
+    origins
+        .iter()
+        .zip(&seen)
+        .filter(|&(_, &seen)| seen)
+        .filter_map(|(origin, _)| origin.param.as_deref().map(str::to_owned))
+        .collect()
+}
+
+/// The [`NonFinite`] of the node `origin` describes.
+fn named(
+    origin: &NodeOrigin,
+    in_backward: bool,
+    params: Vec<String>,
+    index: usize,
+    value: f64,
+) -> NonFinite {
+    NonFinite {
+        op: origin.op,
+        location: origin.location,
+        in_backward,
+        input_shapes: origin.input_shapes.to_vec(),
+        params,
+        index,
+        value,
     }
 }
 

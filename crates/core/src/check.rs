@@ -111,6 +111,44 @@ pub fn finite<T: Float>(
     finite_where(function, argument, values, |_| true)
 }
 
+/// The index of the first NaN or infinity of `values`, `None` when every value is finite:
+/// the scan behind opt-in finite checks that run at every step (the gradient tape's
+/// `check_finite`), so it is a whole-block test the compiler vectorizes, with the element
+/// located only inside a block that holds one.
+///
+/// ```
+/// use rlgrad_core::check::first_non_finite;
+/// let mut x = vec![1.0f32; 1000];
+/// assert_eq!(first_non_finite(&x), None);
+/// x[700] = f32::NAN;
+/// x[900] = f32::INFINITY;
+/// assert_eq!(first_non_finite(&x), Some(700));
+/// ```
+pub fn first_non_finite<T: Float>(values: &[T]) -> Option<usize> {
+    crate::simd::widest(FirstNonFinite(values))
+}
+
+/// [`first_non_finite`], compiled for each instruction set.
+struct FirstNonFinite<'a, T>(&'a [T]);
+
+impl<T: Float> crate::simd::Vectorized for FirstNonFinite<'_, T> {
+    type Output = Option<usize>;
+
+    #[inline(always)]
+    fn run(self) -> Option<usize> {
+        const BLOCK: usize = 256;
+        let values = self.0;
+        let block = values
+            .chunks(BLOCK)
+            .position(|block| block.iter().fold(false, |bad, v| bad | !v.is_finite()))?;
+        let start = block * BLOCK;
+        values[start..]
+            .iter()
+            .position(|v| !v.is_finite())
+            .map(|i| start + i)
+    }
+}
+
 /// [`finite`] for the values at the indices `read` selects (those a computation reads).
 pub fn finite_where<T: Float>(
     function: &'static str,

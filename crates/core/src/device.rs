@@ -52,6 +52,14 @@ pub trait Device: Clone + Debug + Send + Sync + 'static {
     /// The number of elements of `buffer`.
     fn buffer_len<E: Element>(&self, buffer: &Self::Buffer<E>) -> usize;
 
+    /// The buffer's memory, where the host can read it in place (the Cpu's `Vec`), so
+    /// that a check of every element needs no copy; `None` (the default) elsewhere, where
+    /// [`Device::download`] is the way.
+    fn host_slice<'b, E: Element>(&self, buffer: &'b Self::Buffer<E>) -> Option<&'b [E]> {
+        let _ = buffer;
+        None
+    }
+
     /// Waits until every operation queued on the device has finished.
     fn synchronize(&self) -> Result<()>;
 }

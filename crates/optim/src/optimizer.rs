@@ -326,7 +326,7 @@ fn apply_custom<T: Float>(
 }
 
 fn first_non_finite<T: Float>(name: &str, grad: &[T]) -> Result<()> {
-    match grad.iter().position(|g| !g.is_finite()) {
+    match rlgrad_core::check::first_non_finite(grad) {
         Some(i) => Err(Error::value(
             "Optimizer::step",
             "params",
@@ -786,7 +786,16 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
         }
         if self.check_finite {
             for p in params.iter() {
-                first_non_finite(p.name, &self.device.download(p.grad)?)?;
+                // In place where the host can read the gradient (the Cpu), else a copy.
+                let downloaded;
+                let grad = match self.device.host_slice(p.grad) {
+                    Some(grad) => grad,
+                    None => {
+                        downloaded = self.device.download(p.grad)?;
+                        &downloaded[..]
+                    }
+                };
+                first_non_finite(p.name, grad)?;
             }
         }
         let shapes: SmallVec<[(&str, usize); 16]> = params

@@ -96,8 +96,9 @@ impl<T: Float, D: Device> Tensor<T, D> {
         }
     }
 
-    /// The view kernels read.
-    pub(crate) fn view(&self) -> View<'_, D::Buffer<T>> {
+    /// The view kernels read: the buffer (possibly larger than this tensor, or shared
+    /// with others) and the layout that picks this tensor's elements from it.
+    pub fn view(&self) -> View<'_, D::Buffer<T>> {
         View::new(&self.buffer, &self.layout)
     }
 

@@ -301,14 +301,26 @@ pub const WORKLOADS: &[Workload] = &[
         title: "training step of the seed MLP 8-64-64-1, batch 100, Adam 5e-4",
         rlgrad: Some(RlgradSide {
             bench: "autodiff",
-            cases: &[Case {
-                label: "seed MLP step",
-                group: "autodiff_f32/w6_seed_mlp",
-                function: "step",
-                peer_case: "batch 100",
-                peer_impls: PeerImpls::ALL,
-                bound: None,
-            }],
+            cases: &[
+                Case {
+                    label: "seed MLP step",
+                    group: "autodiff_f32/w6_seed_mlp",
+                    function: "step",
+                    peer_case: "batch 100",
+                    peer_impls: PeerImpls::ALL,
+                    bound: None,
+                },
+                // The same step with the tape's and the optimizer's finite checks on: what
+                // naming the first NaN costs.
+                Case {
+                    label: "seed MLP step, finite checks on",
+                    group: "autodiff_f32/w6_seed_mlp",
+                    function: "step_checked",
+                    peer_case: "batch 100",
+                    peer_impls: PeerImpls::ALL,
+                    bound: None,
+                },
+            ],
         }),
     },
     Workload {

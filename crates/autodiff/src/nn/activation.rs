@@ -24,6 +24,7 @@ pub enum Activation {
 
 impl Activation {
     /// The activation of `x`.
+    #[track_caller]
     pub fn apply<'t, T: Float, D: TensorDevice<T>>(
         self,
         x: &Var<'t, T, D>,
@@ -43,6 +44,7 @@ impl<T: Float, D: Device> Module<T, D> for Activation {
 }
 
 impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Activation {
+    #[track_caller]
     fn forward<'t>(&self, _tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         self.apply(x)
     }

@@ -206,6 +206,7 @@ impl<T: Float, D: TensorDevice<T>> Linear<T, D> {
     /// [`Forward::forward`] followed by [`Activation::apply`]. A 2-D `x` with a bias runs
     /// as one op ([`Var::matmul_bias`]: two passes over the output fewer each way); a
     /// batched `x` (`[..., in]`) or a layer without bias runs the ops one by one.
+    #[track_caller]
     pub fn forward_activated<'t>(
         &self,
         tape: &'t Tape<T, D>,
@@ -257,6 +258,7 @@ impl<T: Float, D: TensorDevice<T>> Linear<T, D> {
 }
 
 impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Linear<T, D> {
+    #[track_caller]
     fn forward<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         self.forward_activated(tape, x, Activation::Identity)
     }

@@ -132,6 +132,7 @@ impl<T: Float, D: Device> Module<T, D> for Mlp<T, D> {
 }
 
 impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Mlp<T, D> {
+    #[track_caller]
     fn forward<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         let last = self.layers.len() - 1;
         let mut h = x.clone();

@@ -36,6 +36,7 @@ pub trait Forward<T: Float = f32, D: TensorDevice<T> = Cpu>: Module<T, D> {
 /// ([`Param::set_l2`](crate::Param::set_l2), [`Linear::with_kernel_l2`]): Keras' `kernel_regularizer=l2(c)`
 /// losses, added in parameter order, as one loss term. Zero (a constant) when no
 /// parameter has a penalty.
+#[track_caller]
 pub fn l2_penalty<'t, T: Float, D: TensorDevice<T>>(
     tape: &'t Tape<T, D>,
     module: &(impl Module<T, D> + ?Sized),

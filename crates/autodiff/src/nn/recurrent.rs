@@ -208,12 +208,14 @@ impl<K: Cell, T: Float, D: Device> Module<T, D> for Recurrent<K, T, D> {
 
 impl<K: Cell, T: Float, D: TensorDevice<T>> Recurrent<K, T, D> {
     /// `x @ weight_ih^T + bias_ih` for `x: [N, F]`.
+    #[track_caller]
     fn input_gates_of<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         x.matmul(&tape.param(&self.weight_ih).t()?)?
             .add(&tape.param(&self.bias_ih))
     }
 
     /// `h @ weight_hh^T + bias_hh`.
+    #[track_caller]
     fn hidden_gates<'t>(&self, tape: &'t Tape<T, D>, h: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         h.matmul(&tape.param(&self.weight_hh).t()?)?
             .add(&tape.param(&self.bias_hh))
@@ -280,6 +282,7 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
     /// past a sequence's end are selected ([`Var::where_cond`]). The cell then only ever
     /// sees finite padded rows, whose zero gradients stay zero, and every value and
     /// gradient is bitwise what it is with zero padding, whatever the padding held.
+    #[track_caller]
     fn run(
         &self,
         function: &'static str,
@@ -508,6 +511,7 @@ pub struct LstmState<'t, T: Float = f32, D: TensorDevice<T> = Cpu> {
 
 impl<K: Cell, T: Float, D: TensorDevice<T>> Recurrent<K, T, D> {
     /// The state a run starts from: `given` when it is `[batch, H]`, zeros when `None`.
+    #[track_caller]
     fn initial_state<'t>(
         &self,
         function: &'static str,
@@ -529,6 +533,7 @@ impl<K: Cell, T: Float, D: TensorDevice<T>> Recurrent<K, T, D> {
 }
 
 impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
+    #[track_caller]
     fn cell<'t>(
         &self,
         tape: &'t Tape<T, D>,
@@ -545,6 +550,7 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
     }
 
     /// One step: the next hidden state `[B, H]` from `x` `[B, F]` and `h` `[B, H]`.
+    #[track_caller]
     pub fn step<'t>(
         &self,
         tape: &'t Tape<T, D>,
@@ -561,6 +567,7 @@ impl<T: Float, D: TensorDevice<T>> Gru<T, D> {
     /// 0. Padding is selected out, never multiplied by zero: whatever the padded steps of
     /// `x` hold (NaN, inf, garbage), the outputs, the last state and every gradient are
     /// bitwise those of zero padding.
+    #[track_caller]
     pub fn run<'t>(
         &self,
         tape: &'t Tape<T, D>,
@@ -607,6 +614,7 @@ impl<T: Float, D: CellDevice<T>> Lstm<T, D> {
     /// The LSTM over a padded batch-major `x` `[B, T, F]` from `state0` (zeros when
     /// `None`): the outputs (`h` at every step) `[B, T, H]` and the last state, with
     /// `seqs` handled as in [`Gru::run`].
+    #[track_caller]
     pub fn run<'t>(
         &self,
         tape: &'t Tape<T, D>,
@@ -630,10 +638,12 @@ impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
         Recurrent::inputs(self)
     }
 
+    #[track_caller]
     fn input_gates(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         self.input_gates_of(tape, x)
     }
 
+    #[track_caller]
     fn advance(
         &self,
         tape: &'t Tape<T, D>,
@@ -644,6 +654,7 @@ impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
         Ok((next.clone(), next))
     }
 
+    #[track_caller]
     fn keep(
         valid: &Tensor<T, D>,
         next: &Var<'t, T, D>,
@@ -660,10 +671,12 @@ impl<'t, T: Float, D: CellDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
         Recurrent::inputs(self)
     }
 
+    #[track_caller]
     fn input_gates(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         self.input_gates_of(tape, x)
     }
 
+    #[track_caller]
     fn advance(
         &self,
         tape: &'t Tape<T, D>,

@@ -131,6 +131,7 @@ impl<T: Float, D: TensorDevice<T>> Module<T, D> for Sequential<T, D> {
 impl<T: Float, D: TensorDevice<T>> Forward<T, D> for Sequential<T, D> {
     /// The layers applied in order (errors are the failing layer's, which name it); the
     /// input itself for an empty stack.
+    #[track_caller]
     fn forward<'t>(&self, tape: &'t Tape<T, D>, x: &Var<'t, T, D>) -> Result<Var<'t, T, D>> {
         let mut h = x.clone();
         for layer in &self.layers {

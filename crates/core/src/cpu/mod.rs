@@ -100,6 +100,10 @@ impl Device for Cpu {
         buffer.len()
     }
 
+    fn host_slice<'b, E: Element>(&self, buffer: &'b Vec<E>) -> Option<&'b [E]> {
+        Some(buffer)
+    }
+
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
