@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use rlgrad_core::{Float, Result, Shape, check};
 use rlgrad_tensor::{Tensor, TensorDevice};
-use smallvec::SmallVec;
 
 /// Where the first NaN or infinity of a [`crate::Tape`] with the finite check on came from
 /// ([`crate::Tape::check_finite`]): the op that produced it, where your code called that
@@ -23,7 +22,8 @@ pub struct NonFinite {
     /// `false`: the op's output was non-finite; `true`: its output was finite and the
     /// gradient its backward sent to an input was not (`sqrt` at 0, say).
     pub in_backward: bool,
-    /// The shapes of the op's inputs that are variables, in order.
+    /// The shapes of the op's inputs that are variables, in order (for an origin in the
+    /// backward: of the inputs its backward sent gradients to).
     pub input_shapes: Vec<Shape>,
     /// The parameters the op's inputs depend on, in the order they went on the tape.
     pub params: Vec<String>,
@@ -86,7 +86,6 @@ impl fmt::Display for NonFinite {
 pub(crate) struct NodeOrigin {
     pub op: &'static str,
     pub location: &'static Location<'static>,
-    pub input_shapes: SmallVec<[Shape; 3]>,
     /// The parameter's name, for a parameter's leaf.
     pub param: Option<Arc<str>>,
 }

@@ -243,7 +243,6 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                     state.origins.push(NodeOrigin {
                         op: "Tape::param",
                         location: Location::caller(),
-                        input_shapes: SmallVec::new(),
                         param: Some(param.shared_name().clone()),
                     });
                 }
@@ -319,7 +318,6 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
             let origin = NodeOrigin {
                 op: function,
                 location: Location::caller(),
-                input_shapes: inputs.iter().map(|v| v.shape().clone()).collect(),
                 param: None,
             };
             if computes_values
@@ -327,9 +325,10 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 && let Some((index, bad)) = first_non_finite(&value)?
             {
                 let state = &mut *self.state.borrow_mut();
+                let shapes = inputs.iter().map(|v| v.shape().clone()).collect();
                 let inputs = inputs.iter().filter_map(|v| v.node());
                 let params = fed_by(&state.nodes, &state.origins, inputs);
-                state.non_finite = Some(named(&origin, false, params, index, bad));
+                state.non_finite = Some(named(&origin, false, shapes, params, index, bad));
             }
             Some(origin)
         } else {
@@ -552,10 +551,22 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
                 op.backward(&g, &constants, &needs, &mut emit)
                     .map_err(|e| e.in_function(function))?;
                 if let Some((index, bad)) = found {
+                    // Found once per tape: the backward runs again, for the shapes of the
+                    // gradients it sends (those of the inputs), rather than every node
+                    // keeping its inputs' shapes.
+                    let mut shapes = Vec::new();
+                    op.backward(&g, &constants, &needs, &mut |_, grad: Grad<T, D>| {
+                        shapes.push(match grad {
+                            Grad::Full(tensor) => tensor.shape().clone(),
+                            Grad::Part { shape, .. } => shape,
+                        });
+                        Ok(())
+                    })
+                    .map_err(|e| e.in_function(function))?;
                     let mut inputs = SmallVec::<[usize; 4]>::new();
                     op.for_each_input(|input| inputs.push(input));
                     let params = fed_by(nodes, origins, inputs);
-                    *non_finite = Some(named(&origins[i], true, params, index, bad));
+                    *non_finite = Some(named(&origins[i], true, shapes, params, index, bad));
                 }
                 if marks[i] == Mark::Source {
                     grads[i].add(Grad::Full(g), zero)?;
@@ -716,6 +727,7 @@ fn fed_by<T: Float, D: TensorDevice<T>>(
 fn named(
     origin: &NodeOrigin,
     in_backward: bool,
+    input_shapes: Vec<Shape>,
     params: Vec<String>,
     index: usize,
     value: f64,
@@ -724,7 +736,7 @@ fn named(
         op: origin.op,
         location: origin.location,
         in_backward,
-        input_shapes: origin.input_shapes.to_vec(),
+        input_shapes,
         params,
         index,
         value,

@@ -78,6 +78,7 @@ fn a_backward_that_sends_an_infinity_is_named_and_reaches_the_optimizers_error()
     assert_eq!((origin.op, origin.in_backward), ("Var::sqrt", true));
     assert_eq!((origin.location.line(), origin.index), (line, 1));
     assert_eq!(origin.value, f64::INFINITY);
+    assert_eq!(origin.input_shapes, vec![Shape::from([3])]);
     assert_eq!(origin.params, vec!["w".to_owned()]);
     let before = w.value().to_vec().unwrap();
     let mut sgd = Optimizer::new(Sgd::default(), 0.1).unwrap();
