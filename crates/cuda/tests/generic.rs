@@ -5,7 +5,7 @@
 
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
-use rlgrad_autodiff::{ApplyGradients, Tape};
+use rlgrad_autodiff::{ApplyGradients, NonFinite, Param, Tape};
 use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Rng};
 use rlgrad_cuda::Cuda;
@@ -91,4 +91,40 @@ fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
     let _count = BitCount;
     same_results("tensor ops", &cpu_ops, &tensor_ops(&gpu));
     same_results("training", &cpu_training, &training(&gpu));
+}
+
+/// A network whose second layer's output has an infinity (one weight is huge), on a tape
+/// with the finite check on: the origin it names (its call site is the `forward` line
+/// here, the same on every device).
+fn first_non_finite<D: TensorDevice<f32>>(device: &D) -> NonFinite {
+    let mut rng = Rng::new(3, "cuda-generic-finite");
+    let model = Mlp::<f32, D>::new_on(
+        device,
+        "model",
+        &[4, 8, 2],
+        Activation::Tanh,
+        Activation::Identity,
+        Init::TorchDefault,
+        &mut rng,
+    )
+    .unwrap();
+    let mut huge = vec![0.5f32; 4];
+    huge[2] = f32::MAX;
+    let scale = Param::new("scale", Tensor::from_vec_on(device, huge, [2, 2]).unwrap()).unwrap();
+    let x = Tensor::<f32, D>::rand_normal_on(device, [3, 4], 0.0, 1.0, &mut rng).unwrap();
+    let tape = Tape::new_on(device).check_finite();
+    let hidden = model.forward(&tape, &tape.constant(&x)).unwrap();
+    let scaled = hidden.matmul(&tape.param(&scale)).unwrap();
+    let _ = scaled.mul_scalar(4.0).unwrap();
+    tape.first_non_finite().expect("f32::MAX times 4 overflows")
+}
+
+#[test]
+fn the_finite_check_names_the_cpus_origin_on_the_gpu() {
+    let cpu = first_non_finite(&Cpu::seq());
+    let gpu = match Cuda::new(0) {
+        Ok(gpu) => gpu,
+        Err(why) => return rlgrad_cuda::skip("GPU", &why),
+    };
+    assert_eq!(first_non_finite(&gpu), cpu);
 }
