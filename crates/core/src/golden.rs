@@ -443,25 +443,7 @@ fn binary_inputs<T: Float, D: Device>(
 /// Every [`BinaryOp`] over dense operands, a row broadcast along the rows (a bias), a
 /// column broadcast, a scalar, and two non-contiguous views.
 fn binary<T: Float, D: GoldenDevice<T>>(device: &D) -> Result<BitsHash> {
-    let ops = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Maximum,
-        BinaryOp::Minimum,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-        BinaryOp::Lt,
-        BinaryOp::Le,
-        BinaryOp::Gt,
-        BinaryOp::Ge,
-        BinaryOp::ReluBackward,
-        BinaryOp::TanhBackward,
-        BinaryOp::SigmoidBackward,
-        BinaryOp::SqrtBackward,
-        BinaryOp::AbsBackward,
-    ];
+    let ops = BinaryOp::ALL;
     let (a, b) = binary_inputs::<T, D>(device, LONG)?;
     let cases = [
         (dense(&[LONG]), dense(&[LONG])),
@@ -713,6 +695,42 @@ fn discounts<T: Float>(gamma: T, terminated: &[T]) -> Vec<T> {
         .collect()
 }
 
+/// The inputs of a GAE on a device.
+struct Gae<'a, T: Float, D: Device> {
+    layout: TimeMajor,
+    rewards: &'a D::Buffer<T>,
+    values: &'a D::Buffer<T>,
+    bootstrap: &'a D::Buffer<T>,
+    lambda: T,
+}
+
+impl<T: Float, D: GoldenDevice<T>> Gae<'_, T, D> {
+    /// Hashes the advantages, then the returns, of these inputs with `episodes`.
+    fn advantages_and_returns(
+        &self,
+        device: &D,
+        episodes: Episodes<'_, D::Buffer<T>, T>,
+        hash: &mut BitsHash,
+    ) -> Result<()> {
+        let len = self.layout.t * self.layout.b;
+        let mut advantages = device.alloc_zeros::<T>(len)?;
+        let mut returns = device.alloc_zeros::<T>(len)?;
+        device.gae(
+            self.layout,
+            self.rewards,
+            self.values,
+            self.bootstrap,
+            episodes,
+            self.lambda,
+            &mut advantages,
+            Some(&mut returns),
+        )?;
+        hash.values(&device.download(&advantages)?);
+        hash.values(&device.download(&returns)?);
+        Ok(())
+    }
+}
+
 /// Every estimator of [`RecurrenceKernel`] with each kind of episode boundary on odd
 /// `[T, B]` shapes, and the primitive and GAE on one wide enough to split over tasks.
 fn recurrences<T: Float, D: GoldenDevice<T>>(device: &D) -> Result<BitsHash> {
@@ -729,24 +747,19 @@ fn recurrences<T: Float, D: GoldenDevice<T>>(device: &D) -> Result<BitsHash> {
     hash.values(&output(device, len, |out| {
         device.linear_recurrence(layout, &rewards, &cuts, &bootstrap, out)
     })?);
-    let (mut advantages, mut returns) = (device.alloc_zeros(len)?, device.alloc_zeros(len)?);
     let episodes = Episodes::Flags {
         gamma,
         terminated: &terminated,
         truncation: None,
     };
-    device.gae(
+    let gae = Gae::<T, D> {
         layout,
-        &rewards,
-        &values,
-        &bootstrap,
-        episodes,
+        rewards: &rewards,
+        values: &values,
+        bootstrap: &bootstrap,
         lambda,
-        &mut advantages,
-        Some(&mut returns),
-    )?;
-    hash.values(&device.download(&advantages)?);
-    hash.values(&device.download(&returns)?);
+    };
+    gae.advantages_and_returns(device, episodes, &mut hash)?;
     for (t, b) in [(1, 1), (13, 37), (50, 131)] {
         let (layout, len) = (TimeMajor::new(t, b), t * b);
         let rewards = device.upload(&normal::<T>("rewards", len, 1.0))?;
@@ -787,20 +800,14 @@ fn recurrences<T: Float, D: GoldenDevice<T>>(device: &D) -> Result<BitsHash> {
             hash.values(&output(device, len, |out| {
                 device.discounted_returns(layout, &rewards, episodes, &bootstrap, out)
             })?);
-            let (mut advantages, mut returns) =
-                (device.alloc_zeros(len)?, device.alloc_zeros(len)?);
-            device.gae(
+            let gae = Gae::<T, D> {
                 layout,
-                &rewards,
-                &values,
-                &bootstrap,
-                episodes,
+                rewards: &rewards,
+                values: &values,
+                bootstrap: &bootstrap,
                 lambda,
-                &mut advantages,
-                Some(&mut returns),
-            )?;
-            hash.values(&device.download(&advantages)?);
-            hash.values(&device.download(&returns)?);
+            };
+            gae.advantages_and_returns(device, episodes, &mut hash)?;
             hash.values(&output(device, len, |out| {
                 device.gae(
                     layout, &rewards, &values, &bootstrap, episodes, lambda, out, None,

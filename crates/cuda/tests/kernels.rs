@@ -134,25 +134,7 @@ fn elementwise<T: Float>(gpu: &Cuda) {
         UnaryOp::DivScalar(s),
         UnaryOp::ScalarDiv(s),
     ];
-    let binary = [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Maximum,
-        BinaryOp::Minimum,
-        BinaryOp::Eq,
-        BinaryOp::Ne,
-        BinaryOp::Lt,
-        BinaryOp::Le,
-        BinaryOp::Gt,
-        BinaryOp::Ge,
-        BinaryOp::ReluBackward,
-        BinaryOp::TanhBackward,
-        BinaryOp::SigmoidBackward,
-        BinaryOp::SqrtBackward,
-        BinaryOp::AbsBackward,
-    ];
+    let binary = BinaryOp::ALL;
     for layout in views() {
         let n = layout.numel();
         for op in unary {

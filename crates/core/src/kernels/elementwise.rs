@@ -137,6 +137,28 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// Every op, in declaration order: what tests that must cover each op iterate (a new
+    /// op goes here too).
+    pub const ALL: [BinaryOp; 17] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::ReluBackward,
+        BinaryOp::TanhBackward,
+        BinaryOp::SigmoidBackward,
+        BinaryOp::SqrtBackward,
+        BinaryOp::AbsBackward,
+    ];
+
     /// The canonical scalar formula of the op.
     #[inline(always)]
     pub fn apply<T: Float>(self, a: T, b: T) -> T {
@@ -216,6 +238,21 @@ pub trait ElementwiseKernel<T: Float>: Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_all_lists_every_op_once() {
+        use BinaryOp::*;
+        // Exhaustive here (the enum is non_exhaustive only outside this crate): a new op
+        // fails to compile here, a reminder to give it a place in `ALL`.
+        for op in BinaryOp::ALL {
+            match op {
+                Add | Sub | Mul | Div | Maximum | Minimum | Eq | Ne | Lt | Le | Gt | Ge
+                | ReluBackward | TanhBackward | SigmoidBackward | SqrtBackward | AbsBackward => {}
+            }
+        }
+        let distinct: std::collections::HashSet<_> = BinaryOp::ALL.into_iter().collect();
+        assert_eq!(distinct.len(), BinaryOp::ALL.len());
+    }
 
     #[test]
     fn canonical_formulas() {
