@@ -112,13 +112,6 @@ pub(crate) fn first_non_finite<T: Float, D: TensorDevice<T>>(
     let buffer = dense
         .dense_buffer()
         .expect("Tensor::dense gives a tensor with a dense buffer");
-    let downloaded;
-    let values = match device.host_slice(buffer) {
-        Some(values) => values,
-        None => {
-            downloaded = device.download(buffer)?;
-            &downloaded[..]
-        }
-    };
-    Ok(check::first_non_finite(values).map(|i| (i, values[i].as_f64())))
+    let values = device.host_values(buffer)?;
+    Ok(check::first_non_finite(&values).map(|i| (i, values[i].as_f64())))
 }

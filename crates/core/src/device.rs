@@ -60,6 +60,18 @@ pub trait Device: Clone + Debug + Send + Sync + 'static {
         None
     }
 
+    /// The buffer's values for the host to read: in place where [`Device::host_slice`]
+    /// allows, else downloaded.
+    fn host_values<'b, E: Element>(
+        &self,
+        buffer: &'b Self::Buffer<E>,
+    ) -> Result<std::borrow::Cow<'b, [E]>> {
+        match self.host_slice(buffer) {
+            Some(values) => Ok(std::borrow::Cow::Borrowed(values)),
+            None => self.download(buffer).map(std::borrow::Cow::Owned),
+        }
+    }
+
     /// Waits until every operation queued on the device has finished.
     fn synchronize(&self) -> Result<()>;
 }

@@ -796,17 +796,17 @@ fn recurrences<T: Float, D: GoldenDevice<T>>(device: &D) -> Result<BitsHash> {
                 }),
             },
         ];
+        let gae = Gae::<T, D> {
+            layout,
+            rewards: &rewards,
+            values: &values,
+            bootstrap: &bootstrap,
+            lambda,
+        };
         for episodes in every_kind {
             hash.values(&output(device, len, |out| {
                 device.discounted_returns(layout, &rewards, episodes, &bootstrap, out)
             })?);
-            let gae = Gae::<T, D> {
-                layout,
-                rewards: &rewards,
-                values: &values,
-                bootstrap: &bootstrap,
-                lambda,
-            };
             gae.advantages_and_returns(device, episodes, &mut hash)?;
             hash.values(&output(device, len, |out| {
                 device.gae(

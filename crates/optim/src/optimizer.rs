@@ -786,16 +786,7 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
         }
         if self.check_finite {
             for p in params.iter() {
-                // In place where the host can read the gradient (the Cpu), else a copy.
-                let downloaded;
-                let grad = match self.device.host_slice(p.grad) {
-                    Some(grad) => grad,
-                    None => {
-                        downloaded = self.device.download(p.grad)?;
-                        &downloaded[..]
-                    }
-                };
-                first_non_finite(p.name, grad)?;
+                first_non_finite(p.name, &self.device.host_values(p.grad)?)?;
             }
         }
         let shapes: SmallVec<[(&str, usize); 16]> = params
