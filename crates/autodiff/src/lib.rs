@@ -102,7 +102,7 @@ mod optim;
 mod param;
 mod tape;
 
-pub use custom::CustomOp;
+pub use backward::CustomOp;
 pub use finite::NonFinite;
 pub use gradients::Gradients;
 pub use masked::SequenceDevice;

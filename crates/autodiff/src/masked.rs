@@ -8,7 +8,7 @@ use rlgrad_core::{Error, Float, Result, Shape};
 use rlgrad_mask::device as mask;
 use rlgrad_tensor::{Tensor, TensorDevice};
 
-use crate::custom::CustomOp;
+use crate::backward::CustomOp;
 use crate::tape::Var;
 
 /// A device that runs both tensors and the sequence kernels.

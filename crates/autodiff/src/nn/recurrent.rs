@@ -12,7 +12,7 @@ use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
 use super::{Module, child_path};
-use crate::custom::CustomOp;
+use crate::backward::CustomOp;
 use crate::param::Param;
 use crate::tape::{Tape, Var};
 
