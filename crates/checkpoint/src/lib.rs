@@ -9,6 +9,10 @@
 //!   matches by name, never by position, checks every name, dtype and shape first and
 //!   reports all mismatches in one error; missing and extra entries are errors unless the
 //!   plan allows them.
+//! - [`State`]: a value's whole state under a prefix, restored through a plan; with
+//!   feature `derive`, `#[derive(State)]` for a struct of them, so that an agent
+//!   (networks, targets, optimizers, buffers, environments, counters, random streams) is
+//!   saved by [`Checkpoint::from_state`] and restored by [`Checkpoint::restore_state`].
 //! - [`CheckpointManager`]: numbered checkpoints in a directory, the newest `max_to_keep`
 //!   kept, [`latest`](CheckpointManager::latest), and
 //!   [`restore_latest`](CheckpointManager::restore_latest) that resumes after a crash
@@ -81,6 +85,7 @@ mod module;
 #[cfg(feature = "optim")]
 mod optim;
 mod restore;
+mod state;
 #[cfg(feature = "tensor")]
 mod tensor;
 #[cfg(feature = "torch")]
@@ -90,6 +95,12 @@ pub use checkpoint::{Checkpoint, TensorInfo};
 pub use dtype::{Dtype, Scalar};
 pub use manager::{CheckpointManager, Saved};
 pub use restore::Restore;
+/// `#[derive(State)]` (feature `derive`): see [`State`].
+#[cfg(feature = "derive")]
+pub use rlgrad_derive::State;
+pub use state::{State, restore_resized, state_path};
+
+pub use rlgrad_core::{Error, Result};
 #[cfg(feature = "torch")]
 pub use torch::TorchNames;
 

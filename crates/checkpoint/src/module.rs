@@ -62,6 +62,29 @@ impl Checkpoint {
         });
         result
     }
+
+    /// Stores every parameter of `module` under `prefix/` and its path in the module
+    /// ([`Module::visit_named`]: `actor_target/l1/weight` for the field `l1` of a
+    /// derived module), so that a module and its target copy, whose parameters share
+    /// their names, are told apart by where they are. What `#[derive(State)]` calls for a
+    /// `#[state(module)]` field. Errors as [`Checkpoint::put`].
+    pub fn put_module_by_path<T, D>(
+        &mut self,
+        prefix: &str,
+        module: &(impl Module<T, D> + ?Sized),
+    ) -> Result<()>
+    where
+        T: Float + Scalar,
+        D: TensorDevice<T>,
+    {
+        let mut result = Ok(());
+        module.visit_named(prefix, &mut |path, p| {
+            if result.is_ok() {
+                result = self.put_tensor(path, p.value());
+            }
+        });
+        result
+    }
 }
 
 impl<T: Float + Scalar, D: TensorDevice<T>> TensorSlot for &mut Param<T, D> {
@@ -94,6 +117,27 @@ impl<'a> Restore<'a> {
             let name = entry_name(prefix, param.name());
             self.push(TensorTarget { name, slot: param });
         }
+        self
+    }
+
+    /// Every parameter of `module` from the entry named as
+    /// [`Checkpoint::put_module_by_path`] stores it (same prefix), checked as
+    /// [`Restore::module`] checks.
+    pub fn module_by_path<T, D>(
+        &mut self,
+        prefix: &str,
+        module: &'a mut (impl Module<T, D> + ?Sized),
+    ) -> &mut Self
+    where
+        T: Float + Scalar,
+        D: TensorDevice<T>,
+    {
+        module.visit_named_mut(prefix, &mut |path, param| {
+            self.push(TensorTarget {
+                name: path.to_owned(),
+                slot: param,
+            });
+        });
         self
     }
 }

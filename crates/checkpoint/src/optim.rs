@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::checkpoint::{Checkpoint, RESERVED_PREFIX};
 use crate::dtype::{Dtype, Scalar};
 use crate::restore::{Need, Report, Restore, Target};
+use crate::state::State;
 
 /// What the metadata entry of a stored optimizer holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -309,6 +310,28 @@ impl<'a> Restore<'a> {
             optimizer,
             state: None,
         })
+    }
+}
+
+/// An optimizer's slots, step counters and hyper-parameters under `prefix`
+/// ([`Checkpoint::put_optimizer`], [`Restore::optimizer`]).
+impl<T, D> State for Optimizer<T, D>
+where
+    T: Float + Scalar + Serialize + DeserializeOwned,
+    D: Device,
+{
+    fn save_state(&self, prefix: &str, checkpoint: &mut Checkpoint) -> Result<()> {
+        checkpoint.put_optimizer(prefix, self)
+    }
+
+    fn restore_state<'a>(
+        &'a mut self,
+        prefix: &str,
+        _: &Checkpoint,
+        plan: &mut Restore<'a>,
+    ) -> Result<()> {
+        plan.optimizer(prefix, self);
+        Ok(())
     }
 }
 

@@ -102,6 +102,41 @@ impl<'a> Restore<'a> {
         self.slice(name, &[], std::slice::from_mut(out))
     }
 
+    /// Replaces the contents of `out` by tensor `name`, stored as `T` with `shape`: for a
+    /// value whose size the checkpoint decides (a log of finished episodes, a replay
+    /// buffer's fill), read from [`Checkpoint::tensor_info`] before the plan is built.
+    /// `out` is resized only when the plan is applied, so a refused plan leaves it as it
+    /// was.
+    pub fn vec<T: Scalar>(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        out: &'a mut Vec<T>,
+    ) -> &mut Self {
+        self.push(VecTarget {
+            name: name.to_owned(),
+            shape: shape.to_vec(),
+            out,
+        })
+    }
+
+    /// Hands the values of tensor `name` (stored as `T` with `shape`) to `apply` when
+    /// the plan is applied: for a state restored through its own checked setter (an
+    /// environment's snapshot). `apply` may refuse the values; it runs before the plain
+    /// targets are written, so its error leaves them untouched (as an optimizer's).
+    pub fn with<T: Scalar>(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        apply: impl FnOnce(&[T]) -> Result<()> + 'a,
+    ) -> &mut Self {
+        self.push(WithTarget {
+            name: name.to_owned(),
+            shape: shape.to_vec(),
+            apply: Box::new(apply),
+        })
+    }
+
     /// Replaces `rng` by the stream position stored under `name` by
     /// [`Checkpoint::put_rng`]; the restored stream continues bit for bit.
     pub fn rng(&mut self, name: &str, rng: &'a mut Rng) -> &mut Self {
@@ -298,6 +333,64 @@ impl<T: Scalar> Target for SliceTarget<'_, T> {
             T::decode_le_bytes(&stored.bytes, self.out);
         }
         Ok(())
+    }
+}
+
+struct VecTarget<'a, T> {
+    name: String,
+    shape: Vec<usize>,
+    out: &'a mut Vec<T>,
+}
+
+impl<T: Scalar> Target for VecTarget<'_, T> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&mut self, checkpoint: &Checkpoint, report: &mut Report) {
+        report.expect(checkpoint, &self.name, Need::Target, T::DTYPE, &self.shape);
+    }
+
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+        if let Some(stored) = checkpoint.stored(&self.name) {
+            let len = stored.bytes.len() / T::DTYPE.size_in_bytes();
+            self.out.clear();
+            self.out.resize(len, T::default());
+            T::decode_le_bytes(&stored.bytes, self.out);
+        }
+        Ok(())
+    }
+}
+
+/// The closure a [`Restore::with`] target hands the stored values to.
+type Apply<'a, T> = Box<dyn FnOnce(&[T]) -> Result<()> + 'a>;
+
+struct WithTarget<'a, T> {
+    name: String,
+    shape: Vec<usize>,
+    apply: Apply<'a, T>,
+}
+
+impl<T: Scalar> Target for WithTarget<'_, T> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&mut self, checkpoint: &Checkpoint, report: &mut Report) {
+        report.expect(checkpoint, &self.name, Need::Target, T::DTYPE, &self.shape);
+    }
+
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+        let Some(stored) = checkpoint.stored(&self.name) else {
+            return Ok(());
+        };
+        let mut values = vec![T::default(); stored.bytes.len() / T::DTYPE.size_in_bytes()];
+        T::decode_le_bytes(&stored.bytes, &mut values);
+        (self.apply)(&values)
+    }
+
+    fn may_fail(&self) -> bool {
+        true
     }
 }
 

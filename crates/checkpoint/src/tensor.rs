@@ -6,6 +6,7 @@ use rlgrad_tensor::{Tensor, TensorDevice};
 use crate::checkpoint::Checkpoint;
 use crate::dtype::Scalar;
 use crate::restore::{Need, Report, Restore, Target};
+use crate::state::State;
 
 impl Checkpoint {
     /// Stores `tensor` under `name` with its shape (a view is stored as its own elements,
@@ -33,6 +34,23 @@ impl Checkpoint {
         D: TensorDevice<T>,
     {
         self.put(name, tensor.dims(), &tensor.to_vec()?)
+    }
+}
+
+/// A tensor under `prefix` itself ([`Checkpoint::put_tensor`], [`Restore::tensor`]).
+impl<T: Float + Scalar, D: TensorDevice<T>> State for Tensor<T, D> {
+    fn save_state(&self, prefix: &str, checkpoint: &mut Checkpoint) -> Result<()> {
+        checkpoint.put_tensor(prefix, self)
+    }
+
+    fn restore_state<'a>(
+        &'a mut self,
+        prefix: &str,
+        _: &Checkpoint,
+        plan: &mut Restore<'a>,
+    ) -> Result<()> {
+        plan.tensor(prefix, self);
+        Ok(())
     }
 }
 

@@ -1,6 +1,8 @@
 //! rlgrad-derive: `#[derive(Module)]` for `rlgrad-autodiff`, re-exported there as
 //! `rlgrad_autodiff::nn::Module` (and `rlgrad_autodiff::Module`) beside the trait, so a
-//! user depends on `rlgrad-autodiff` alone.
+//! user depends on `rlgrad-autodiff` alone; and `#[derive(State)]` for
+//! `rlgrad-checkpoint` (its feature `derive`, re-exported as `rlgrad_checkpoint::State`):
+//! a whole agent saved and restored in one call, documented with the trait.
 //!
 //! For a struct whose fields are modules (layers, `Param`s, and `Vec`s, `Option`s and
 //! `Box`es of modules), the derive writes `Module::visit` and `visit_mut` (the fields in
@@ -89,42 +91,48 @@ struct Field {
     span: Span,
 }
 
-fn module_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
-    let fields = match &input.data {
-        Data::Struct(data) => &data.fields,
-        Data::Enum(data) => {
-            return Err(syn::Error::new(
-                data.enum_token.span(),
-                "`#[derive(Module)]` supports structs only: an enum's parameters depend on its \
-                 variant, and a module's parameters come in one fixed order; implement `Module` by \
-                 hand or make the variants fields of a struct (`Option<T>` fields are supported)",
-            ));
-        }
-        Data::Union(data) => {
-            return Err(syn::Error::new(
-                data.union_token.span(),
-                "`#[derive(Module)]` supports structs only, not unions",
-            ));
+/// The fields of a struct for `derive`, or an error at an enum or a union.
+fn struct_fields<'i>(input: &'i DeriveInput, derive: &str) -> syn::Result<&'i syn::Fields> {
+    match &input.data {
+        Data::Struct(data) => Ok(&data.fields),
+        Data::Enum(data) => Err(syn::Error::new(
+            data.enum_token.span(),
+            format_args!(
+                "`#[derive({derive})]` supports structs only: what an enum holds depends on its \
+                 variant, and a `{derive}` visits its parts in one fixed order; implement `{derive}` by hand \
+                 or make the variants fields of a struct (`Option<T>` fields are supported)"
+            ),
+        )),
+        Data::Union(data) => Err(syn::Error::new(
+            data.union_token.span(),
+            format_args!("`#[derive({derive})]` supports structs only, not unions"),
+        )),
+    }
+}
+
+/// How to reach field `i` (`self.#access`) and its path segment.
+fn field(i: usize, field: &syn::Field) -> Field {
+    let (access, segment) = match &field.ident {
+        Some(ident) => (quote!(#ident), ident.to_string()),
+        None => {
+            let index = Index::from(i);
+            (quote!(#index), i.to_string())
         }
     };
+    Field {
+        access,
+        segment,
+        ty: field.ty.clone(),
+        span: field.ty.span(),
+    }
+}
+
+fn module_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let mut modules = Vec::new();
-    for (i, field) in fields.iter().enumerate() {
-        if skipped(&field.attrs)? {
-            continue;
+    for (i, f) in struct_fields(input, "Module")?.iter().enumerate() {
+        if !flags(&f.attrs, "module", &["skip"], MODULE_HINT)?.contains(&"skip") {
+            modules.push(field(i, f));
         }
-        let (access, segment) = match &field.ident {
-            Some(ident) => (quote!(#ident), ident.to_string()),
-            None => {
-                let index = Index::from(i);
-                (quote!(#index), i.to_string())
-            }
-        };
-        modules.push(Field {
-            access,
-            segment,
-            ty: field.ty.clone(),
-            span: field.ty.span(),
-        });
     }
 
     let krate = quote!(::rlgrad_autodiff);
@@ -196,27 +204,125 @@ fn module_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
     })
 }
 
-/// Whether the field has `#[module(skip)]`; an error for any other `module` attribute.
-fn skipped(attrs: &[syn::Attribute]) -> syn::Result<bool> {
-    let mut skip = false;
-    for attr in attrs.iter().filter(|a| a.path().is_ident("module")) {
+const MODULE_HINT: &str = "`#[module(skip)]` leaves out a field that is not a module";
+const STATE_HINT: &str = "`#[state(skip)]` leaves out a field that is configuration, not state; \
+     `#[state(module)]` stores an autodiff module's parameters by path; `#[state(resize)]` \
+     restores a `Vec` at the stored length";
+
+/// The flags of the field's `#[attribute(...)]`s, each one of `allowed`; an error naming
+/// the attribute for anything else.
+fn flags(
+    attrs: &[syn::Attribute],
+    attribute: &str,
+    allowed: &[&'static str],
+    hint: &str,
+) -> syn::Result<Vec<&'static str>> {
+    let mut found = Vec::new();
+    for attr in attrs.iter().filter(|a| a.path().is_ident(attribute)) {
         attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("skip") {
-                skip = true;
-                Ok(())
-            } else {
-                let found = meta
-                    .path
-                    .get_ident()
-                    .map_or_else(|| "a path".to_owned(), Ident::to_string);
-                Err(meta.error(format_args!(
-                    "unknown `module` attribute `{found}`; expected `skip` \
-                     (`#[module(skip)]` leaves out a field that is not a module)"
-                )))
+            match allowed.iter().find(|flag| meta.path.is_ident(flag)) {
+                Some(flag) => {
+                    found.push(*flag);
+                    Ok(())
+                }
+                None => {
+                    let name = meta
+                        .path
+                        .get_ident()
+                        .map_or_else(|| "a path".to_owned(), Ident::to_string);
+                    let expected = allowed
+                        .iter()
+                        .map(|flag| format!("`{flag}`"))
+                        .collect::<Vec<_>>()
+                        .join(" or ");
+                    Err(meta.error(format_args!(
+                        "unknown `{attribute}` attribute `{name}`; expected {expected} ({hint})"
+                    )))
+                }
             }
         })?;
     }
-    Ok(skip)
+    Ok(found)
+}
+
+/// Derives `rlgrad_checkpoint::State` for a struct of states; see `rlgrad_checkpoint::State`.
+///
+/// Each field is saved under `prefix/field` (tuple fields under their index) through its
+/// own `State` impl; `#[state(module)]` saves an autodiff module's parameters by path
+/// (`Checkpoint::put_module_by_path`, feature `autodiff` of rlgrad-checkpoint);
+/// `#[state(resize)]` restores a `Vec` at the stored length (`restore_resized`);
+/// `#[state(skip)]` leaves a field out (configuration, scratch tapes).
+#[proc_macro_derive(State, attributes(state))]
+pub fn derive_state(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match state_impl(&input) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+fn state_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
+    let krate = quote!(::rlgrad_checkpoint);
+    let mut generics = input.generics.clone();
+    let where_clause = generics.make_where_clause();
+    let (mut saves, mut restores) = (Vec::new(), Vec::new());
+    for (i, f) in struct_fields(input, "State")?.iter().enumerate() {
+        let flags = flags(&f.attrs, "state", &["skip", "module", "resize"], STATE_HINT)?;
+        if flags.contains(&"skip") {
+            continue;
+        }
+        let Field {
+            access,
+            segment,
+            ty,
+            span,
+        } = field(i, f);
+        let path = quote!(&#krate::state_path(prefix, #segment));
+        if flags.contains(&"module") {
+            saves
+                .push(quote_spanned!(span=> checkpoint.put_module_by_path(#path, &self.#access)?;));
+            restores.push(quote_spanned!(span=> plan.module_by_path(#path, &mut self.#access);));
+        } else {
+            // `FieldType: State`, spanned at the field so that an error points at it.
+            let bound = quote_spanned!(span=> #ty: #krate::State);
+            where_clause.predicates.push(syn::parse2(bound)?);
+            saves.push(quote_spanned!(span=>
+                <#ty as #krate::State>::save_state(&self.#access, #path, checkpoint)?;));
+            restores.push(if flags.contains(&"resize") {
+                quote_spanned!(span=>
+                    #krate::restore_resized(&mut self.#access, #path, checkpoint, plan)?;)
+            } else {
+                quote_spanned!(span=>
+                    <#ty as #krate::State>::restore_state(&mut self.#access, #path, checkpoint, plan)?;)
+            });
+        }
+    }
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let name = &input.ident;
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_generics #krate::State for #name #ty_generics #where_clause {
+            fn save_state(
+                &self,
+                prefix: &str,
+                checkpoint: &mut #krate::Checkpoint,
+            ) -> #krate::Result<()> {
+                let _ = (&prefix, &checkpoint);
+                #(#saves)*
+                Ok(())
+            }
+            fn restore_state<'__a>(
+                &'__a mut self,
+                prefix: &str,
+                checkpoint: &#krate::Checkpoint,
+                plan: &mut #krate::Restore<'__a>,
+            ) -> #krate::Result<()> {
+                let _ = (&prefix, &checkpoint, &plan);
+                #(#restores)*
+                Ok(())
+            }
+        }
+    })
 }
 
 /// The README's example, compiled and run as a doctest so that the README stays true.
