@@ -79,6 +79,8 @@ mod pendulum;
 mod seeding;
 mod snapshot;
 mod space;
+#[cfg(feature = "checkpoint")]
+mod state;
 mod vector;
 
 #[cfg(test)]

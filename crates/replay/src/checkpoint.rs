@@ -1,10 +1,9 @@
 //! Replay buffers in `rlgrad-checkpoint` checkpoints (feature `checkpoint`).
 
-use rlgrad_checkpoint::{Checkpoint, Restore, Scalar};
+use rlgrad_checkpoint::{Checkpoint, Restore, Scalar, State};
 use rlgrad_core::{Error, Float, Result};
 
 use crate::buffer::{Config, ReplayBuffer};
-use crate::sum_tree::SumTree;
 
 /// `prefix/name`, or `name` for an empty prefix (as checkpoints name module parameters).
 fn entry(prefix: &str, name: &str) -> String {
@@ -128,11 +127,9 @@ impl<T: Float + Scalar> ReplayBuffer<T> {
 
     /// Adds to `plan` the entries [`ReplayBuffer::save`] stored under `prefix/`, after
     /// checking, from `checkpoint`, that they were saved by a buffer of this configuration
-    /// and element type and that the ring position is valid. The buffer is resized at once
-    /// to what the checkpoint holds (zeros, and the stored ring position), so that the
-    /// plan can fill it; if the plan then fails, the buffer keeps those zeros: restore
-    /// again or [`clear`](ReplayBuffer::clear) it. Use [`ReplayBuffer::load`] for a restore
-    /// that either succeeds or leaves the buffer as it was.
+    /// and element type and that the ring position is valid. Nothing changes before the
+    /// plan is applied (the buffer is then resized to what the checkpoint holds), so a
+    /// refused plan leaves the buffer as it was.
     pub fn restore<'a>(
         &'a mut self,
         prefix: &str,
@@ -177,25 +174,17 @@ impl<T: Float + Scalar> ReplayBuffer<T> {
             obs_dim,
             action_dim,
             num_envs,
-            capacity,
             ..
         } = self.config;
         let len = filled_rows as usize * num_envs;
-        self.cursor = [write_row, filled_rows];
-        self.obs = vec![T::zero(); len * obs_dim];
-        self.actions = vec![T::zero(); len * action_dim];
-        self.rewards = vec![T::zero(); len];
-        self.next_obs = vec![T::zero(); len * obs_dim];
-        self.flags = vec![0; len];
-        plan.slice(&names[0], &[len, obs_dim], &mut self.obs)
-            .slice(&names[1], &[len, action_dim], &mut self.actions)
-            .slice(&names[2], &[len], &mut self.rewards)
-            .slice(&names[3], &[len, obs_dim], &mut self.next_obs)
-            .slice(&names[4], &[len], &mut self.flags)
+        // Sized when the plan is applied: a refused plan leaves the buffer as it was.
+        plan.vec(&names[0], &[len, obs_dim], &mut self.obs)
+            .vec(&names[1], &[len, action_dim], &mut self.actions)
+            .vec(&names[2], &[len], &mut self.rewards)
+            .vec(&names[3], &[len, obs_dim], &mut self.next_obs)
+            .vec(&names[4], &[len], &mut self.flags)
             .slice(&names[5], &[2], &mut self.cursor);
         if let Some(p) = &mut self.priorities {
-            p.tree = SumTree::new(capacity);
-            p.max_priority = [1.0];
             let nodes = p.tree.nodes();
             plan.slice(&names[6], &[nodes], &mut p.tree.sum)
                 .slice(&names[7], &[nodes], &mut p.tree.min)
@@ -208,12 +197,26 @@ impl<T: Float + Scalar> ReplayBuffer<T> {
     /// entries are ignored), or returns an error and leaves it as it was. Errors as
     /// [`ReplayBuffer::restore`] and [`Checkpoint::restore`].
     pub fn load(&mut self, prefix: &str, checkpoint: &Checkpoint) -> Result<()> {
-        let mut staged = Self::new(self.config)?;
         let mut plan = Restore::new();
         plan.allow_extra(true);
-        staged.restore(prefix, checkpoint, &mut plan)?;
-        checkpoint.restore(plan)?;
-        *self = staged;
-        Ok(())
+        self.restore(prefix, checkpoint, &mut plan)?;
+        checkpoint.restore(plan)
+    }
+}
+
+/// [`ReplayBuffer::save`] and [`ReplayBuffer::restore`] under the state's prefix, so that a
+/// buffer is a field of a `#[derive(State)]` agent.
+impl<T: Float + Scalar> State for ReplayBuffer<T> {
+    fn save_state(&self, prefix: &str, checkpoint: &mut Checkpoint) -> Result<()> {
+        self.save(prefix, checkpoint)
+    }
+
+    fn restore_state<'a>(
+        &'a mut self,
+        prefix: &str,
+        checkpoint: &Checkpoint,
+        plan: &mut Restore<'a>,
+    ) -> Result<()> {
+        self.restore(prefix, checkpoint, plan)
     }
 }

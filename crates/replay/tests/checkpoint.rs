@@ -215,3 +215,42 @@ fn a_checkpoint_of_another_buffer_is_refused_and_load_changes_nothing() {
     assert!(run.buffer.save("replay", &mut twice).is_err());
     assert_eq!(twice.names().count(), names);
 }
+
+/// Restored through a plan with the rest of an agent (as a `#[derive(State)]` field): a
+/// plan refused for another target's sake leaves a filled buffer exactly as it was, and
+/// the accepted plan restores it.
+#[test]
+fn a_refused_plan_leaves_a_filled_buffer_as_it_was() {
+    use rlgrad_checkpoint::State;
+
+    let config = Config::new(40, 3, 1).n_step(3, 0.99).prioritized(0.6);
+    let mut saved = Run::<f32>::new(config, 1);
+    for _ in 0..30 {
+        saved.step();
+    }
+    let mut checkpoint = Checkpoint::new();
+    saved.buffer.save_state("replay", &mut checkpoint).unwrap();
+    checkpoint.put_scalar("steps", 30u64).unwrap();
+
+    let mut filled = Run::<f32>::new(config, 2);
+    for _ in 0..7 {
+        filled.step();
+    }
+    let before = filled.buffer.clone();
+    let mut steps = [0u32; 1];
+    let mut plan = Restore::new();
+    plan.state("replay", &checkpoint, &mut filled.buffer)
+        .unwrap()
+        .slice("steps", &[], &mut steps);
+    let message = checkpoint.restore(plan).unwrap_err().to_string();
+    assert!(message.contains("`steps`: expected U32 []"), "{message}");
+    assert_eq!(filled.buffer, before);
+
+    let mut steps = 0u64;
+    let mut plan = Restore::new();
+    plan.state("replay", &checkpoint, &mut filled.buffer)
+        .unwrap()
+        .scalar("steps", &mut steps);
+    checkpoint.restore(plan).unwrap();
+    assert_eq!((&filled.buffer, steps), (&saved.buffer, 30));
+}
