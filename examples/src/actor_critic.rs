@@ -20,9 +20,9 @@
 use rlgrad_autodiff::losses::{Reduction, huber_loss};
 use rlgrad_autodiff::nn::{Forward, Init, Linear, Module};
 use rlgrad_autodiff::{ApplyGradients, Param, Tape, Var};
-use rlgrad_checkpoint::{Checkpoint, Restore};
+use rlgrad_checkpoint::State;
 use rlgrad_core::{Result, Rng};
-use rlgrad_envs::{CartPole, Snapshot, VecEnv};
+use rlgrad_envs::{CartPole, VecEnv};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_returns::{discounted_cumsum, standardize};
 use rlgrad_tensor::Tensor;
@@ -109,20 +109,29 @@ impl Module for Network {
 
 /// The agent: network, optimizer, action stream, environment, and the episode being
 /// played.
-#[derive(Debug)]
+#[derive(Debug, State)]
 pub struct ActorCritic {
+    #[state(skip)]
     config: Config,
+    #[state(skip)]
     seed: u64,
+    #[state(module)]
     network: Network,
     adam: Optimizer<f32>,
     env: VecEnv<CartPole>,
     actions_rng: Rng,
     episodes: EpisodeLog,
     env_steps: u64,
+    #[state(skip)]
     acting: Tape,
+    #[state(skip)]
     tape: Tape,
+    // The running episode's data: empty between episodes, where checkpoints are taken.
+    #[state(skip)]
     observations: Vec<f32>,
+    #[state(skip)]
     actions: Vec<usize>,
+    #[state(skip)]
     rewards: Vec<f32>,
 }
 
@@ -246,30 +255,7 @@ impl Agent for ActorCritic {
         format!("{:?}, seed {}", self.config, self.seed)
     }
 
-    fn save(&self, checkpoint: &mut Checkpoint) -> Result<()> {
-        checkpoint.put_module("", &self.network)?;
-        checkpoint.put_optimizer("optim", &self.adam)?;
-        checkpoint.put_rng("rng/actions", &self.actions_rng)?;
-        let env = self.env.snapshot();
-        checkpoint.put("env", &[env.len()], &env)?;
-        checkpoint.put_scalar("progress/env_steps", self.env_steps)?;
-        self.episodes.save(checkpoint)
-    }
-
-    fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
-        let mut env = vec![0u64; self.env.snapshot().len()];
-        let mut plan = Restore::new();
-        plan.module("", &mut self.network)
-            .optimizer("optim", &mut self.adam)
-            .rng("rng/actions", &mut self.actions_rng)
-            .slice("env", &[env.len()], &mut env)
-            .scalar("progress/env_steps", &mut self.env_steps);
-        self.episodes.restore(checkpoint, &mut plan)?;
-        checkpoint.restore(plan)?;
-        self.env.restore(&env)
-    }
-
     fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        crate::named_values(&self.network)
+        crate::named_values("", &self.network)
     }
 }

@@ -47,18 +47,21 @@ mod categorical;
 pub mod cli;
 pub mod ppo;
 pub mod ppo_dist;
-pub mod replay;
 pub mod run;
 pub mod td3;
 
-use rlgrad_autodiff::nn::Module;
+use rlgrad_autodiff::nn::{Module, child_path};
 use rlgrad_core::Result;
 
-/// The name and values of every parameter of `module`, in order.
-pub fn named_values(module: &(impl Module + ?Sized)) -> Result<Vec<(String, Vec<f32>)>> {
+/// The name (under `prefix/`, if not empty) and values of every parameter of `module`,
+/// in order.
+pub fn named_values(
+    prefix: &str,
+    module: &(impl Module + ?Sized),
+) -> Result<Vec<(String, Vec<f32>)>> {
     module
         .parameters()
         .into_iter()
-        .map(|p| Ok((p.name().to_owned(), p.value().to_vec()?)))
+        .map(|p| Ok((child_path(prefix, p.name()), p.value().to_vec()?)))
         .collect()
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rlgrad_checkpoint::{Checkpoint, CheckpointManager, Restore};
+use rlgrad_checkpoint::{Checkpoint, CheckpointManager, State};
 use rlgrad_core::{Error, Result};
 use rlgrad_summary::{
     CsvWriter, CurveOptions, EventWriter, Series, WriterOptions, plot_learning_curves,
@@ -74,9 +74,11 @@ pub struct Target {
 
 /// Every finished episode: the environment step it ended at and its return. The
 /// learning curve, the running mean and the target test read it; checkpoints keep it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, State)]
 pub struct EpisodeLog {
+    #[state(resize)]
     end_steps: Vec<u64>,
+    #[state(resize)]
     returns: Vec<f64>,
 }
 
@@ -143,44 +145,14 @@ impl EpisodeLog {
         }
         series
     }
-
-    /// Stores the log under `episodes/`.
-    pub fn save(&self, checkpoint: &mut Checkpoint) -> Result<()> {
-        let n = self.len();
-        checkpoint.put("episodes/end_step", &[n], &self.end_steps)?;
-        checkpoint.put("episodes/return", &[n], &self.returns)
-    }
-
-    /// Sizes this log for what `checkpoint` holds, and asks `plan` to fill it.
-    pub fn restore<'a>(
-        &'a mut self,
-        checkpoint: &Checkpoint,
-        plan: &mut Restore<'a>,
-    ) -> Result<()> {
-        let n = match checkpoint.tensor_info("episodes/return") {
-            Some(info) if info.shape.len() == 1 => info.shape[0],
-            _ => {
-                return Err(Error::state(
-                    "EpisodeLog::restore",
-                    "checkpoint",
-                    "a 1-d tensor `episodes/return`",
-                    "none",
-                ));
-            }
-        };
-        self.end_steps = vec![0; n];
-        self.returns = vec![0.0; n];
-        plan.slice("episodes/end_step", &[n], &mut self.end_steps)
-            .slice("episodes/return", &[n], &mut self.returns);
-        Ok(())
-    }
 }
 
 /// An agent the driver can train: it advances by units (an episode, an environment
 /// step, a rollout and its update), keeps its episode log, and saves and restores its
 /// whole state (parameters, optimizer slots, random streams, environments, buffers,
-/// counters) so that a resumed run continues with the bits of an uninterrupted one.
-pub trait Agent {
+/// counters: its [`State`], usually `#[derive(State)]`) so that a resumed run continues
+/// with the bits of an uninterrupted one.
+pub trait Agent: State {
     /// What a unit is (`"episodes"`, `"steps"`).
     const UNIT: &'static str;
     /// The default budget, in units.
@@ -209,12 +181,6 @@ pub trait Agent {
     /// The hyper-parameters and seed, as text: a checkpoint made under other ones is
     /// not resumed.
     fn describe(&self) -> String;
-
-    /// Stores the whole training state.
-    fn save(&self, checkpoint: &mut Checkpoint) -> Result<()>;
-
-    /// Restores what [`Agent::save`] stored.
-    fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()>;
 
     /// Every trained parameter (and target network) by name, for comparisons.
     fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>>;
@@ -380,7 +346,7 @@ fn train_in_pool<A: Agent>(options: &Options, mut agent: A) -> Result<Outcome> {
                     format_args!("one of {saved}"),
                 ));
             }
-            agent.restore(&checkpoint)?;
+            checkpoint.restore_state(&mut agent)?;
         }
         (true, None) => {
             return Err(Error::state(
@@ -404,9 +370,8 @@ fn train_in_pool<A: Agent>(options: &Options, mut agent: A) -> Result<Outcome> {
     let bar = progress_bar(options, &agent)?;
     let target = agent.target();
     let save = |agent: &A| -> Result<()> {
-        let mut checkpoint = Checkpoint::new();
+        let mut checkpoint = Checkpoint::from_state(agent)?;
         checkpoint.set_metadata("run", agent.describe())?;
-        agent.save(&mut checkpoint)?;
         checkpoints.save(agent.units(), &checkpoint).map(drop)
     };
     let started = Instant::now();
@@ -567,12 +532,9 @@ mod tests {
         let mut log = EpisodeLog::default();
         log.push(500, 500.0);
         log.push(700, 200.0);
-        let mut checkpoint = Checkpoint::new();
-        log.save(&mut checkpoint).unwrap();
+        let checkpoint = Checkpoint::from_state(&log).unwrap();
         let mut restored = EpisodeLog::default();
-        let mut plan = Restore::new();
-        restored.restore(&checkpoint, &mut plan).unwrap();
-        checkpoint.restore(plan).unwrap();
+        checkpoint.restore_state(&mut restored).unwrap();
         assert_eq!(restored, log);
     }
 }

@@ -19,20 +19,22 @@
 //! transition bootstraps, as Fujimoto's `done_bool` does.
 
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
-use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module, soft_update};
-use rlgrad_autodiff::{ApplyGradients, Param, Tape, Var};
-use rlgrad_checkpoint::{Checkpoint, Restore};
+use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
+use rlgrad_autodiff::{ApplyGradients, Tape, Var};
+use rlgrad_checkpoint::State;
 use rlgrad_core::{Error, Result, Rng};
-use rlgrad_envs::{ActionSpace, Pendulum, Snapshot, VecEnv};
+use rlgrad_envs::{ActionSpace, Pendulum, VecEnv};
 use rlgrad_optim::{Adam, Optimizer};
+use rlgrad_replay::{ReplayBuffer, Transitions};
 use rlgrad_tensor::Tensor;
 
-use crate::replay::ReplayBuffer;
 use crate::run::{Agent, EpisodeLog, Logger, Target};
 
 /// Fujimoto's hyper-parameters (TD3), or DDPG's switches ([`Config::ddpg`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// `td3` or `ddpg`, for run directories and reports.
+    pub name: &'static str,
     /// Hidden units of the actor and of each critic. Default `[256, 256]`.
     pub hidden: [usize; 2],
     /// Adam's learning rate for the actor and the critics. Default 3e-4.
@@ -65,6 +67,7 @@ impl Config {
     /// TD3 with Fujimoto's hyper-parameters.
     pub fn td3() -> Self {
         Self {
+            name: "td3",
             hidden: [256, 256],
             learning_rate: 3e-4,
             gamma: 0.99,
@@ -86,127 +89,76 @@ impl Config {
     /// DDPG: TD3 without twin critics, target policy smoothing and delayed updates.
     pub fn ddpg() -> Self {
         Self {
+            name: "ddpg",
             twin_critics: false,
             target_smoothing: None,
             policy_delay: 1,
             ..Self::td3()
         }
     }
-
-    /// Whether this is DDPG's configuration of the three switches.
-    pub fn is_ddpg(&self) -> bool {
-        !self.twin_critics && self.target_smoothing.is_none() && self.policy_delay == 1
-    }
 }
 
-/// The critics: `q1`, and `q2` when twin, each an MLP on `[state, action]`.
-#[derive(Debug, Clone)]
-pub struct Critic {
-    q1: Mlp,
-    q2: Option<Mlp>,
-}
-
-impl Critic {
-    fn new(inputs: usize, hidden: [usize; 2], twin: bool, rng: &mut Rng) -> Result<Self> {
-        let mut q = |name: &str| {
-            Mlp::new(
-                name,
-                &[inputs, hidden[0], hidden[1], 1],
-                Activation::Relu,
-                Activation::Identity,
-                Init::TorchDefault,
-                rng,
-            )
-        };
-        let q1 = q("critic/q1")?;
-        let q2 = if twin { Some(q("critic/q2")?) } else { None };
-        Ok(Self { q1, q2 })
-    }
-
-    /// `Q1(s, a)` and, when twin, `Q2(s, a)`, `[N, 1]` each.
-    pub fn forward<'t>(
-        &self,
-        tape: &'t Tape,
-        state: &Var<'t>,
-        action: &Var<'t>,
-    ) -> Result<(Var<'t>, Option<Var<'t>>)> {
-        let input = Var::concat(&[state, action], 1)?;
-        let q1 = self.q1.forward(tape, &input)?;
-        let q2 = match &self.q2 {
-            Some(q2) => Some(q2.forward(tape, &input)?),
-            None => None,
-        };
-        Ok((q1, q2))
-    }
-}
-
-impl Module for Critic {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param)) {
-        self.q1.visit(f);
-        if let Some(q2) = &self.q2 {
-            q2.visit(f);
-        }
-    }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param)) {
-        self.q1.visit_mut(f);
-        if let Some(q2) = &mut self.q2 {
-            q2.visit_mut(f);
-        }
-    }
-}
-
-/// The deterministic policy `max_action * tanh(mlp(s))`.
-#[derive(Debug, Clone)]
-pub struct Actor {
-    mlp: Mlp,
+/// The actor `max_action * tanh(mlp(s))` and the critics `Q_i(s, a) = mlp_i([s, a])`
+/// (one, or two when twin), with their target copies in a second `Nets`.
+#[derive(Debug, Clone, Module)]
+pub struct Nets {
+    actor: Mlp,
+    critics: Vec<Mlp>,
+    #[module(skip)]
     max_action: f32,
 }
 
-impl Actor {
-    fn new(
-        inputs: usize,
-        hidden: [usize; 2],
-        actions: usize,
-        max_action: f32,
-        rng: &mut Rng,
-    ) -> Result<Self> {
-        let mlp = Mlp::new(
-            "actor",
-            &[inputs, hidden[0], hidden[1], actions],
-            Activation::Relu,
-            Activation::Tanh,
-            Init::TorchDefault,
-            rng,
-        )?;
-        Ok(Self { mlp, max_action })
+impl Nets {
+    fn new(state: usize, action: usize, config: &Config, max: f32, rng: &mut Rng) -> Result<Self> {
+        let [h1, h2] = config.hidden;
+        let mut mlp = |name: String, sizes: &[usize], out: Activation| {
+            Mlp::new(&name, sizes, Activation::Relu, out, Init::TorchDefault, rng)
+        };
+        let actor = mlp("actor".into(), &[state, h1, h2, action], Activation::Tanh)?;
+        let critics = (1..=1 + usize::from(config.twin_critics))
+            .map(|i| {
+                mlp(
+                    format!("critic/q{i}"),
+                    &[state + action, h1, h2, 1],
+                    Activation::Identity,
+                )
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            actor,
+            critics,
+            max_action: max,
+        })
     }
 
     /// The actions `[N, actions]` for states `[N, inputs]`.
-    pub fn forward<'t>(&self, tape: &'t Tape, state: &Var<'t>) -> Result<Var<'t>> {
-        self.mlp.forward(tape, state)?.mul_scalar(self.max_action)
+    pub fn act<'t>(&self, tape: &'t Tape, state: &Var<'t>) -> Result<Var<'t>> {
+        self.actor.forward(tape, state)?.mul_scalar(self.max_action)
+    }
+
+    /// `Q_i(s, a)`, `[N, 1]` each.
+    pub fn q<'t>(&self, tape: &'t Tape, s: &Var<'t>, a: &Var<'t>) -> Result<Vec<Var<'t>>> {
+        let input = Var::concat(&[s, a], 1)?;
+        self.critics
+            .iter()
+            .map(|q| q.forward(tape, &input))
+            .collect()
     }
 }
 
-impl Module for Actor {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param)) {
-        self.mlp.visit(f);
-    }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param)) {
-        self.mlp.visit_mut(f);
-    }
-}
-
-/// The agent: actor, critics, their targets and optimizers, the replay buffer, the
-/// environment and three random streams (`explore`: random and noisy actions; `replay`:
-/// minibatch rows; `smoothing`: target policy noise).
-#[derive(Debug)]
+/// The agent: networks and their targets, optimizers, replay buffer, environment, and
+/// three random streams (`explore`: random and noisy actions; `replay`: minibatch rows;
+/// `smoothing`: target policy noise); all of it checkpointed by `#[derive(State)]`.
+#[derive(Debug, State)]
 pub struct Td3 {
+    #[state(skip)]
     config: Config,
+    #[state(skip)]
     seed: u64,
-    actor: Actor,
-    actor_target: Actor,
-    critic: Critic,
-    critic_target: Critic,
+    #[state(module)]
+    nets: Nets,
+    #[state(module)]
+    targets: Nets,
     actor_adam: Optimizer<f32>,
     critic_adam: Optimizer<f32>,
     env: VecEnv<Pendulum>,
@@ -217,7 +169,9 @@ pub struct Td3 {
     episodes: EpisodeLog,
     env_steps: u64,
     iterations: u64,
+    #[state(skip)]
     no_grad: Tape,
+    #[state(skip)]
     tape: Tape,
 }
 
@@ -238,21 +192,14 @@ impl Td3 {
         };
         let (action_dim, max_action) = (actions.dim(), actions.high()[0]);
         let mut init = Rng::new(seed, "init");
-        let actor = Actor::new(state_dim, config.hidden, action_dim, max_action, &mut init)?;
-        let critic = Critic::new(
-            state_dim + action_dim,
-            config.hidden,
-            config.twin_critics,
-            &mut init,
-        )?;
+        let nets = Nets::new(state_dim, action_dim, &config, max_action, &mut init)?;
+        let replay = rlgrad_replay::Config::new(config.replay_capacity, state_dim, action_dim);
         Ok(Self {
-            actor_target: actor.clone(),
-            critic_target: critic.clone(),
+            targets: nets.clone(),
+            nets,
             actor_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
             critic_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
-            actor,
-            critic,
-            buffer: ReplayBuffer::new(config.replay_capacity, state_dim, action_dim)?,
+            buffer: ReplayBuffer::new(replay)?,
             env,
             explore: Rng::new(seed, "explore"),
             replay: Rng::new(seed, "replay"),
@@ -270,16 +217,14 @@ impl Td3 {
     /// The action for the current observation: uniform during the start steps, then
     /// the actor's with Gaussian exploration noise, clipped to the bounds.
     fn act(&mut self) -> Result<f32> {
-        let max_action = f64::from(self.actor.max_action);
+        let max_action = f64::from(self.nets.max_action);
         if self.env_steps < self.config.start_steps {
             return Ok(((2.0 * self.explore.uniform_f64() - 1.0) * max_action) as f32);
         }
         let observation = self.env.observations();
         let state = Tensor::from_vec(observation.to_vec(), [1, observation.len()])?;
-        let action = self
-            .actor
-            .forward(&self.no_grad, &self.no_grad.constant(&state))?
-            .to_scalar()?;
+        let tape = &self.no_grad;
+        let action = self.nets.act(tape, &tape.constant(&state))?.to_scalar()?;
         let noise = self.explore.normal_f64() * max_action * self.config.exploration_noise;
         Ok((f64::from(action) + noise).clamp(-max_action, max_action) as f32)
     }
@@ -290,68 +235,58 @@ impl Td3 {
         self.iterations += 1;
         let batch = self
             .buffer
-            .sample(self.config.batch_size, &mut self.replay)?;
-        let max_action = self.actor.max_action;
+            .sample(self.config.batch_size, &mut self.replay)?
+            .into_tensors()?;
+        let max_action = self.nets.max_action;
         let target = {
             let tape = &self.no_grad;
-            let next_states = tape.constant(&batch.next_states);
-            let mut next_actions = self.actor_target.forward(tape, &next_states)?;
+            let next_states = tape.constant(&batch.next_obs);
+            let mut next_actions = self.targets.act(tape, &next_states)?;
             if let Some((std, clip)) = self.config.target_smoothing {
                 let (std, clip) = (std * f64::from(max_action), clip * f64::from(max_action));
                 let noise =
-                    Tensor::rand_normal(next_actions.dims(), 0.0, std, &mut self.smoothing)?
-                        .clamp(-clip as f32, clip as f32)?;
-                next_actions = next_actions.add(&tape.constant(&noise))?;
+                    Tensor::rand_normal(next_actions.dims(), 0.0, std, &mut self.smoothing)?;
+                next_actions =
+                    next_actions.add(&tape.constant(&noise.clamp(-clip as f32, clip as f32)?))?;
             }
             let next_actions = next_actions.clamp(-max_action, max_action)?;
-            let (q1, q2) = self
-                .critic_target
-                .forward(tape, &next_states, &next_actions)?;
-            let q = match q2 {
-                Some(q2) => q1.minimum(&q2)?,
-                None => q1,
-            };
+            let qs = self.targets.q(tape, &next_states, &next_actions)?;
+            let q = qs[1..]
+                .iter()
+                .try_fold(qs[0].clone(), |q, other| q.minimum(other))?;
             // Fujimoto's `reward + not_done * discount * target_Q`, left to right.
-            let discounted = tape
+            let not_dones = tape
                 .constant(&batch.not_dones)
-                .mul_scalar(self.config.gamma)?
-                .mul(&q)?;
-            tape.constant(&batch.rewards).add(&discounted)?.into_value()
+                .mul_scalar(self.config.gamma)?;
+            tape.constant(&batch.rewards)
+                .add(&not_dones.mul(&q)?)?
+                .into_value()
         };
-
-        let critic_loss = {
-            self.tape.reset();
-            let tape = &self.tape;
-            let states = tape.constant(&batch.states);
-            let target = tape.constant(&target);
-            let (q1, q2) = self
-                .critic
-                .forward(tape, &states, &tape.constant(&batch.actions))?;
-            let mut loss = mse_loss(&q1, &target, Reduction::Mean)?;
-            if let Some(q2) = q2 {
-                loss = loss.add(&mse_loss(&q2, &target, Reduction::Mean)?)?;
-            }
-            let grads = tape.gradient(&loss, &[&self.critic])?;
-            self.critic_adam.apply_gradients(&mut self.critic, &grads)?;
-            loss.to_scalar()?
-        };
+        self.tape.reset();
+        let tape = &self.tape;
+        let (states, target) = (tape.constant(&batch.obs), tape.constant(&target));
+        let qs = self.nets.q(tape, &states, &tape.constant(&batch.actions))?;
+        let mut critic_loss = mse_loss(&qs[0], &target, Reduction::Mean)?;
+        for q in &qs[1..] {
+            critic_loss = critic_loss.add(&mse_loss(q, &target, Reduction::Mean)?)?;
+        }
+        let grads = tape.gradient(&critic_loss, &[&self.nets.critics])?;
+        self.critic_adam
+            .apply_gradients(&mut self.nets.critics, &grads)?;
+        let critic_loss = critic_loss.to_scalar()?;
         if !self.iterations.is_multiple_of(self.config.policy_delay) {
             return Ok((critic_loss, None));
         }
-        let actor_loss = {
-            self.tape.reset();
-            let tape = &self.tape;
-            let states = tape.constant(&batch.states);
-            let actions = self.actor.forward(tape, &states)?;
-            let (q1, _) = self.critic.forward(tape, &states, &actions)?;
-            let loss = q1.mean_all()?.neg()?;
-            let grads = tape.gradient(&loss, &[&self.actor])?;
-            self.actor_adam.apply_gradients(&mut self.actor, &grads)?;
-            loss.to_scalar()?
-        };
-        soft_update(&mut self.critic_target, &self.critic, self.config.tau)?;
-        soft_update(&mut self.actor_target, &self.actor, self.config.tau)?;
-        Ok((critic_loss, Some(actor_loss)))
+        self.tape.reset();
+        let tape = &self.tape;
+        let states = tape.constant(&batch.obs);
+        let actions = self.nets.act(tape, &states)?;
+        let actor_loss = self.nets.q(tape, &states, &actions)?[0].mean_all()?.neg()?;
+        let grads = tape.gradient(&actor_loss, &[&self.nets.actor])?;
+        self.actor_adam
+            .apply_gradients(&mut self.nets.actor, &grads)?;
+        self.targets.soft_update_from(&self.nets, self.config.tau)?;
+        Ok((critic_loss, Some(actor_loss.to_scalar()?)))
     }
 }
 
@@ -364,7 +299,7 @@ impl Agent for Td3 {
     const DEFAULT_CHECKPOINT_EVERY: u64 = 10_000;
 
     fn name(&self) -> &'static str {
-        if self.config.is_ddpg() { "ddpg" } else { "td3" }
+        self.config.name
     }
 
     /// One environment step, then one training iteration once the start steps are over.
@@ -372,13 +307,14 @@ impl Agent for Td3 {
         let action = self.act()?;
         let state = self.env.observations().to_vec();
         let step = self.env.step(&[action])?;
-        self.buffer.push(
-            &state,
-            &[action],
-            step.final_observations,
-            step.rewards[0],
-            step.terminated[0],
-        );
+        self.buffer.push(Transitions {
+            obs: &state,
+            actions: &[action],
+            rewards: step.rewards,
+            next_obs: step.final_observations,
+            terminated: step.terminated,
+            truncated: step.truncated,
+        })?;
         self.env_steps += 1;
         if let Some(episode) = step.finished.first() {
             self.episodes.push(self.env_steps, episode.episode_return);
@@ -415,57 +351,9 @@ impl Agent for Td3 {
         format!("{:?}, seed {}", self.config, self.seed)
     }
 
-    fn save(&self, checkpoint: &mut Checkpoint) -> Result<()> {
-        checkpoint.put_module("", &self.actor)?;
-        checkpoint.put_module("", &self.critic)?;
-        checkpoint.put_module("target", &self.actor_target)?;
-        checkpoint.put_module("target", &self.critic_target)?;
-        checkpoint.put_optimizer("optim/actor", &self.actor_adam)?;
-        checkpoint.put_optimizer("optim/critic", &self.critic_adam)?;
-        checkpoint.put_rng("rng/explore", &self.explore)?;
-        checkpoint.put_rng("rng/replay", &self.replay)?;
-        checkpoint.put_rng("rng/smoothing", &self.smoothing)?;
-        self.buffer.save("replay", checkpoint)?;
-        let env = self.env.snapshot();
-        checkpoint.put("env", &[env.len()], &env)?;
-        checkpoint.put_scalar("progress/env_steps", self.env_steps)?;
-        checkpoint.put_scalar("progress/iterations", self.iterations)?;
-        self.episodes.save(checkpoint)
-    }
-
-    fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
-        let mut env = vec![0u64; self.env.snapshot().len()];
-        let mut next = 0u64;
-        let mut plan = Restore::new();
-        plan.module("", &mut self.actor)
-            .module("", &mut self.critic)
-            .module("target", &mut self.actor_target)
-            .module("target", &mut self.critic_target)
-            .optimizer("optim/actor", &mut self.actor_adam)
-            .optimizer("optim/critic", &mut self.critic_adam)
-            .rng("rng/explore", &mut self.explore)
-            .rng("rng/replay", &mut self.replay)
-            .rng("rng/smoothing", &mut self.smoothing)
-            .slice("env", &[env.len()], &mut env)
-            .scalar("progress/env_steps", &mut self.env_steps)
-            .scalar("progress/iterations", &mut self.iterations);
-        self.buffer
-            .restore("replay", checkpoint, &mut plan, &mut next)?;
-        self.episodes.restore(checkpoint, &mut plan)?;
-        checkpoint.restore(plan)?;
-        self.buffer.set_next(next)?;
-        self.env.restore(&env)
-    }
-
     fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        let mut all = crate::named_values(&self.actor)?;
-        all.extend(crate::named_values(&self.critic)?);
-        for (name, values) in crate::named_values(&self.actor_target)?
-            .into_iter()
-            .chain(crate::named_values(&self.critic_target)?)
-        {
-            all.push((format!("target/{name}"), values));
-        }
+        let mut all = crate::named_values("", &self.nets)?;
+        all.extend(crate::named_values("target", &self.targets)?);
         Ok(all)
     }
 }

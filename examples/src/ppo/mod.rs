@@ -38,9 +38,9 @@ pub use normalize::Normalizer;
 pub use policy::{Branch, Memory, Policy};
 
 use rlgrad_autodiff::{ApplyGradients, Tape, Var};
-use rlgrad_checkpoint::{Checkpoint, Restore};
+use rlgrad_checkpoint::State;
 use rlgrad_core::{Error, Result, Rng};
-use rlgrad_envs::{CartPoleNoVelocity, Snapshot, VecEnv};
+use rlgrad_envs::{CartPoleNoVelocity, VecEnv};
 use rlgrad_mask::{ChopConfig, Column, SequenceBatch, Sequences, chop_into_sequences};
 use rlgrad_optim::{Adam, Optimizer, Schedule};
 use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
@@ -325,13 +325,18 @@ pub fn ppo_losses<'t>(
 
 /// The agent: policy and value networks, Adam, the environments and their recurrent
 /// states, two random streams (`actions`, `minibatches`).
-#[derive(Debug)]
+#[derive(Debug, State)]
 pub struct Ppo {
+    #[state(skip)]
     config: Config,
+    #[state(skip)]
     seed: u64,
+    #[state(skip)]
     budget: u64,
+    #[state(module)]
     policy: Policy,
     adam: Optimizer<f32>,
+    #[state(skip)]
     schedule: LinearPerUpdate,
     env: VecEnv<CartPoleNoVelocity>,
     normalizer: Option<Normalizer>,
@@ -344,8 +349,11 @@ pub struct Ppo {
     episodes: EpisodeLog,
     env_steps: u64,
     updates: u64,
+    #[state(skip)]
     no_grad: Tape,
+    #[state(skip)]
     tape: Tape,
+    #[state(skip)]
     rollout: Rollout,
 }
 
@@ -691,53 +699,8 @@ impl Agent for Ppo {
         )
     }
 
-    fn save(&self, checkpoint: &mut Checkpoint) -> Result<()> {
-        checkpoint.put_module("", &self.policy)?;
-        checkpoint.put_optimizer("optim", &self.adam)?;
-        checkpoint.put_rng("rng/actions", &self.actions_rng)?;
-        checkpoint.put_rng("rng/minibatches", &self.minibatch_rng)?;
-        let env = self.env.snapshot();
-        checkpoint.put("env", &[env.len()], &env)?;
-        checkpoint.put("state/actor", &[self.actor_state.len()], &self.actor_state)?;
-        checkpoint.put(
-            "state/critic",
-            &[self.critic_state.len()],
-            &self.critic_state,
-        )?;
-        checkpoint.put_scalar("progress/env_steps", self.env_steps)?;
-        checkpoint.put_scalar("progress/updates", self.updates)?;
-        if let Some(normalizer) = &self.normalizer {
-            normalizer.save("normalizer", checkpoint)?;
-        }
-        self.episodes.save(checkpoint)
-    }
-
-    fn restore(&mut self, checkpoint: &Checkpoint) -> Result<()> {
-        let mut env = vec![0u64; self.env.snapshot().len()];
-        let (actor_len, critic_len) = (self.actor_state.len(), self.critic_state.len());
-        let mut plan = Restore::new();
-        plan.module("", &mut self.policy)
-            .optimizer("optim", &mut self.adam)
-            .rng("rng/actions", &mut self.actions_rng)
-            .rng("rng/minibatches", &mut self.minibatch_rng)
-            .slice("env", &[env.len()], &mut env)
-            .slice("state/actor", &[actor_len], &mut self.actor_state)
-            .slice("state/critic", &[critic_len], &mut self.critic_state)
-            .scalar("progress/env_steps", &mut self.env_steps)
-            .scalar("progress/updates", &mut self.updates);
-        if let Some(normalizer) = &mut self.normalizer {
-            normalizer.restore("normalizer", &mut plan);
-        }
-        self.episodes.restore(checkpoint, &mut plan)?;
-        checkpoint.restore(plan)?;
-        self.env.restore(&env)?;
-        // The statistics already hold the current observations.
-        self.observations = scaled(&self.normalizer, self.env.observations());
-        Ok(())
-    }
-
     fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        crate::named_values(&self.policy)
+        crate::named_values("", &self.policy)
     }
 }
 

@@ -1,8 +1,7 @@
 //! Observation normalization with running statistics, as Stable-Baselines3's
 //! `VecNormalize(norm_obs=True, norm_reward=False)` does it.
 
-use rlgrad_checkpoint::{Checkpoint, Restore};
-use rlgrad_core::Result;
+use rlgrad_checkpoint::State;
 
 /// SB3's `RunningMeanStd` over observations, and `VecNormalize`'s normalization:
 ///
@@ -15,7 +14,7 @@ use rlgrad_core::Result;
 /// ```
 ///
 /// starting from `mean = 0`, `var = 1`, `count = 1e-4`. Sums run in f64 in row order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, State)]
 pub struct Normalizer {
     mean: Vec<f64>,
     var: Vec<f64>,
@@ -66,22 +65,6 @@ impl Normalizer {
                     as f32
             })
             .collect()
-    }
-
-    /// Stores the statistics under `prefix/`.
-    pub fn save(&self, prefix: &str, checkpoint: &mut Checkpoint) -> Result<()> {
-        let dim = self.mean.len();
-        checkpoint.put(&format!("{prefix}/mean"), &[dim], &self.mean)?;
-        checkpoint.put(&format!("{prefix}/var"), &[dim], &self.var)?;
-        checkpoint.put_scalar(&format!("{prefix}/count"), self.count)
-    }
-
-    /// Asks `plan` to read the statistics back from under `prefix/`.
-    pub fn restore<'a>(&'a mut self, prefix: &str, plan: &mut Restore<'a>) {
-        let dim = self.mean.len();
-        plan.slice(&format!("{prefix}/mean"), &[dim], &mut self.mean)
-            .slice(&format!("{prefix}/var"), &[dim], &mut self.var)
-            .scalar(&format!("{prefix}/count"), &mut self.count);
     }
 }
 
