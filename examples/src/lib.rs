@@ -45,9 +45,11 @@
 pub mod actor_critic;
 mod categorical;
 pub mod cli;
+pub mod off_policy;
 pub mod ppo;
 pub mod ppo_dist;
 pub mod run;
+pub mod sac;
 pub mod td3;
 
 use rlgrad_autodiff::nn::{Module, child_path};

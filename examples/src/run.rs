@@ -166,8 +166,11 @@ pub trait Agent: State {
     /// One unit of training; scalars go to `log`.
     fn advance(&mut self, log: &mut Logger) -> Result<()>;
 
-    /// The units done.
-    fn units(&self) -> u64;
+    /// The units done: by default the environment steps, for agents whose unit is a
+    /// step.
+    fn units(&self) -> u64 {
+        self.env_steps()
+    }
 
     /// The environment steps taken.
     fn env_steps(&self) -> u64;

@@ -22,12 +22,11 @@ use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
 use rlgrad_autodiff::{ApplyGradients, Tape, Var};
 use rlgrad_checkpoint::State;
-use rlgrad_core::{Error, Result, Rng};
-use rlgrad_envs::{ActionSpace, Pendulum, VecEnv};
+use rlgrad_core::{Result, Rng};
 use rlgrad_optim::{Adam, Optimizer};
-use rlgrad_replay::{ReplayBuffer, Transitions};
 use rlgrad_tensor::Tensor;
 
+use crate::off_policy::Experience;
 use crate::run::{Agent, EpisodeLog, Logger, Target};
 
 /// Fujimoto's hyper-parameters (TD3), or DDPG's switches ([`Config::ddpg`]).
@@ -161,13 +160,10 @@ pub struct Td3 {
     targets: Nets,
     actor_adam: Optimizer<f32>,
     critic_adam: Optimizer<f32>,
-    env: VecEnv<Pendulum>,
-    buffer: ReplayBuffer,
+    experience: Experience,
     explore: Rng,
     replay: Rng,
     smoothing: Rng,
-    episodes: EpisodeLog,
-    env_steps: u64,
     iterations: u64,
     #[state(skip)]
     no_grad: Tape,
@@ -179,33 +175,19 @@ impl Td3 {
     /// A fresh agent: networks drawn from stream `init` of `seed`, the environment reset
     /// with `seed`.
     pub fn new(config: Config, seed: u64) -> Result<Self> {
-        let mut env = VecEnv::from_fn(1, Pendulum::new)?;
-        env.reset(Some(seed))?;
-        let state_dim = env.single_observation_space().dim();
-        let ActionSpace::Box(actions) = env.single_action_space() else {
-            return Err(Error::value(
-                "Td3::new",
-                "env",
-                "a Box action space",
-                "a Discrete one",
-            ));
-        };
-        let (action_dim, max_action) = (actions.dim(), actions.high()[0]);
+        let experience = Experience::new(seed, config.replay_capacity)?;
+        let (state_dim, action_dim, max_action) = experience.dims();
         let mut init = Rng::new(seed, "init");
         let nets = Nets::new(state_dim, action_dim, &config, max_action, &mut init)?;
-        let replay = rlgrad_replay::Config::new(config.replay_capacity, state_dim, action_dim);
         Ok(Self {
             targets: nets.clone(),
             nets,
             actor_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
             critic_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
-            buffer: ReplayBuffer::new(replay)?,
-            env,
+            experience,
             explore: Rng::new(seed, "explore"),
             replay: Rng::new(seed, "replay"),
             smoothing: Rng::new(seed, "smoothing"),
-            episodes: EpisodeLog::default(),
-            env_steps: 0,
             iterations: 0,
             no_grad: Tape::new().no_grad(),
             tape: Tape::new(),
@@ -218,11 +200,10 @@ impl Td3 {
     /// the actor's with Gaussian exploration noise, clipped to the bounds.
     fn act(&mut self) -> Result<f32> {
         let max_action = f64::from(self.nets.max_action);
-        if self.env_steps < self.config.start_steps {
+        if self.experience.env_steps() < self.config.start_steps {
             return Ok(((2.0 * self.explore.uniform_f64() - 1.0) * max_action) as f32);
         }
-        let observation = self.env.observations();
-        let state = Tensor::from_vec(observation.to_vec(), [1, observation.len()])?;
+        let state = self.experience.observation()?;
         let tape = &self.no_grad;
         let action = self.nets.act(tape, &tape.constant(&state))?.to_scalar()?;
         let noise = self.explore.normal_f64() * max_action * self.config.exploration_noise;
@@ -234,9 +215,8 @@ impl Td3 {
     fn train_iteration(&mut self) -> Result<(f32, Option<f32>)> {
         self.iterations += 1;
         let batch = self
-            .buffer
-            .sample(self.config.batch_size, &mut self.replay)?
-            .into_tensors()?;
+            .experience
+            .sample(self.config.batch_size, &mut self.replay)?;
         let max_action = self.nets.max_action;
         let target = {
             let tape = &self.no_grad;
@@ -305,42 +285,26 @@ impl Agent for Td3 {
     /// One environment step, then one training iteration once the start steps are over.
     fn advance(&mut self, log: &mut Logger) -> Result<()> {
         let action = self.act()?;
-        let state = self.env.observations().to_vec();
-        let step = self.env.step(&[action])?;
-        self.buffer.push(Transitions {
-            obs: &state,
-            actions: &[action],
-            rewards: step.rewards,
-            next_obs: step.final_observations,
-            terminated: step.terminated,
-            truncated: step.truncated,
-        })?;
-        self.env_steps += 1;
-        if let Some(episode) = step.finished.first() {
-            self.episodes.push(self.env_steps, episode.episode_return);
-        }
-        if self.env_steps > self.config.start_steps {
+        self.experience.step(action)?;
+        let step = self.experience.env_steps();
+        if step > self.config.start_steps {
             let (critic_loss, actor_loss) = self.train_iteration()?;
             if self.iterations.is_multiple_of(LOG_EVERY) {
-                log.scalar("train/critic_loss", self.env_steps, f64::from(critic_loss))?;
+                log.scalar("train/critic_loss", step, f64::from(critic_loss))?;
                 if let Some(actor_loss) = actor_loss {
-                    log.scalar("train/actor_loss", self.env_steps, f64::from(actor_loss))?;
+                    log.scalar("train/actor_loss", step, f64::from(actor_loss))?;
                 }
             }
         }
         Ok(())
     }
 
-    fn units(&self) -> u64 {
-        self.env_steps
-    }
-
     fn env_steps(&self) -> u64 {
-        self.env_steps
+        self.experience.env_steps()
     }
 
     fn episodes(&self) -> &EpisodeLog {
-        &self.episodes
+        self.experience.episodes()
     }
 
     fn target(&self) -> Target {

@@ -676,10 +676,6 @@ impl Agent for Ppo {
         log.scalar("train/learning_rate", step, lr)
     }
 
-    fn units(&self) -> u64 {
-        self.env_steps
-    }
-
     fn env_steps(&self) -> u64 {
         self.env_steps
     }
