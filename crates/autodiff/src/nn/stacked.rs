@@ -366,8 +366,10 @@ impl<K: Cell, T: Float, D: TensorDevice<T>> StackedRecurrent<K, T, D> {
                 outputs.push(output);
                 lasts.push(<Recurrent<K, T, D>>::parts(&last));
             }
-            let refs: SmallVec<[&Var<'t, T, D>; 2]> = outputs.iter().collect();
-            input = Var::concat(&refs, 2)?;
+            input = match outputs.as_slice() {
+                [forward, backward] => Var::concat(&[forward, backward], 2)?,
+                _ => outputs.swap_remove(0),
+            };
         }
         let mut stacked = SmallVec::new();
         for k in 0..<Recurrent<K, T, D>>::PARTS {
