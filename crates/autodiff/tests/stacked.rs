@@ -3,16 +3,18 @@
 //! sequence is the one-layer runner over its reversed valid steps alone; dropout sits
 //! between layers only, with the documented draws; garbage in the padding changes no bit
 //! of any value or gradient; parameters are named and ordered as PyTorch's `state_dict`;
-//! bad arguments are errors naming the function and the argument. Parity with PyTorch
+//! bad arguments are errors naming the function and the argument; an optimizer steps it
+//! by name. Parity with PyTorch
 //! itself is `stacked_parity.rs`.
 
 use proptest::prelude::*;
 use rlgrad_autodiff::nn::{
     Gru, Lstm, LstmState, Module, Recurrent, RnnConfig, StackedGru, StackedLstm,
 };
-use rlgrad_autodiff::{Gradients, Param, Sequences, Tape, Var};
+use rlgrad_autodiff::{ApplyGradients, Gradients, Param, Sequences, Tape, Var};
 use rlgrad_core::strategies::{self, config};
 use rlgrad_core::{Error, Float, Result, Rng, Shape};
+use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
 
 /// Values and gradients, as raw bits.
@@ -607,4 +609,38 @@ fn bad_arguments_are_errors_naming_the_function_and_the_argument() {
         )
         .is_ok()
     );
+}
+
+/// A module like any other: renamed by path, and stepped by an optimizer by name.
+#[test]
+fn an_optimizer_steps_every_parameter_by_name() {
+    let mut rng = Rng::new(6, "optimizer");
+    let mut lstm = StackedLstm::<f32>::new("throwaway", 2, 3, bidirectional(2), &mut rng).unwrap();
+    lstm.name_by_path("agent/lstm").unwrap();
+    assert_eq!(
+        lstm.parameters()[4].name(),
+        "agent/lstm/weight_ih_l0_reverse"
+    );
+    let before: Vec<Tensor<f32>> = lstm
+        .parameters()
+        .iter()
+        .map(|p| p.value().clone())
+        .collect();
+    let mut adam = Optimizer::new(Adam::torch(), 1e-2).unwrap();
+    let x = Tensor::rand_normal([2, 4, 2], 0.0, 1.0, &mut rng).unwrap();
+    let seqs = Sequences::new(&[4, 2], Some(4)).unwrap();
+    let tape = Tape::new();
+    let (output, last) = lstm
+        .run(&tape, &tape.constant(&x), Some(&seqs), None, None)
+        .unwrap();
+    let loss = output
+        .masked_mean(&seqs)
+        .unwrap()
+        .add(&last.c.mean_all().unwrap())
+        .unwrap();
+    let grads = tape.gradient(&loss, &[&lstm]).unwrap();
+    adam.apply_gradients(&mut lstm, &grads).unwrap();
+    for (p, old) in lstm.parameters().iter().zip(&before) {
+        assert_ne!(bits(p.value()), bits(old), "{} did not move", p.name());
+    }
 }
