@@ -16,7 +16,8 @@
 //! - [`CustomOp`]: your own forward and backward, recorded like a built-in op.
 //! - [`nn`]: [`nn::Module`] (parameters in a stable, named order), [`nn::Linear`] with
 //!   PyTorch's or Keras' initialization, [`nn::Mlp`], activations, [`nn::Gru`] and
-//!   [`nn::Lstm`] with a runner over padded batches, [`nn::soft_update`] and
+//!   [`nn::Lstm`] with a runner over padded batches, their stacked and bidirectional
+//!   forms [`nn::StackedGru`] and [`nn::StackedLstm`], [`nn::soft_update`] and
 //!   [`nn::hard_update`] for target networks, [`nn::l2_penalty`] (Keras'
 //!   `kernel_regularizer`).
 //! - [`ApplyGradients`]: an `rlgrad-optim` optimizer step over a module's parameters.

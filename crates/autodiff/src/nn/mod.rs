@@ -11,6 +11,7 @@ mod linear;
 mod mlp;
 mod recurrent;
 mod sequential;
+mod stacked;
 
 pub use crate::module::{Module, child_path, hard_update, soft_update};
 pub use activation::Activation;
@@ -20,6 +21,7 @@ pub use recurrent::{Cell, CellDevice, Gru, GruCell, Lstm, LstmCell, LstmState, R
 /// `#[derive(Module)]`: see [`Module`] and the `rlgrad-derive` crate.
 pub use rlgrad_derive::Module;
 pub use sequential::{Layer, Sequential};
+pub use stacked::{RnnConfig, StackedGru, StackedLstm, StackedRecurrent};
 
 use rlgrad_core::{Cpu, Float, Result};
 use rlgrad_tensor::{Tensor, TensorDevice};

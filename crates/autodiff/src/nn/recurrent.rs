@@ -24,6 +24,9 @@ pub trait Cell: sealed::Sealed + std::fmt::Debug + Clone {
     const GATES: usize;
     /// The constructors, as errors name them.
     const CONSTRUCTORS: (&'static str, &'static str);
+    /// The constructor of the stacked layer ([`StackedRecurrent`](super::StackedRecurrent)),
+    /// as errors name it.
+    const STACKED_CONSTRUCTOR: &'static str;
 }
 
 mod sealed {
@@ -39,6 +42,7 @@ pub struct GruCell;
 impl Cell for GruCell {
     const GATES: usize = 3;
     const CONSTRUCTORS: (&'static str, &'static str) = ("Gru::new", "Gru::from_params");
+    const STACKED_CONSTRUCTOR: &'static str = "StackedGru::new";
 }
 
 /// The LSTM cell ([`Lstm`]).
@@ -48,6 +52,7 @@ pub struct LstmCell;
 impl Cell for LstmCell {
     const GATES: usize = 4;
     const CONSTRUCTORS: (&'static str, &'static str) = ("Lstm::new", "Lstm::from_params");
+    const STACKED_CONSTRUCTOR: &'static str = "StackedLstm::new";
 }
 
 /// A one-layer recurrent network of cell `K` with PyTorch's parameters: `{name}/weight_ih`
@@ -80,7 +85,22 @@ impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
         hidden: usize,
         rng: &mut Rng,
     ) -> Result<Self> {
-        let function = K::CONSTRUCTORS.0;
+        Self::drawn(device, K::CONSTRUCTORS.0, inputs, hidden, rng, |field| {
+            format!("{name}/{field}")
+        })
+    }
+
+    /// A layer drawn as [`Recurrent::new_on`] says, its parameters in PyTorch's order
+    /// (`weight_ih`, `weight_hh`, `bias_ih`, `bias_hh`), each named `name(field)`: the
+    /// stacked layers name theirs as PyTorch's `state_dict` does (`weight_ih_l1_reverse`).
+    pub(super) fn drawn(
+        device: &D,
+        function: &'static str,
+        inputs: usize,
+        hidden: usize,
+        rng: &mut Rng,
+        name: impl Fn(&str) -> String,
+    ) -> Result<Self> {
         for (argument, value) in [("inputs", inputs), ("hidden", hidden)] {
             if value == 0 {
                 return Err(Error::value(function, argument, "at least 1 feature", 0));
@@ -89,9 +109,9 @@ impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
         let gates = K::GATES;
         rlgrad_core::check::product(function, "hidden", gates, hidden)?;
         let bound = T::from_f64(1.0 / (hidden as f64).sqrt());
-        let mut draw = |suffix: &str, shape: Shape| -> Result<Param<T, D>> {
+        let mut draw = |field: &str, shape: Shape| -> Result<Param<T, D>> {
             Param::new(
-                format!("{name}/{suffix}"),
+                name(field),
                 Tensor::rand_uniform_on(device, shape, -bound, bound, rng)
                     .map_err(|e| e.in_function(function))?,
             )
@@ -171,27 +191,42 @@ impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
     }
 }
 
+impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
+    /// The parameters with their field names, in PyTorch's order.
+    pub(super) fn fields(&self) -> [(&'static str, &Param<T, D>); 4] {
+        [
+            ("weight_ih", &self.weight_ih),
+            ("weight_hh", &self.weight_hh),
+            ("bias_ih", &self.bias_ih),
+            ("bias_hh", &self.bias_hh),
+        ]
+    }
+
+    /// [`Recurrent::fields`], mutably.
+    pub(super) fn fields_mut(&mut self) -> [(&'static str, &mut Param<T, D>); 4] {
+        [
+            ("weight_ih", &mut self.weight_ih),
+            ("weight_hh", &mut self.weight_hh),
+            ("bias_ih", &mut self.bias_ih),
+            ("bias_hh", &mut self.bias_hh),
+        ]
+    }
+}
+
 impl<K: Cell, T: Float, D: Device> Module<T, D> for Recurrent<K, T, D> {
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
-        f(&self.weight_ih);
-        f(&self.weight_hh);
-        f(&self.bias_ih);
-        f(&self.bias_hh);
+        self.fields().into_iter().for_each(|(_, p)| f(p));
     }
 
     fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
-        f(&mut self.weight_ih);
-        f(&mut self.weight_hh);
-        f(&mut self.bias_ih);
-        f(&mut self.bias_hh);
+        self.fields_mut().into_iter().for_each(|(_, p)| f(p));
     }
 
     /// `prefix/weight_ih`, `prefix/weight_hh`, `prefix/bias_ih`, `prefix/bias_hh`.
     fn visit_named<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(&str, &'a Param<T, D>)) {
-        f(&child_path(prefix, "weight_ih"), &self.weight_ih);
-        f(&child_path(prefix, "weight_hh"), &self.weight_hh);
-        f(&child_path(prefix, "bias_ih"), &self.bias_ih);
-        f(&child_path(prefix, "bias_hh"), &self.bias_hh);
+        for (field, p) in self.fields() {
+            f(&child_path(prefix, field), p);
+        }
     }
 
     fn visit_named_mut<'a>(
@@ -199,10 +234,9 @@ impl<K: Cell, T: Float, D: Device> Module<T, D> for Recurrent<K, T, D> {
         prefix: &str,
         f: &mut dyn FnMut(&str, &'a mut Param<T, D>),
     ) {
-        f(&child_path(prefix, "weight_ih"), &mut self.weight_ih);
-        f(&child_path(prefix, "weight_hh"), &mut self.weight_hh);
-        f(&child_path(prefix, "bias_ih"), &mut self.bias_ih);
-        f(&child_path(prefix, "bias_hh"), &mut self.bias_hh);
+        for (field, p) in self.fields_mut() {
+            f(&child_path(prefix, field), p);
+        }
     }
 }
 
@@ -249,8 +283,17 @@ impl<K: Cell, T: Float, D: TensorDevice<T>> Recurrent<K, T, D> {
 
 /// A recurrent cell: one step from the input gates, and how a finished sequence keeps its
 /// state; [`Recurrence::run`] is the runner over padded batches that GRU and LSTM share.
-trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
+pub(super) trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
     type State;
+
+    /// The number of [`Recurrence::parts`].
+    const PARTS: usize;
+
+    /// The variables a state is made of: `h`, or `h` and `c`.
+    fn parts(state: &Self::State) -> SmallVec<[Var<'t, T, D>; 2]>;
+
+    /// The state made of `parts`, in the order of [`Recurrence::parts`] (as many).
+    fn from_parts(parts: SmallVec<[Var<'t, T, D>; 2]>) -> Self::State;
 
     fn inputs(&self) -> usize;
 
@@ -266,11 +309,18 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
     ) -> Result<(Var<'t, T, D>, Self::State)>;
 
     /// `next` for the sequences where `valid` (`[B, 1]`, 0/1) is 1, else `previous`.
+    #[track_caller]
     fn keep(
         valid: &Tensor<T, D>,
         next: &Self::State,
         previous: &Self::State,
-    ) -> Result<Self::State>;
+    ) -> Result<Self::State> {
+        let mut kept = SmallVec::new();
+        for (next, previous) in Self::parts(next).iter().zip(&Self::parts(previous)) {
+            kept.push(Var::where_cond(valid, next, previous)?);
+        }
+        Ok(Self::from_parts(kept))
+    }
 
     /// The cell over a padded batch-major `x` `[B, T, F]`: the input gates of all steps in
     /// one matmul, then the recurrence; with `seqs`, a sequence's state stops changing
@@ -292,28 +342,7 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
         mut state: Self::State,
     ) -> Result<(Var<'t, T, D>, Self::State)> {
         let inputs = self.inputs();
-        if x.shape().ndim() != 3 || x.dims()[2] != inputs {
-            return Err(Error::shape(
-                function,
-                "x",
-                format_args!("[B, T, {inputs}]"),
-                x.shape(),
-            ));
-        }
-        let (batch, steps) = (x.dims()[0], x.dims()[1]);
-        if steps == 0 {
-            return Err(Error::empty(function, "x", "at least one time step"));
-        }
-        if let Some(s) = seqs
-            && (s.batch(), s.max_len()) != (batch, steps)
-        {
-            return Err(Error::shape(
-                function,
-                "seqs",
-                format_args!("{batch} sequences padded to {steps} steps, like x"),
-                format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
-            ));
-        }
+        let (batch, steps) = check_input(function, inputs, x, seqs)?;
         // Up to the shortest sequence every row is valid, and the step needs no masking.
         let all_valid = seqs.map_or(steps, |s| s.lengths().iter().copied().min().unwrap_or(0));
         // Whether step `t` of each sequence is valid, `[T, B, 1]`, when some step is not.
@@ -361,6 +390,39 @@ trait Recurrence<'t, T: Float, D: TensorDevice<T>> {
         let refs: SmallVec<[&Var<'t, T, D>; 16]> = outputs.iter().collect();
         Ok((Var::stack(&refs, 1)?, state))
     }
+}
+
+/// `[B, T]` of a padded batch-major `x` `[B, T, inputs]` with at least one step, whose
+/// `seqs` (if any) are `B` sequences padded to `T`.
+pub(super) fn check_input<T: Float, D: TensorDevice<T>>(
+    function: &'static str,
+    inputs: usize,
+    x: &Var<'_, T, D>,
+    seqs: Option<&Sequences>,
+) -> Result<(usize, usize)> {
+    if x.shape().ndim() != 3 || x.dims()[2] != inputs {
+        return Err(Error::shape(
+            function,
+            "x",
+            format_args!("[B, T, {inputs}]"),
+            x.shape(),
+        ));
+    }
+    let (batch, steps) = (x.dims()[0], x.dims()[1]);
+    if steps == 0 {
+        return Err(Error::empty(function, "x", "at least one time step"));
+    }
+    if let Some(s) = seqs
+        && (s.batch(), s.max_len()) != (batch, steps)
+    {
+        return Err(Error::shape(
+            function,
+            "seqs",
+            format_args!("{batch} sequences padded to {steps} steps, like x"),
+            format_args!("{} sequences padded to {}", s.batch(), s.max_len()),
+        ));
+    }
+    Ok((batch, steps))
 }
 
 /// A one-layer GRU with PyTorch's equations and gate order (`r`, `z`, `n`):
@@ -633,6 +695,15 @@ impl<T: Float, D: CellDevice<T>> Lstm<T, D> {
 
 impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
     type State = Var<'t, T, D>;
+    const PARTS: usize = 1;
+
+    fn parts(h: &Var<'t, T, D>) -> SmallVec<[Var<'t, T, D>; 2]> {
+        smallvec::smallvec![h.clone()]
+    }
+
+    fn from_parts(parts: SmallVec<[Var<'t, T, D>; 2]>) -> Var<'t, T, D> {
+        parts.into_iter().next().expect("a GRU state is one part")
+    }
 
     fn inputs(&self) -> usize {
         Recurrent::inputs(self)
@@ -653,19 +724,24 @@ impl<'t, T: Float, D: TensorDevice<T>> Recurrence<'t, T, D> for Gru<T, D> {
         let next = self.cell(tape, gates, h)?;
         Ok((next.clone(), next))
     }
-
-    #[track_caller]
-    fn keep(
-        valid: &Tensor<T, D>,
-        next: &Var<'t, T, D>,
-        previous: &Var<'t, T, D>,
-    ) -> Result<Var<'t, T, D>> {
-        Var::where_cond(valid, next, previous)
-    }
 }
 
 impl<'t, T: Float, D: CellDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
     type State = LstmState<'t, T, D>;
+    const PARTS: usize = 2;
+
+    fn parts(state: &LstmState<'t, T, D>) -> SmallVec<[Var<'t, T, D>; 2]> {
+        smallvec::smallvec![state.h.clone(), state.c.clone()]
+    }
+
+    fn from_parts(parts: SmallVec<[Var<'t, T, D>; 2]>) -> LstmState<'t, T, D> {
+        let mut parts = parts.into_iter();
+        let mut next = || parts.next().expect("an LSTM state is two parts");
+        LstmState {
+            h: next(),
+            c: next(),
+        }
+    }
 
     fn inputs(&self) -> usize {
         Recurrent::inputs(self)
@@ -685,16 +761,5 @@ impl<'t, T: Float, D: CellDevice<T>> Recurrence<'t, T, D> for Lstm<T, D> {
     ) -> Result<(Var<'t, T, D>, LstmState<'t, T, D>)> {
         let next = self.cell(tape, gates, state)?;
         Ok((next.h.clone(), next))
-    }
-
-    fn keep(
-        valid: &Tensor<T, D>,
-        next: &LstmState<'t, T, D>,
-        previous: &LstmState<'t, T, D>,
-    ) -> Result<LstmState<'t, T, D>> {
-        Ok(LstmState {
-            h: Var::where_cond(valid, &next.h, &previous.h)?,
-            c: Var::where_cond(valid, &next.c, &previous.c)?,
-        })
     }
 }
