@@ -8,6 +8,7 @@ use rlgrad_core::Result;
 use rlgrad_examples::actor_critic::{self, ActorCritic};
 use rlgrad_examples::ppo::{self, Ppo};
 use rlgrad_examples::run::{Agent, Options, Outcome, train};
+use rlgrad_examples::sac::{self, Sac};
 use rlgrad_examples::td3::{self, Td3};
 
 /// A quiet run of `budget` units in `dir` with `threads` threads.
@@ -92,6 +93,16 @@ fn ddpg_is_deterministic_and_resumes_bit_for_bit() {
         ..td3::Config::ddpg()
     };
     check(360, 330, |o| Td3::new(config.clone(), o.seed));
+}
+
+#[test]
+fn sac_is_deterministic_and_resumes_bit_for_bit() {
+    let config = sac::Config {
+        learning_starts: 300,
+        ..sac::Config::default()
+    };
+    // Pauses on an odd step, between the two actor updates of a pair of steps.
+    check(400, 351, |o| Sac::new(config.clone(), o.seed));
 }
 
 #[test]

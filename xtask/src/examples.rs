@@ -24,7 +24,7 @@ const GYMNASIUM: &str = "gymnasium==1.4.0";
 
 /// The options of `cargo xtask examples-compare` (its `--help`).
 pub const OPTIONS: &str = "\
-  --only      agents among actor_critic, td3, ddpg, ppo_lstm, ppo_mlp (default: all)
+  --only      agents among actor_critic, td3, ddpg, sac, ppo_lstm, ppo_mlp (default: all)
   --threads   rayon threads of rlgrad, intra-op threads of torch (default 1)
   --isa       cap both sides' vector instruction set: avx512, avx2 or sse2 (default:
               the CPU's widest; see xtask/src/isa.rs)
@@ -47,9 +47,9 @@ struct Agent {
 }
 
 /// The budgets cover a whole training: the actor-critic solves CartPole in a few hundred
-/// episodes, TD3 and DDPG reach -200 soon after their 25000 random steps, PPO trains for
-/// its whole 100000-step budget.
-const AGENTS: [Agent; 5] = [
+/// episodes, TD3 and DDPG reach -200 soon after their 25000 random steps, SAC a few
+/// thousand steps after its 5000, PPO trains for its whole 100000-step budget.
+const AGENTS: [Agent; 6] = [
     Agent {
         name: "actor_critic",
         example: "actor_critic",
@@ -76,6 +76,15 @@ const AGENTS: [Agent; 5] = [
         unit: "steps",
         budget: 35_000,
         quick_budget: 26_000,
+    },
+    Agent {
+        name: "sac",
+        example: "sac",
+        script: "sac.py",
+        flags: &[],
+        unit: "steps",
+        budget: 15_000,
+        quick_budget: 6_000,
     },
     Agent {
         name: "ppo_lstm",
@@ -202,7 +211,7 @@ impl Options {
                                 .find(|a| a.name == name.trim())
                                 .ok_or_else(|| {
                                     format!(
-                                        "--only: no agent `{name}` (actor_critic, td3, ddpg, \
+                                        "--only: no agent `{name}` (actor_critic, td3, ddpg, sac, \
                                      ppo_lstm, ppo_mlp)"
                                     )
                                 })
