@@ -31,6 +31,7 @@
 //! | `Linear` bias `[out]` | `bias` `[out]` | none |
 //! | `Gru`/`Lstm` `weight_ih` `[G*H, F]`, `weight_hh` `[G*H, H]` | `weight_ih_l0`, `weight_hh_l0` | none |
 //! | `Gru`/`Lstm` `bias_ih`, `bias_hh` `[G*H]` | `bias_ih_l0`, `bias_hh_l0` | none |
+//! | `StackedGru`/`StackedLstm` `weight_ih_l{k}`, ..., `bias_hh_l{k}_reverse` | the same names | none |
 //!
 //! rlgrad's recurrent layers keep PyTorch's gate order (GRU `r, z, n`; LSTM `i, f, g, o`)
 //! and both of its bias vectors (`b_hn` sits inside `r * (h W_hn^T + b_hn)`, so the two
@@ -353,6 +354,12 @@ mod tests {
         assert_eq!(names.key("critics/q1/weight"), "critics.q1.weight");
         assert_eq!(names.key("actor"), "");
         assert_eq!(names.key("gru/bias_hh"), "gru.bias_hh_l0");
+        // A stacked layer's parameters carry PyTorch's names already.
+        assert_eq!(
+            names.key("encoder/weight_ih_l1_reverse"),
+            "encoder.weight_ih_l1_reverse"
+        );
+        assert!(!transposed("encoder/weight_hh_l0", &[20, 5]));
         assert_eq!(
             TorchNames::new().prefix("", "net").key("l1/weight"),
             "net.l1.weight"
