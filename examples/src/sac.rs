@@ -30,8 +30,8 @@ use rlgrad_distributions::{TanhNormal, TanhSample};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
 
-use crate::off_policy::Experience;
-use crate::run::{Agent, EpisodeLog, Logger, Target};
+use crate::off_policy::{Experience, OffPolicy};
+use crate::run::{Logger, Target};
 
 /// CleanRL's hyper-parameters for SAC on continuous actions.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,8 +136,8 @@ impl Critics {
 }
 
 /// The agent: actor, critics and their targets, the temperature, three optimizers, the
-/// experience, and three random streams (`explore`: the actions taken; `replay`:
-/// minibatch rows; `policy`: the samples of the losses).
+/// experience (with the stream `explore` of the actions taken), and two random streams
+/// (`replay`: minibatch rows; `policy`: the samples of the losses).
 #[derive(Debug, State)]
 pub struct Sac {
     #[state(skip)]
@@ -156,7 +156,6 @@ pub struct Sac {
     critic_adam: Optimizer<f32>,
     alpha_adam: Optimizer<f32>,
     experience: Experience,
-    explore: Rng,
     replay: Rng,
     policy: Rng,
     #[state(skip)]
@@ -207,7 +206,6 @@ impl Sac {
             critic_adam: adam(config.q_lr)?,
             alpha_adam: adam(config.q_lr)?,
             experience,
-            explore: Rng::new(seed, "explore"),
             replay: Rng::new(seed, "replay"),
             policy: Rng::new(seed, "policy"),
             no_grad: Tape::new().no_grad(),
@@ -223,21 +221,6 @@ impl Sac {
             Some(alpha) => Ok(alpha),
             None => Ok(self.log_alpha.value().to_vec()?[0].exp()),
         }
-    }
-
-    /// The action for the current observation: uniform before the learning starts,
-    /// then a sample of the policy.
-    fn act(&mut self) -> Result<f32> {
-        let max_action = f64::from(self.actor.max_action);
-        if self.experience.env_steps() < self.config.learning_starts {
-            return Ok(((2.0 * self.explore.uniform_f64() - 1.0) * max_action) as f32);
-        }
-        let tape = &self.no_grad;
-        let state = tape.constant(&self.experience.observation()?);
-        self.actor
-            .sample(tape, &state, &mut self.explore)?
-            .action
-            .to_scalar()
     }
 
     /// One training iteration; returns the critic loss and, when the actor updated, its
@@ -324,39 +307,43 @@ impl Sac {
 /// Iterations between logged losses.
 const LOG_EVERY: u64 = 100;
 
-impl Agent for Sac {
-    const UNIT: &'static str = "steps";
+impl OffPolicy for Sac {
     const DEFAULT_BUDGET: u64 = 50_000;
-    const DEFAULT_CHECKPOINT_EVERY: u64 = 10_000;
 
     fn name(&self) -> &'static str {
         "sac"
     }
 
-    /// One environment step, then one training iteration once the learning started.
-    fn advance(&mut self, log: &mut Logger) -> Result<()> {
-        let action = self.act()?;
-        self.experience.step(action)?;
-        let step = self.experience.env_steps();
-        if step > self.config.learning_starts {
-            let (critic_loss, actor_update) = self.train_iteration()?;
-            if step.is_multiple_of(LOG_EVERY) {
-                log.scalar("train/critic_loss", step, f64::from(critic_loss))?;
-                if let Some((actor_loss, alpha)) = actor_update {
-                    log.scalar("train/actor_loss", step, f64::from(actor_loss))?;
-                    log.scalar("train/alpha", step, f64::from(alpha))?;
-                }
+    fn experience(&self) -> &Experience {
+        &self.experience
+    }
+
+    fn experience_mut(&mut self) -> &mut Experience {
+        &mut self.experience
+    }
+
+    fn learning_starts(&self) -> u64 {
+        self.config.learning_starts
+    }
+
+    /// A sample of the policy.
+    fn policy_action(&mut self) -> Result<f32> {
+        let tape = &self.no_grad;
+        let state = tape.constant(&self.experience.observation()?);
+        let explore = self.experience.explore();
+        self.actor.sample(tape, &state, explore)?.action.to_scalar()
+    }
+
+    fn train(&mut self, step: u64, log: &mut Logger) -> Result<()> {
+        let (critic_loss, actor_update) = self.train_iteration()?;
+        if step.is_multiple_of(LOG_EVERY) {
+            log.scalar("train/critic_loss", step, f64::from(critic_loss))?;
+            if let Some((actor_loss, alpha)) = actor_update {
+                log.scalar("train/actor_loss", step, f64::from(actor_loss))?;
+                log.scalar("train/alpha", step, f64::from(alpha))?;
             }
         }
         Ok(())
-    }
-
-    fn env_steps(&self) -> u64 {
-        self.experience.env_steps()
-    }
-
-    fn episodes(&self) -> &EpisodeLog {
-        self.experience.episodes()
     }
 
     fn target(&self) -> Target {

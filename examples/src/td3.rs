@@ -26,8 +26,8 @@ use rlgrad_core::{Result, Rng};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
 
-use crate::off_policy::Experience;
-use crate::run::{Agent, EpisodeLog, Logger, Target};
+use crate::off_policy::{Experience, OffPolicy};
+use crate::run::{Logger, Target};
 
 /// Fujimoto's hyper-parameters (TD3), or DDPG's switches ([`Config::ddpg`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -145,9 +145,10 @@ impl Nets {
     }
 }
 
-/// The agent: networks and their targets, optimizers, replay buffer, environment, and
-/// three random streams (`explore`: random and noisy actions; `replay`: minibatch rows;
-/// `smoothing`: target policy noise); all of it checkpointed by `#[derive(State)]`.
+/// The agent: networks and their targets, optimizers, the experience (environment,
+/// replay buffer, and the stream `explore` of random and noisy actions), and two random
+/// streams (`replay`: minibatch rows; `smoothing`: target policy noise); all of it
+/// checkpointed by `#[derive(State)]`.
 #[derive(Debug, State)]
 pub struct Td3 {
     #[state(skip)]
@@ -161,7 +162,6 @@ pub struct Td3 {
     actor_adam: Optimizer<f32>,
     critic_adam: Optimizer<f32>,
     experience: Experience,
-    explore: Rng,
     replay: Rng,
     smoothing: Rng,
     iterations: u64,
@@ -185,7 +185,6 @@ impl Td3 {
             actor_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
             critic_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
             experience,
-            explore: Rng::new(seed, "explore"),
             replay: Rng::new(seed, "replay"),
             smoothing: Rng::new(seed, "smoothing"),
             iterations: 0,
@@ -194,20 +193,6 @@ impl Td3 {
             config,
             seed,
         })
-    }
-
-    /// The action for the current observation: uniform during the start steps, then
-    /// the actor's with Gaussian exploration noise, clipped to the bounds.
-    fn act(&mut self) -> Result<f32> {
-        let max_action = f64::from(self.nets.max_action);
-        if self.experience.env_steps() < self.config.start_steps {
-            return Ok(((2.0 * self.explore.uniform_f64() - 1.0) * max_action) as f32);
-        }
-        let state = self.experience.observation()?;
-        let tape = &self.no_grad;
-        let action = self.nets.act(tape, &tape.constant(&state))?.to_scalar()?;
-        let noise = self.explore.normal_f64() * max_action * self.config.exploration_noise;
-        Ok((f64::from(action) + noise).clamp(-max_action, max_action) as f32)
     }
 
     /// One training iteration; returns the critic loss and, when the actor updated, its
@@ -273,38 +258,45 @@ impl Td3 {
 /// Iterations between logged losses.
 const LOG_EVERY: u64 = 100;
 
-impl Agent for Td3 {
-    const UNIT: &'static str = "steps";
+impl OffPolicy for Td3 {
     const DEFAULT_BUDGET: u64 = 100_000;
-    const DEFAULT_CHECKPOINT_EVERY: u64 = 10_000;
 
     fn name(&self) -> &'static str {
         self.config.name
     }
 
-    /// One environment step, then one training iteration once the start steps are over.
-    fn advance(&mut self, log: &mut Logger) -> Result<()> {
-        let action = self.act()?;
-        self.experience.step(action)?;
-        let step = self.experience.env_steps();
-        if step > self.config.start_steps {
-            let (critic_loss, actor_loss) = self.train_iteration()?;
-            if self.iterations.is_multiple_of(LOG_EVERY) {
-                log.scalar("train/critic_loss", step, f64::from(critic_loss))?;
-                if let Some(actor_loss) = actor_loss {
-                    log.scalar("train/actor_loss", step, f64::from(actor_loss))?;
-                }
+    fn experience(&self) -> &Experience {
+        &self.experience
+    }
+
+    fn experience_mut(&mut self) -> &mut Experience {
+        &mut self.experience
+    }
+
+    fn learning_starts(&self) -> u64 {
+        self.config.start_steps
+    }
+
+    /// The actor's action with Gaussian exploration noise, clipped to the bounds.
+    fn policy_action(&mut self) -> Result<f32> {
+        let max_action = f64::from(self.nets.max_action);
+        let tape = &self.no_grad;
+        let state = tape.constant(&self.experience.observation()?);
+        let action = self.nets.act(tape, &state)?.to_scalar()?;
+        let noise = self.experience.explore().normal_f64() * max_action;
+        let noise = noise * self.config.exploration_noise;
+        Ok((f64::from(action) + noise).clamp(-max_action, max_action) as f32)
+    }
+
+    fn train(&mut self, step: u64, log: &mut Logger) -> Result<()> {
+        let (critic_loss, actor_loss) = self.train_iteration()?;
+        if self.iterations.is_multiple_of(LOG_EVERY) {
+            log.scalar("train/critic_loss", step, f64::from(critic_loss))?;
+            if let Some(actor_loss) = actor_loss {
+                log.scalar("train/actor_loss", step, f64::from(actor_loss))?;
             }
         }
         Ok(())
-    }
-
-    fn env_steps(&self) -> u64 {
-        self.experience.env_steps()
-    }
-
-    fn episodes(&self) -> &EpisodeLog {
-        self.experience.episodes()
     }
 
     fn target(&self) -> Target {
