@@ -20,8 +20,8 @@ use rlgrad_examples::cli::Args;
 use rlgrad_examples::ppo_dist::{Config, DdPpo};
 
 const USAGE: &str = "\
-usage: ppo_dist [--updates N] [--workers W] [--seed N] [--run-dir DIR [--save-every K]
-                [--resume]] [--quiet]
+usage: ppo_dist [--updates N] [--workers W] [--accumulate K] [--seed N]
+                [--run-dir DIR [--save-every K] [--resume]] [--quiet]
 
 DD-PPO on CartPole-v1 with MLPs (16 environments of 64 steps per update, 4 Adam steps
 on the whole batch per update, one microbatch per environment). Started by mpirun (a
@@ -31,6 +31,8 @@ Every worker count gives the same parameters, bit for bit.
   --updates N    updates to run (default 100)
   --workers W    worker threads when not under mpirun (default 1: gradient
                  accumulation over the same 16 microbatches)
+  --accumulate K each worker reduces its microbatches in K groups, as K workers
+                 would own them (default 1); the same bits for every K
   --seed N       seed of the environments, initialization and actions (default 0)
   --run-dir DIR  save a checkpoint there after the last update (rank 0 writes it,
                  keeping the newest 3); refused when DIR holds checkpoints already,
@@ -44,6 +46,7 @@ Every worker count gives the same parameters, bit for bit.
 /// What to run, besides the configuration.
 struct Plan {
     updates: u64,
+    accumulate: usize,
     run_dir: Option<PathBuf>,
     save_every: Option<u64>,
     resume: bool,
@@ -58,7 +61,8 @@ fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<u64> {
             DdPpo::new(config.clone(), comm)?
         }
         (None, _) => DdPpo::new(config.clone(), comm)?,
-    };
+    }
+    .with_accumulation(plan.accumulate)?;
     while agent.updates() < plan.updates {
         let report = agent.update(comm)?;
         if !plan.quiet && comm.rank() == 0 && (report.update % 10 == 0 || report.update == 1) {
@@ -98,6 +102,9 @@ fn run(mut args: Args) -> Result<()> {
     let seed = args.value("--seed", "an unsigned integer")?.unwrap_or(0);
     let plan = Plan {
         updates,
+        accumulate: args
+            .value("--accumulate", "a number of groups >= 1")?
+            .unwrap_or(1),
         run_dir: args.value("--run-dir", "a directory")?,
         save_every: args.value("--save-every", "a number of updates >= 1")?,
         resume: args.flag("--resume"),

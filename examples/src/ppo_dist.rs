@@ -268,6 +268,16 @@ impl DdPpo {
         })
     }
 
+    /// Gradient accumulation in `groups` groups per worker: each worker reduces its
+    /// microbatches as `groups` workers would own them, group by group
+    /// ([`GradientReducer::with_groups`]), so one worker with `groups = K` makes the
+    /// additions of `K` workers; the parameters are the same bits for every grouping and
+    /// worker count. An error for `groups == 0`.
+    pub fn with_accumulation(mut self, groups: usize) -> Result<Self> {
+        self.reducer = self.reducer.with_groups(groups)?;
+        Ok(self)
+    }
+
     /// What a checkpoint's metadata `run` holds: a checkpoint resumes only the run it
     /// describes (the worker count is not part of it).
     pub fn describe(&self) -> String {
