@@ -6,17 +6,22 @@
 //! cargo run --release --example ppo_dist -- --updates 50 --workers 4      # threads
 //! cargo build --release -p rlgrad-examples --example ppo_dist --features mpi
 //! mpirun -np 4 target/release/examples/ppo_dist --updates 50              # processes
+//! # checkpoints every 10 updates, resumed on another number of workers
+//! cargo run --release --example ppo_dist -- --updates 20 --save-every 10 --run-dir runs/d
+//! cargo run --release --example ppo_dist -- --updates 50 --workers 3 --run-dir runs/d --resume
 //! ```
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rlgrad_core::Result;
+use rlgrad_core::{Error, Result};
 use rlgrad_dist::{Collective, Local};
 use rlgrad_examples::cli::Args;
 use rlgrad_examples::ppo_dist::{Config, DdPpo};
 
 const USAGE: &str = "\
-usage: ppo_dist [--updates N] [--workers W] [--seed N] [--quiet]
+usage: ppo_dist [--updates N] [--workers W] [--accumulate K] [--seed N]
+                [--run-dir DIR [--save-every K] [--resume]] [--quiet]
 
 DD-PPO on CartPole-v1 with MLPs (16 environments of 64 steps per update, 4 Adam steps
 on the whole batch per update, one microbatch per environment). Started by mpirun (a
@@ -26,15 +31,41 @@ Every worker count gives the same parameters, bit for bit.
   --updates N    updates to run (default 100)
   --workers W    worker threads when not under mpirun (default 1: gradient
                  accumulation over the same 16 microbatches)
+  --accumulate K each worker reduces its microbatches in K groups, as K workers
+                 would own them (default 1); the same bits for every K
   --seed N       seed of the environments, initialization and actions (default 0)
+  --run-dir DIR  save a checkpoint there after the last update (rank 0 writes it,
+                 keeping the newest 3); refused when DIR holds checkpoints already,
+                 unless --resume
+  --save-every K also save after every K-th update
+  --resume       continue from the latest checkpoint in DIR, on any number of workers,
+                 up to --updates in all: the same bits as a run that never stopped
   --quiet        only the final line
 ";
 
-fn train<C: Collective>(comm: &C, config: &Config, updates: usize, quiet: bool) -> Result<u64> {
-    let mut agent = DdPpo::new(config.clone(), comm)?;
-    for _ in 0..updates {
+/// What to run, besides the configuration.
+struct Plan {
+    updates: u64,
+    accumulate: usize,
+    run_dir: Option<PathBuf>,
+    save_every: Option<u64>,
+    resume: bool,
+    quiet: bool,
+}
+
+fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<u64> {
+    let mut agent = match (&plan.run_dir, plan.resume) {
+        (Some(dir), true) => DdPpo::resume(config.clone(), comm, dir)?,
+        (Some(dir), false) => {
+            DdPpo::check_fresh(comm, dir)?;
+            DdPpo::new(config.clone(), comm)?
+        }
+        (None, _) => DdPpo::new(config.clone(), comm)?,
+    }
+    .with_accumulation(plan.accumulate)?;
+    while agent.updates() < plan.updates {
         let report = agent.update(comm)?;
-        if !quiet && comm.rank() == 0 && (report.update % 10 == 0 || report.update == 1) {
+        if !plan.quiet && comm.rank() == 0 && (report.update % 10 == 0 || report.update == 1) {
             let mean = report
                 .mean_return
                 .map_or_else(|| "-".to_owned(), |m| format!("{m:.1}"));
@@ -43,6 +74,15 @@ fn train<C: Collective>(comm: &C, config: &Config, updates: usize, quiet: bool) 
                 report.update, report.episodes
             );
         }
+        if let (Some(dir), Some(every)) = (&plan.run_dir, plan.save_every)
+            && report.update % every == 0
+            && report.update < plan.updates
+        {
+            agent.save(comm, dir)?;
+        }
+    }
+    if let Some(dir) = &plan.run_dir {
+        agent.save(comm, dir)?;
     }
     agent.fingerprint()
 }
@@ -60,17 +100,47 @@ fn run(mut args: Args) -> Result<()> {
         .unwrap_or(100);
     let workers: usize = args.value("--workers", "a worker count >= 1")?.unwrap_or(1);
     let seed = args.value("--seed", "an unsigned integer")?.unwrap_or(0);
-    let quiet = args.flag("--quiet");
+    let plan = Plan {
+        updates,
+        accumulate: args
+            .value("--accumulate", "a number of groups >= 1")?
+            .unwrap_or(1),
+        run_dir: args.value("--run-dir", "a directory")?,
+        save_every: args.value("--save-every", "a number of updates >= 1")?,
+        resume: args.flag("--resume"),
+        quiet: args.flag("--quiet"),
+    };
     args.finish()?;
+    if plan.save_every == Some(0) {
+        return Err(Error::value(
+            "ppo_dist",
+            "--save-every",
+            "a number of updates >= 1",
+            0,
+        ));
+    }
+    if plan.run_dir.is_none() && (plan.resume || plan.save_every.is_some()) {
+        let flag = if plan.resume {
+            "--resume"
+        } else {
+            "--save-every"
+        };
+        return Err(Error::value(
+            "ppo_dist",
+            flag,
+            "a --run-dir to read and write checkpoints in",
+            "none",
+        ));
+    }
     let config = Config {
         seed,
         ..Config::default()
     };
     let (fingerprint, rank) = if under_mpi() {
-        mpi_run(&config, updates, quiet)?
+        mpi_run(&config, &plan)?
     } else {
         let prints = Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
-            train(comm, &config, updates, quiet)
+            train(comm, &config, &plan)
         })?;
         (prints[0], 0)
     };
@@ -81,15 +151,15 @@ fn run(mut args: Args) -> Result<()> {
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_run(config: &Config, updates: usize, quiet: bool) -> Result<(u64, usize)> {
+fn mpi_run(config: &Config, plan: &Plan) -> Result<(u64, usize)> {
     let comm = rlgrad_dist::Mpi::init()?;
-    let fingerprint = train(&comm, config, updates, quiet)?;
+    let fingerprint = train(&comm, config, plan)?;
     Ok((fingerprint, comm.rank()))
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_run(_: &Config, _: usize, _: bool) -> Result<(u64, usize)> {
-    Err(rlgrad_core::Error::value(
+fn mpi_run(_: &Config, _: &Plan) -> Result<(u64, usize)> {
+    Err(Error::value(
         "ppo_dist",
         "mpirun",
         "a build with --features mpi to run under mpirun",

@@ -21,9 +21,23 @@
 //!
 //! With `W = 1` the one worker accumulates the gradients of all microbatches: the same
 //! microbatches, the same tree, so the same bits as any `W`.
+//!
+//! # Checkpoints
+//!
+//! [`DdPpo::save`] gathers what the next update depends on to rank 0, which writes it as
+//! one checkpoint (atomically, through [`CheckpointManager`]): the parameters and Adam's
+//! state (the same on every rank), the update counter, and per global environment `e`,
+//! under `envs/{e}`, the environment's snapshot (mid-episode included) and its action
+//! stream `actions/e`. [`DdPpo::resume`] on any number of workers reads it on rank 0,
+//! broadcasts it, and every rank takes the environments it owns: the next update is the
+//! one the saving run would have made, bit for bit.
+
+use std::ops::Range;
+use std::path::Path;
 
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
 use rlgrad_autodiff::{Tape, Tensor};
+use rlgrad_checkpoint::{Checkpoint, CheckpointManager, Restore, State};
 use rlgrad_core::{Error, Result, Rng};
 use rlgrad_dist::{
     Collective, GradientReducer, ParamSpec, Scale, global_mean, global_standardize, global_sum,
@@ -80,8 +94,8 @@ impl Default for Config {
 /// What one update did, the same on every worker.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UpdateReport {
-    /// The update's number, from 1.
-    pub update: usize,
+    /// The update's number, from 1 (counting the updates of the run it resumed).
+    pub update: u64,
     /// The mean return of the episodes that ended during its rollout, over all workers
     /// (`None` when none ended).
     pub mean_return: Option<f32>,
@@ -114,19 +128,81 @@ struct Microbatch {
 
 const OBS: usize = 4;
 
+/// What every rank holds the same bits of, checkpointed whole.
+#[derive(Debug, State)]
+struct Learner {
+    #[state(module)]
+    actor: Mlp<f32>,
+    #[state(module)]
+    critic: Mlp<f32>,
+    adam: Optimizer<f32>,
+    updates: u64,
+}
+
+/// Global environment `e` and its action stream `actions/e`: what its data depends on
+/// besides the parameters, checkpointed under `envs/{e}` whichever rank owns it.
+#[derive(Debug, State)]
+struct EnvSlot {
+    env: VecEnv<CartPole>,
+    actions: Rng,
+}
+
+impl EnvSlot {
+    /// Environment `e` of a fresh run: reset with `seed + e`, whatever the worker.
+    fn new(seed: u64, e: usize) -> Result<Self> {
+        let mut env = VecEnv::from_fn(1, CartPole::new)?;
+        let env_seed = seed.checked_add(e as u64).ok_or_else(|| {
+            Error::out_of_range(
+                "DdPpo::new",
+                "seed",
+                format_args!("a seed <= u64::MAX - {e} (environment e gets seed + e)"),
+                seed,
+            )
+        })?;
+        env.reset(Some(env_seed))?;
+        Ok(Self {
+            env,
+            actions: Rng::new(seed, &format!("actions/{e}")),
+        })
+    }
+
+    fn fresh(seed: u64, envs: Range<usize>) -> Result<Vec<Self>> {
+        envs.map(|e| Self::new(seed, e)).collect()
+    }
+
+    fn prefix(e: usize) -> String {
+        format!("envs/{e}")
+    }
+
+    fn save_all(checkpoint: &mut Checkpoint, first: usize, slots: &[Self]) -> Result<()> {
+        for (e, slot) in (first..).zip(slots) {
+            checkpoint.put_state(&Self::prefix(e), slot)?;
+        }
+        Ok(())
+    }
+
+    fn plan_all<'a>(
+        plan: &mut Restore<'a>,
+        checkpoint: &Checkpoint,
+        first: usize,
+        slots: &'a mut [Self],
+    ) -> Result<()> {
+        for (e, slot) in (first..).zip(slots) {
+            plan.state(&Self::prefix(e), checkpoint, slot)?;
+        }
+        Ok(())
+    }
+}
+
 /// The agent on one worker.
 #[derive(Debug)]
 pub struct DdPpo {
     config: Config,
-    actor: Mlp<f32>,
-    critic: Mlp<f32>,
-    adam: Optimizer<f32>,
+    learner: Learner,
     reducer: GradientReducer<f32>,
-    envs: VecEnv<CartPole>,
-    /// The global index of this worker's first environment.
+    /// This worker's environments, global indices from `first_env`.
+    envs: Vec<EnvSlot>,
     first_env: usize,
-    action_rngs: Vec<Rng>,
-    updates: usize,
 }
 
 impl DdPpo {
@@ -178,24 +254,136 @@ impl DdPpo {
             .map(|p| ParamSpec::new(p.name(), p.shape().dims().to_vec()))
             .collect();
         let reducer = GradientReducer::new(specs, config.num_envs, Scale::Mean)?;
-        let mut envs = VecEnv::from_fn(mine.len(), CartPole::new)?;
-        // Environment e (global index) gets seed + e, whatever the worker.
-        envs.reset(Some(config.seed + mine.start as u64))?;
-        let action_rngs = mine
-            .clone()
-            .map(|e| Rng::new(config.seed, &format!("actions/{e}")))
-            .collect();
         Ok(Self {
-            adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
-            config,
-            actor,
-            critic,
+            learner: Learner {
+                actor,
+                critic,
+                adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
+                updates: 0,
+            },
             reducer,
-            envs,
+            envs: EnvSlot::fresh(config.seed, mine.clone())?,
             first_env: mine.start,
-            action_rngs,
-            updates: 0,
+            config,
         })
+    }
+
+    /// Gradient accumulation in `groups` groups per worker: each worker reduces its
+    /// microbatches as `groups` workers would own them, group by group
+    /// ([`GradientReducer::with_groups`]), so one worker with `groups = K` makes the
+    /// additions of `K` workers; the parameters are the same bits for every grouping and
+    /// worker count. An error for `groups == 0`.
+    pub fn with_accumulation(mut self, groups: usize) -> Result<Self> {
+        self.reducer = self.reducer.with_groups(groups)?;
+        Ok(self)
+    }
+
+    /// What a checkpoint's metadata `run` holds: a checkpoint resumes only the run it
+    /// describes (the worker count is not part of it).
+    pub fn describe(&self) -> String {
+        format!("ppo_dist {:?}", self.config)
+    }
+
+    /// The number of updates made, resumed ones included.
+    pub fn updates(&self) -> u64 {
+        self.learner.updates
+    }
+
+    /// Checkpoints kept in a run directory: the newest three.
+    const KEEP: Option<usize> = Some(3);
+
+    /// Saves the whole run as checkpoint number [`DdPpo::updates`] in `dir`, called by
+    /// every rank after the same update: every rank sends its environments and action
+    /// streams to rank 0 (in global order), which alone writes one checkpoint, atomically,
+    /// keeping the newest three. Every rank returns rank 0's outcome, so that a failed
+    /// save stops every rank with the same error rather than leaving them waiting on rank 0.
+    pub fn save<C: Collective + ?Sized>(&self, comm: &C, dir: &Path) -> Result<()> {
+        let function = "DdPpo::save";
+        let mut mine = Checkpoint::new();
+        EnvSlot::save_all(&mut mine, self.first_env, &self.envs)?;
+        // CartPole's state is a few dozen words per environment: gathering it on every
+        // rank costs nothing next to a gradient step, and Collective has no plain gather.
+        let gathered = comm.all_gather(&mine.to_bytes()?)?;
+        let written = if comm.rank() == 0 {
+            self.write_checkpoint(comm.size(), &gathered, dir)
+        } else {
+            Ok(())
+        };
+        from_root(comm, function, written.map(|()| Vec::new())).map(drop)
+    }
+
+    /// Rank 0's part of [`DdPpo::save`]: every rank's environments, each checked as it is
+    /// read back into its own slot, then written with the learner's state.
+    fn write_checkpoint(&self, workers: usize, gathered: &[Vec<u8>], dir: &Path) -> Result<()> {
+        let mut checkpoint = Checkpoint::from_state(&self.learner)?;
+        checkpoint.set_metadata("run", self.describe())?;
+        for (rank, bytes) in gathered.iter().enumerate() {
+            let theirs = owned_range(self.config.num_envs, workers, rank)?;
+            let mut slots = EnvSlot::fresh(self.config.seed, theirs.clone())?;
+            let part = Checkpoint::from_bytes(bytes)?;
+            let mut plan = Restore::new();
+            EnvSlot::plan_all(&mut plan, &part, theirs.start, &mut slots)?;
+            part.restore(plan)?;
+            EnvSlot::save_all(&mut checkpoint, theirs.start, &slots)?;
+        }
+        CheckpointManager::new(dir, Self::KEEP)?.save(self.learner.updates, &checkpoint)?;
+        Ok(())
+    }
+
+    /// Refuses, on every rank, a `dir` that holds checkpoints already, for a run that
+    /// starts afresh there: its saves would replace or fall below them.
+    pub fn check_fresh<C: Collective + ?Sized>(comm: &C, dir: &Path) -> Result<()> {
+        let function = "DdPpo::check_fresh";
+        let checked = if comm.rank() == 0 {
+            match CheckpointManager::new(dir, Self::KEEP)?.latest()? {
+                Some(saved) => Err(Error::state(
+                    function,
+                    "dir",
+                    "a run directory without checkpoints (or resume from them)",
+                    format_args!("checkpoint {} in {}", saved.number, dir.display()),
+                )),
+                None => Ok(Vec::new()),
+            }
+        } else {
+            Ok(Vec::new())
+        };
+        from_root(comm, function, checked).map(drop)
+    }
+
+    /// The agent of worker `comm.rank()`, continuing the run saved last in `dir` by
+    /// [`DdPpo::save`] on any number of workers: rank 0 reads the checkpoint and
+    /// broadcasts it, every rank restores the learner and the environments it owns
+    /// among `comm.size()` workers. Errors, the same on every rank: no checkpoint in
+    /// `dir`, one that is damaged, or one of another run (another [`Config`]: its
+    /// [`DdPpo::describe`] differs), with nothing resumed.
+    pub fn resume<C: Collective + ?Sized>(config: Config, comm: &C, dir: &Path) -> Result<Self> {
+        let function = "DdPpo::resume";
+        let mut agent = Self::new(config, comm)?;
+        let read = if comm.rank() == 0 {
+            latest_checkpoint(function, dir)
+        } else {
+            Ok(Vec::new())
+        };
+        let checkpoint = Checkpoint::from_bytes(&from_root(comm, function, read)?)?;
+        let saved = checkpoint.metadata("run").unwrap_or("no run");
+        if saved != agent.describe() {
+            return Err(Error::state(
+                function,
+                "config",
+                format_args!("the run of the checkpoint in {}: {saved}", dir.display()),
+                agent.describe(),
+            ));
+        }
+        // Every environment is read back, not only this rank's, so that every rank checks
+        // the whole checkpoint and refuses it alike.
+        let mut all = EnvSlot::fresh(agent.config.seed, 0..agent.config.num_envs)?;
+        let mut plan = Restore::new();
+        plan.state("", &checkpoint, &mut agent.learner)?;
+        EnvSlot::plan_all(&mut plan, &checkpoint, 0, &mut all)?;
+        checkpoint.restore(plan)?;
+        let mine = agent.first_env..agent.first_env + agent.envs.len();
+        agent.envs = all.drain(mine).collect();
+        Ok(agent)
     }
 
     /// Rollout, advantages, `epochs` reduced gradient steps; the report is the same on
@@ -204,7 +392,7 @@ impl DdPpo {
         let rollout = self.collect()?;
         let microbatches = self.microbatches(comm, &rollout)?;
         for _ in 0..self.config.epochs {
-            let (actor, critic, config) = (&self.actor, &self.critic, &self.config);
+            let (actor, critic, config) = (&self.learner.actor, &self.learner.critic, &self.config);
             let first = self.first_env;
             let reduced = self.reducer.reduce(comm, |e| {
                 microbatch_gradients(actor, critic, config, &microbatches[e - first])
@@ -212,10 +400,11 @@ impl DdPpo {
             let mut grads = reduced.iter();
             let mut values: Vec<(String, Vec<f32>, &[f32])> = Vec::new();
             for p in self
+                .learner
                 .actor
                 .parameters()
                 .into_iter()
-                .chain(self.critic.parameters())
+                .chain(self.learner.critic.parameters())
             {
                 let (name, grad) = grads.next().expect("the reducer has every parameter");
                 values.push((name.to_owned(), p.value().to_vec()?, grad));
@@ -228,7 +417,7 @@ impl DdPpo {
                     grad,
                 })
                 .collect();
-            self.adam.step(&mut params)?;
+            self.learner.adam.step(&mut params)?;
             let mut new_values = values.into_iter().map(|(_, v, _)| v);
             let mut result = Ok(());
             let mut set = |p: &mut rlgrad_autodiff::Param<f32>| {
@@ -239,11 +428,11 @@ impl DdPpo {
                     result = Err(e);
                 }
             };
-            self.actor.visit_mut(&mut set);
-            self.critic.visit_mut(&mut set);
+            self.learner.actor.visit_mut(&mut set);
+            self.learner.critic.visit_mut(&mut set);
             result?;
         }
-        self.updates += 1;
+        self.learner.updates += 1;
         let returns: Vec<f32> = rollout.episode_returns.concat();
         let ones = vec![1.0f32; returns.len()];
         let episodes = global_sum(comm, &ones)? as usize;
@@ -253,7 +442,7 @@ impl DdPpo {
             Some(global_mean(comm, &returns)?)
         };
         Ok(UpdateReport {
-            update: self.updates,
+            update: self.learner.updates,
             mean_return,
             episodes,
         })
@@ -263,10 +452,11 @@ impl DdPpo {
     /// ([`rlgrad_dist::params_fingerprint`]).
     pub fn fingerprint(&self) -> Result<u64> {
         let values: Vec<(String, Vec<f32>)> = self
+            .learner
             .actor
             .parameters()
             .into_iter()
-            .chain(self.critic.parameters())
+            .chain(self.learner.critic.parameters())
             .map(|p| Ok((p.name().to_owned(), p.value().to_vec()?)))
             .collect::<Result<_>>()?;
         let named: Vec<(&str, &[f32])> = values
@@ -276,8 +466,17 @@ impl DdPpo {
         Ok(params_fingerprint(&named))
     }
 
+    /// `[B, OBS]`: the observations this worker's environments act on next.
+    fn observations(&self) -> Vec<f32> {
+        self.envs
+            .iter()
+            .flat_map(|slot| slot.env.observations())
+            .copied()
+            .collect()
+    }
+
     fn collect(&mut self) -> Result<Rollout> {
-        let (t, b) = (self.config.rollout_steps, self.envs.num_envs());
+        let (t, b) = (self.config.rollout_steps, self.envs.len());
         let mut r = Rollout {
             observations: Vec::with_capacity(t * b * OBS),
             actions: Vec::with_capacity(t * b),
@@ -290,36 +489,38 @@ impl DdPpo {
             episode_returns: vec![Vec::new(); b],
         };
         for _ in 0..t {
-            let obs = self.envs.observations().to_vec();
+            let obs = self.observations();
             let tape = Tape::new().no_grad();
             let x = tape.constant(&Tensor::from_vec(obs.clone(), [b, OBS])?);
             let log_probs = self
+                .learner
                 .actor
                 .forward(&tape, &x)?
                 .log_softmax(1)?
                 .value()
                 .to_vec()?;
-            let values = self.critic.forward(&tape, &x)?.value().to_vec()?;
-            for (row, rng) in log_probs.chunks_exact(2).zip(&mut self.action_rngs) {
-                let probabilities: Vec<f32> = row.iter().map(|l| l.exp()).collect();
-                let a = categorical::sample(&probabilities, rng);
-                r.actions.push(a);
-                r.log_probs.push(row[a]);
-            }
+            let values = self.learner.critic.forward(&tape, &x)?.value().to_vec()?;
             r.observations.extend_from_slice(&obs);
             r.values.extend_from_slice(&values);
-            let step = self.envs.step(&r.actions[r.actions.len() - b..])?;
-            r.rewards.extend_from_slice(step.rewards);
-            r.terminated.extend_from_slice(step.terminated);
-            r.truncated.extend_from_slice(step.truncated);
-            for e in step.finished {
-                r.episode_returns[e.env].push(e.episode_return as f32);
+            let mut finals = Vec::with_capacity(b * OBS);
+            for (e, (row, slot)) in log_probs.chunks_exact(2).zip(&mut self.envs).enumerate() {
+                let probabilities: Vec<f32> = row.iter().map(|l| l.exp()).collect();
+                let a = categorical::sample(&probabilities, &mut slot.actions);
+                r.actions.push(a);
+                r.log_probs.push(row[a]);
+                let step = slot.env.step(&[a])?;
+                r.rewards.extend_from_slice(step.rewards);
+                r.terminated.extend_from_slice(step.terminated);
+                r.truncated.extend_from_slice(step.truncated);
+                finals.extend_from_slice(step.final_observations);
+                for finished in step.finished {
+                    r.episode_returns[e].push(finished.episode_return as f32);
+                }
             }
             // V(final observation) for the truncation bootstrap.
-            let finals = step.final_observations.to_vec();
             let x = tape.constant(&Tensor::from_vec(finals, [b, OBS])?);
             r.final_values
-                .extend(self.critic.forward(&tape, &x)?.value().to_vec()?);
+                .extend(self.learner.critic.forward(&tape, &x)?.value().to_vec()?);
         }
         Ok(r)
     }
@@ -330,13 +531,10 @@ impl DdPpo {
         comm: &C,
         r: &Rollout,
     ) -> Result<Vec<Microbatch>> {
-        let (t, b) = (self.config.rollout_steps, self.envs.num_envs());
+        let (t, b) = (self.config.rollout_steps, self.envs.len());
         let tape = Tape::new().no_grad();
-        let x = tape.constant(&Tensor::from_vec(
-            self.envs.observations().to_vec(),
-            [b, OBS],
-        )?);
-        let bootstrap = self.critic.forward(&tape, &x)?.value().to_vec()?;
+        let x = tape.constant(&Tensor::from_vec(self.observations(), [b, OBS])?);
+        let bootstrap = self.learner.critic.forward(&tape, &x)?.value().to_vec()?;
         let out = gae(
             TimeMajor::new(t, b),
             &r.rewards,
@@ -366,6 +564,48 @@ impl DdPpo {
                 returns: returns[e * t..(e + 1) * t].to_vec(),
             })
             .collect())
+    }
+}
+
+/// The bytes of the latest checkpoint in `dir`.
+fn latest_checkpoint(function: &'static str, dir: &Path) -> Result<Vec<u8>> {
+    let latest = CheckpointManager::new(dir, DdPpo::KEEP)?.latest()?;
+    let Some(saved) = latest else {
+        return Err(Error::state(
+            function,
+            "dir",
+            "a directory holding a checkpoint",
+            format_args!("none in {}", dir.display()),
+        ));
+    };
+    std::fs::read(&saved.path).map_err(|e| Error::io(function, "read", &saved.path, &e))
+}
+
+/// Rank 0's `outcome` on every rank: its bytes, or its error (rank 0's own error there,
+/// one that quotes it elsewhere), so that what rank 0 alone does (reading, writing a
+/// file) succeeds or fails on every rank together instead of leaving the others waiting
+/// in their next collective.
+fn from_root<C: Collective + ?Sized>(
+    comm: &C,
+    function: &'static str,
+    outcome: Result<Vec<u8>>,
+) -> Result<Vec<u8>> {
+    const OK: u8 = 0;
+    let mut message = match &outcome {
+        Ok(bytes) => [&[OK], bytes.as_slice()].concat(),
+        Err(e) => [&[OK + 1], e.to_string().as_bytes()].concat(),
+    };
+    comm.broadcast(0, &mut message)?;
+    if comm.rank() == 0 {
+        return outcome;
+    }
+    match message.split_first() {
+        Some((&OK, bytes)) => Ok(bytes.to_vec()),
+        _ => Err(Error::Device {
+            function,
+            device: "rank 0".to_owned(),
+            message: String::from_utf8_lossy(message.get(1..).unwrap_or_default()).into_owned(),
+        }),
     }
 }
 

@@ -588,7 +588,8 @@ const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
 /// rlgrad-dist's MPI backend: clippy with the feature, its test binary under
 /// `mpirun -np W` for each of [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
-/// which must be the same for all of them; skipped with the reason where MPI is missing.
+/// which must be the same for all of them and for one process with `--accumulate 4`;
+/// skipped with the reason where MPI is missing.
 fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
     if let Some(why) = mpi_missing {
         println!("xtask: MPI tests of rlgrad-dist skipped: {why}");
@@ -642,14 +643,28 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         &[],
     )?;
     let example = root().join("target/debug/examples/ppo_dist");
+    let args = ["--updates", "3", "--quiet"];
+    let mut runs: Vec<(String, Command)> = MPI_WORLD_SIZES
+        .iter()
+        .map(|&world| {
+            (
+                format!("mpirun -np {world}"),
+                mpirun(world, &example, &args),
+            )
+        })
+        .collect();
+    // One process, its microbatches in 4 groups as 4 workers would own them.
+    let mut accumulate = Command::new(&example);
+    accumulate.args(args).args(["--accumulate", "4"]);
+    runs.push(("--accumulate 4".to_owned(), accumulate));
     let mut prints = Vec::new();
-    for world in MPI_WORLD_SIZES {
-        let output = mpirun(world, &example, &["--updates", "3", "--quiet"])
+    for (name, mut command) in runs {
+        let output = command
             .output()
-            .map_err(|e| format!("cannot run mpirun: {e}"))?;
+            .map_err(|e| format!("cannot run ppo_dist ({name}): {e}"))?;
         if !output.status.success() {
             return Err(format!(
-                "ppo_dist failed under mpirun -np {world} ({}):\n{}",
+                "ppo_dist failed with {name} ({}):\n{}",
                 output.status,
                 String::from_utf8_lossy(&output.stderr)
             ));
@@ -658,19 +673,20 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         let print = stdout
             .lines()
             .find_map(|l| l.strip_prefix("params fingerprint: "))
-            .ok_or_else(|| format!("ppo_dist -np {world} printed no fingerprint: {stdout}"))?
+            .ok_or_else(|| format!("ppo_dist with {name} printed no fingerprint: {stdout}"))?
             .to_owned();
-        eprintln!("xtask: ppo_dist under mpirun -np {world}: params fingerprint {print}");
-        prints.push(print);
+        eprintln!("xtask: ppo_dist with {name}: params fingerprint {print}");
+        prints.push((name, print));
     }
-    if prints.iter().any(|p| *p != prints[0]) {
+    if prints.iter().any(|(_, p)| *p != prints[0].1) {
         return Err(format!(
-            "ppo_dist's parameters differ across world sizes {MPI_WORLD_SIZES:?}: {prints:?}"
+            "ppo_dist's parameters differ across world sizes and --accumulate: {prints:?}"
         ));
     }
     println!(
-        "xtask: ppo_dist under mpirun -np {MPI_WORLD_SIZES:?}: one params fingerprint, {}",
-        prints[0]
+        "xtask: ppo_dist under mpirun -np {MPI_WORLD_SIZES:?} and with --accumulate 4: one \
+         params fingerprint, {}",
+        prints[0].1
     );
     Ok(())
 }

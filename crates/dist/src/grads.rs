@@ -56,6 +56,7 @@ pub struct GradientReducer<T> {
     offsets: Vec<usize>,
     microbatches: usize,
     scale: Scale,
+    groups: usize,
     checked: bool,
     element: PhantomData<T>,
 }
@@ -99,6 +100,7 @@ impl<T: Float> GradientReducer<T> {
             offsets,
             microbatches,
             scale,
+            groups: 1,
             checked: false,
             element: PhantomData,
         })
@@ -112,6 +114,26 @@ impl<T: Float> GradientReducer<T> {
     /// The number of microbatches of a step.
     pub fn microbatches(&self) -> usize {
         self.microbatches
+    }
+
+    /// Gradient accumulation in `groups` sequential groups per rank: each rank's
+    /// microbatches are split as `groups` virtual workers would own them
+    /// ([`owned_range`] of its range), each group's subtree roots are reduced, and the
+    /// roots join those of the groups before as soon as the canonical tree allows. The
+    /// bits are those of any other grouping and world size; so one worker with
+    /// `groups = K` reduces as `K` workers would, group by group (default 1: the rank's
+    /// range at once). An error for `groups == 0`.
+    pub fn with_groups(mut self, groups: usize) -> Result<Self> {
+        if groups == 0 {
+            return Err(Error::value(
+                "GradientReducer::with_groups",
+                "groups",
+                "at least 1",
+                0,
+            ));
+        }
+        self.groups = groups;
+        Ok(self)
     }
 
     /// The microbatches whose gradients this rank computes: [`owned_range`] of its rank.
@@ -170,6 +192,7 @@ impl<T: Float> GradientReducer<T> {
             total,
             &mut flat_of,
             route,
+            self.groups,
         )?;
         if self.scale == Scale::Mean {
             let m = T::from_usize(self.microbatches);
@@ -238,6 +261,35 @@ mod tests {
         assert!(GradientReducer::<f32>::new(Vec::new(), 1, Scale::Sum).is_err());
         let twice = vec![ParamSpec::new("a", [2]), ParamSpec::new("a", [1])];
         assert!(GradientReducer::<f32>::new(twice, 1, Scale::Sum).is_err());
+    }
+
+    #[test]
+    fn groups_change_no_bit() {
+        let specs = || vec![ParamSpec::new("w", [3])];
+        let grad = |i: usize| vec![(0..3).map(|j| ((i * 7 + j) as f32 * 0.91).sin()).collect()];
+        let reduce = |workers: usize, groups: usize| {
+            Local::run(workers, Local::DEFAULT_TIMEOUT, |c| {
+                let mut r =
+                    GradientReducer::<f32>::new(specs(), 13, Scale::Mean)?.with_groups(groups)?;
+                Ok(r.reduce(c, |i| Ok(grad(i)))?
+                    .as_flat()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>())
+            })
+            .unwrap()
+        };
+        let one = reduce(1, 1);
+        for (workers, groups) in [(1, 4), (1, 3), (1, 13), (1, 20), (2, 3), (3, 2)] {
+            assert!(
+                reduce(workers, groups).iter().all(|g| *g == one[0]),
+                "W={workers} groups={groups}"
+            );
+        }
+        let err = GradientReducer::<f32>::new(specs(), 1, Scale::Sum)
+            .unwrap()
+            .with_groups(0);
+        assert_eq!(err.unwrap_err().argument(), Some("groups"));
     }
 
     #[test]

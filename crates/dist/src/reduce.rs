@@ -3,7 +3,9 @@
 use rlgrad_core::{Error, Float, Result};
 
 use crate::collective::Collective;
-use crate::tree::{Roots, Route, add_into, all_reduce_roots, evaluate, owned_range, subtree_roots};
+use crate::tree::{
+    Roots, Route, add_into, all_reduce_roots, evaluate, owned_range, push_node, subtree_roots,
+};
 
 /// The sum over `i` in `0..microbatches` of `leaf(i)` (vectors of `len` values) in the
 /// canonical tree over microbatch indices, on every rank: the same bits for every world
@@ -50,6 +52,7 @@ where
         len,
         &mut leaf,
         Route::for_len(len, comm.size()),
+        1,
     )
 }
 
@@ -60,6 +63,7 @@ pub(crate) fn all_reduce_with<T, C>(
     len: usize,
     leaf: &mut dyn FnMut(usize) -> Result<Vec<T>>,
     route: Route,
+    groups: usize,
 ) -> Result<Vec<T>>
 where
     T: Float,
@@ -85,13 +89,18 @@ where
         }
         Ok(v)
     };
-    let roots = subtree_roots(microbatches, mine)
-        .into_iter()
-        .map(|node| {
+    // Group g is what virtual worker g of `groups` would own of this rank's range; the
+    // roots of each group join those before as the tree allows, so what stays alive
+    // between groups is a few roots, never a group's leaves.
+    let mut roots = Vec::new();
+    for g in 0..groups {
+        let part = owned_range(mine.len(), groups, g)?;
+        let group = mine.start + part.start..mine.start + part.end;
+        for node in subtree_roots(microbatches, group) {
             let value = evaluate(node.clone(), &mut checked_leaf, &mut add_into)?;
-            Ok((node, value))
-        })
-        .collect::<Result<Vec<_>>>()?;
+            push_node(microbatches, &mut roots, node, value, &mut add_into);
+        }
+    }
     all_reduce_roots(
         comm,
         function,
@@ -126,16 +135,19 @@ mod tests {
             let expected = reduce::tree_reduce(microbatches, Par::Seq, leaf, add_into).unwrap();
             for workers in 1..=5 {
                 for route in [Route::Sharded, Route::Replicated] {
-                    let out = Local::run(workers, Local::DEFAULT_TIMEOUT, |c| {
-                        all_reduce_with(c, "t", microbatches, len, &mut |i| Ok(leaf(i)), route)
-                    })
-                    .unwrap();
-                    for got in out {
-                        assert_eq!(
-                            bits(&got),
-                            bits(&expected),
-                            "M={microbatches} W={workers} {route:?}"
-                        );
+                    for groups in [1, 2, 3, 4] {
+                        let out = Local::run(workers, Local::DEFAULT_TIMEOUT, |c| {
+                            let mut leaf = |i| Ok(leaf(i));
+                            all_reduce_with(c, "t", microbatches, len, &mut leaf, route, groups)
+                        })
+                        .unwrap();
+                        for got in out {
+                            assert_eq!(
+                                bits(&got),
+                                bits(&expected),
+                                "M={microbatches} W={workers} {route:?} groups={groups}"
+                            );
+                        }
                     }
                 }
             }

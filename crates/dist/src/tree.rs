@@ -94,6 +94,53 @@ pub(crate) fn evaluate<V>(
     Ok(combine(left, right))
 }
 
+/// Whether `range` is a node of the canonical tree over `0..items`.
+fn is_node(items: usize, range: &Range<usize>) -> bool {
+    let mut node = 0..items;
+    loop {
+        if node == *range {
+            return true;
+        }
+        if node.len() < 2 {
+            return false;
+        }
+        let mid = node.start + split_point(node.len());
+        if range.end <= mid {
+            node = node.start..mid;
+        } else if range.start >= mid {
+            node = mid..node.end;
+        } else {
+            return false;
+        }
+    }
+}
+
+/// Pushes the value of node `node` onto `stack`, a left-to-right run of adjacent nodes of
+/// the canonical tree over `0..items`, and replaces the top two by their parent
+/// (`combine(left, right)`) for as long as they are a node's two children: the tree's
+/// additions above the pushed nodes, made as soon as both operands exist. Nodes are
+/// nested or disjoint, so two adjacent nodes whose union is a node are its children.
+/// Pushing the subtree roots of consecutive ranges leaves the roots of their union, and
+/// the stack never holds more than two nodes per level of the tree.
+pub(crate) fn push_node<V>(
+    items: usize,
+    stack: &mut Vec<(Range<usize>, V)>,
+    node: Range<usize>,
+    value: V,
+    combine: &mut dyn FnMut(V, V) -> V,
+) {
+    stack.push((node, value));
+    while let [.., (left, _), (right, _)] = stack.as_slice() {
+        let parent = left.start..right.end;
+        if left.end != right.start || !is_node(items, &parent) {
+            break;
+        }
+        let (_, right) = stack.pop().expect("two nodes");
+        let (_, left) = stack.pop().expect("two nodes");
+        stack.push((parent, combine(left, right)));
+    }
+}
+
 /// `left += right`, element by element: the combine of vectors in the canonical tree.
 pub(crate) fn add_into<T: Float>(mut left: Vec<T>, right: Vec<T>) -> Vec<T> {
     for (l, r) in left.iter_mut().zip(right) {
@@ -333,6 +380,38 @@ mod tests {
                     assert_eq!(at, end);
                     let levels = usize::BITS - items.leading_zeros();
                     assert!(roots.len() <= 2 * levels as usize);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pushing_the_roots_of_groups_leaves_the_roots_of_their_union() {
+        for items in 1..40 {
+            for start in 0..items {
+                for end in start + 1..=items {
+                    for groups in 1..=(end - start).min(5) {
+                        let mut stack = Vec::new();
+                        for g in 0..groups {
+                            let part = owned_range(end - start, groups, g).unwrap();
+                            for node in subtree_roots(items, start + part.start..start + part.end) {
+                                let value = node.clone();
+                                push_node(items, &mut stack, node, value, &mut |l, r| {
+                                    l.start..r.end
+                                });
+                                assert!(
+                                    stack.len()
+                                        <= 2 * (usize::BITS - items.leading_zeros()) as usize
+                                );
+                            }
+                        }
+                        let ranges: Vec<_> = stack.into_iter().map(|(node, _)| node).collect();
+                        assert_eq!(
+                            ranges,
+                            subtree_roots(items, start..end),
+                            "{items} {start}..{end} {groups}"
+                        );
+                    }
                 }
             }
         }
