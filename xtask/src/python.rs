@@ -1,6 +1,7 @@
 //! Python virtual environments under `target/` for the commands that run Python
-//! (`cargo xtask interop`, the pytest suite of the `rlgrad` wheel), and `cargo xtask
-//! pytest`: the wheel built with maturin, installed into its venv, and its pytest suite.
+//! (`cargo xtask interop`, the pytest suite of the `rlgrad` wheel), the wheel built with
+//! maturin (for its tests and for `cargo xtask compare`'s Python workloads), and `cargo
+//! xtask pytest`: the wheel installed into its venv, and its pytest suite.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,12 +64,10 @@ const REQUIREMENTS: [&str; 4] = [
     "hypothesis==6.170.17",
 ];
 
-/// `cargo xtask pytest`: builds the `rlgrad` wheel (release, abi3) with maturin into
-/// `target/python/wheels`, installs it into `target/python/venv`, writes the Rust crates'
-/// results on the parity inputs of returns, mask and optim to
-/// `target/python/rust-outputs` (the bit-equality test reads them), and runs
-/// `crates/python/tests` with pytest.
-pub fn pytest() -> Result<(), String> {
+/// The `rlgrad` wheel (release, abi3) built with maturin into `target/python/wheels`,
+/// with the Python of `target/python/venv` (made or updated first); returns that Python
+/// and the wheel's path.
+pub fn build_wheel() -> Result<(PathBuf, PathBuf), String> {
     let root = crate::root();
     let dir = root.join("target/python");
     let python = venv(&dir, &REQUIREMENTS)?;
@@ -97,20 +96,41 @@ pub fn pytest() -> Result<(), String> {
         .map(|entry| entry.path())
         .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
         .ok_or_else(|| format!("maturin wrote no wheel into {}", wheels.display()))?;
-    status(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(&wheel),
-        "pip install the rlgrad wheel",
-    )?;
+    Ok((python, wheel))
+}
+
+/// `pip install` of `wheel` (no dependencies) with `python`: into its environment, or,
+/// with `target`, into that folder alone (emptied first) for a `PYTHONPATH`.
+pub fn install_wheel(python: &Path, wheel: &Path, target: Option<&Path>) -> Result<(), String> {
+    let mut command = Command::new(python);
+    command.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--force-reinstall",
+        "--no-deps",
+    ]);
+    if let Some(target) = target {
+        if target.exists() {
+            std::fs::remove_dir_all(target)
+                .map_err(|e| format!("cannot clear {}: {e}", target.display()))?;
+        }
+        command.arg("--target").arg(target);
+    }
+    status(command.arg(wheel), "pip install the rlgrad wheel")
+}
+
+/// `cargo xtask pytest`: builds the `rlgrad` wheel ([`build_wheel`]), installs it into
+/// `target/python/venv`, writes the Rust crates' results on the parity inputs of returns,
+/// mask and optim to `target/python/rust-outputs` (the bit-equality test reads them), and
+/// runs `crates/python/tests` with pytest.
+pub fn pytest() -> Result<(), String> {
+    let root = crate::root();
+    let dir = root.join("target/python");
+    let (python, wheel) = build_wheel()?;
+    install_wheel(&python, &wheel, None)?;
     let outputs = dir.join("rust-outputs");
     let written = crate::parity::write_outputs(
         &crate::parity::default_dir(),

@@ -15,12 +15,15 @@
 //! `W3 [2048,64] 1t: 4.80x best peer (jax lax.scan (jit))`.
 //!
 //! The case table is [`workloads::WORKLOADS`]; its module doc says how to give a workload
-//! its rlgrad side.
+//! its rlgrad side. The Python workloads P3 and P4 (rlgrad's wheel from Python beside W3's
+//! and W4's peers, both sides timed by the peers' helpers) run when `--only` names them;
+//! [`python`] says how.
 
 mod bench;
 mod load;
 mod machine;
 mod peers;
+mod python;
 pub(crate) mod report;
 mod workloads;
 
@@ -35,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use report::{PeerRound, RlgradRound, Sitting, ThreadsResult, WorkloadResult};
-use workloads::Workload;
+use workloads::{Runs, Workload};
 
 use crate::isa::IsaSetting;
 
@@ -44,7 +47,8 @@ const DEFAULT_ROUNDS: usize = 3;
 
 /// The options of `cargo xtask compare` (its `--help`).
 pub const OPTIONS: &str = "\
-  --only      workloads W0-W7 (default: all)
+  --only      workloads W0-W7, P3, P4 (default: W0-W7); P3 and P4 are rlgrad's wheel
+              from Python beside W3's and W4's peers (maturin builds the wheel)
   --threads   thread count of both sides (default: both, 1 then 2)
   --isa       cap both sides' vector instruction set: avx512, avx2 or sse2 (default:
               the CPU's widest; see xtask/src/isa.rs for each peer's switch)
@@ -71,7 +75,10 @@ struct Options {
 impl Options {
     fn parse(args: &[String]) -> Result<Self, String> {
         let mut options = Self {
-            workloads: workloads::WORKLOADS.iter().collect(),
+            workloads: workloads::WORKLOADS
+                .iter()
+                .filter(|w| !w.is_python())
+                .collect(),
             threads: vec![1, 2],
             isa: IsaSetting::new(None)?,
             quick: false,
@@ -147,23 +154,42 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let options = Options::parse(args)?;
     let root = crate::root();
     let target = target_dir(&root);
-    let mut bench_targets: Vec<&str> = options
+    let runs: Vec<Runs> = options
         .workloads
         .iter()
-        .filter_map(|w| w.rlgrad.as_ref().map(|side| side.bench))
+        .filter_map(|w| w.rlgrad.as_ref().map(|side| side.runs))
+        .collect();
+    let mut bench_targets: Vec<&str> = runs
+        .iter()
+        .filter_map(|runs| match runs {
+            Runs::Bench(target) => Some(*target),
+            Runs::Python(_) => None,
+        })
         .collect();
     bench_targets.sort_unstable();
     bench_targets.dedup();
     // Neither the peers nor a build are needed when no workload has an rlgrad side.
-    let runner = if bench_targets.is_empty() {
+    let runner = if runs.is_empty() {
         None
     } else {
+        let peers = peers::Peers {
+            env: options.isa.peer_env.clone(),
+            ..peers::Peers::locate(options.peers.clone(), &root)?
+        };
+        let python = runs
+            .iter()
+            .any(|runs| matches!(runs, Runs::Python(_)))
+            .then(|| python::prepare(&peers, &options.isa.rlgrad_env))
+            .transpose()?;
+        let executables = if bench_targets.is_empty() {
+            BTreeMap::new() // `cargo bench --no-run` without a target would build them all
+        } else {
+            bench::build(&bench_targets)?
+        };
         let runner = Runner {
-            peers: peers::Peers {
-                env: options.isa.peer_env.clone(),
-                ..peers::Peers::locate(options.peers.clone(), &root)?
-            },
-            executables: bench::build(&bench_targets)?,
+            peers,
+            python,
+            executables,
             criterion_home: target.join("criterion"),
             rounds_dir: target.join("compare/rounds"),
         };
@@ -207,7 +233,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let result = WorkloadResult {
             id: workload.id,
             title: workload.title,
-            rlgrad_bench: Some(side.bench),
+            rlgrad_bench: Some(side.runs.name()),
             by_threads,
         };
         println!();
@@ -289,9 +315,11 @@ fn write_json<'a>(
     Ok(())
 }
 
-/// What both sides need to run: the peers, the built benches, and where results go.
+/// What both sides need to run: the peers, the built benches, the Python workloads'
+/// drivers (when one is selected), and where results go.
 struct Runner {
     peers: peers::Peers,
+    python: Option<python::Sides>,
     executables: BTreeMap<String, PathBuf>,
     criterion_home: PathBuf,
     rounds_dir: PathBuf,
@@ -362,11 +390,17 @@ impl Runner {
             workload.id
         ));
         let clock = Instant::now();
+        let python = match side.runs {
+            Runs::Bench(_) => None,
+            Runs::Python(_) => Some(self.python.as_ref().expect("prepared for Python workloads")),
+        };
+        let peer_driver = python.map_or_else(|| self.peers.run_sh(), |p| p.peers.clone());
         // The W0 probe (for the bounds) runs once per thread count, in the first round.
-        let bounds = round == 1;
+        let bounds = round == 1 && python.is_none();
         let peer_round = self
             .peers
             .run(
+                &peer_driver,
                 workload.id,
                 threads,
                 options.quick,
@@ -374,23 +408,52 @@ impl Runner {
                 &file,
                 options.verbose,
             )
-            .map(|(run, failure_reasons)| PeerRound {
+            .map(|(run, output)| PeerRound {
                 run,
-                failure_reasons,
+                failure_reasons: peers::failure_reasons(&output),
             });
         print!(" {:.0} s, rlgrad", clock.elapsed().as_secs_f64());
         let _ = std::io::stdout().flush();
         let clock = Instant::now();
-        let rlgrad_round = bench::run(
-            &self.executables[side.bench],
-            threads,
-            options.quick,
-            &ids,
-            &self.criterion_home,
-            &options.isa.rlgrad_env,
-            options.verbose,
-        )
-        .map(|run| rlgrad_estimates(run, side.cases, threads, &self.criterion_home));
+        let rlgrad_round = match python {
+            Some(python) => {
+                let file = file.with_file_name(format!(
+                    "{}-{threads}t-round{round}-rlgrad.json",
+                    workload.id
+                ));
+                let started = SystemTime::now();
+                self.peers
+                    .run(
+                        &python.rlgrad,
+                        workload.id,
+                        threads,
+                        options.quick,
+                        false,
+                        &file,
+                        options.verbose,
+                    )
+                    .map(|(run, output)| {
+                        python::rlgrad_round(
+                            workload.id,
+                            side.cases,
+                            threads,
+                            &run,
+                            &output,
+                            started,
+                        )
+                    })
+            }
+            None => bench::run(
+                &self.executables[side.runs.name()],
+                threads,
+                options.quick,
+                &ids,
+                &self.criterion_home,
+                &options.isa.rlgrad_env,
+                options.verbose,
+            )
+            .map(|run| rlgrad_estimates(run, side.cases, threads, &self.criterion_home)),
+        };
         println!(" {:.0} s", clock.elapsed().as_secs_f64());
         if let Ok(peer_round) = &peer_round {
             peer_versions.extend(peer_round.run.versions.clone());
@@ -441,7 +504,15 @@ mod tests {
         assert!(capped.isa.capped);
 
         let defaults = Options::parse(&[]).unwrap();
-        assert_eq!(defaults.workloads.len(), 8);
+        assert_eq!(
+            defaults.workloads.len(),
+            8,
+            "W0-W7; P3 and P4 only when named"
+        );
+        assert!(defaults.workloads.iter().all(|w| !w.is_python()));
+        let python = Options::parse(&args("--only P3,p4")).unwrap();
+        let ids: Vec<&str> = python.workloads.iter().map(|w| w.id).collect();
+        assert_eq!(ids, ["P3", "P4"]);
         assert_eq!(defaults.threads, [1, 2]);
         assert_eq!(defaults.rounds, DEFAULT_ROUNDS);
     }

@@ -1,10 +1,13 @@
-//! The peer side: `run.sh` of `../shared/peers` for one workload at one thread count, and
+//! The peer side: `run.sh` of `../shared/peers` (or another [`Driver`] that takes its
+//! options: `compare.py` of the Python workloads) for one workload at one thread count, and
 //! its results JSON (`run.py`'s schema: `rows`, `jobs`, `versions`,
 //! `bandwidth_gbps_for_bounds`). A driver that fails its float64 check (or crashes) exits
 //! non-zero; `run.py` then records the job as failed, keeps none of its rows, and prints
 //! the driver's last output lines, from which [`failure_reasons`] takes the why.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +21,26 @@ pub struct Peers {
     pub venv: PathBuf,
     /// Set for every run of the drivers (the `--isa` switches).
     pub env: BTreeMap<String, String>,
+}
+
+/// A program that takes `run.sh`'s options and writes `run.py`'s results JSON: the peers'
+/// `run.sh`, or `crates/python/bench/compare.py` for one side of a Python workload.
+#[derive(Debug, Clone)]
+pub struct Driver {
+    pub program: PathBuf,
+    /// Its arguments before `run.sh`'s options.
+    pub args: Vec<OsString>,
+    /// Set for its runs, after [`Peers::env`].
+    pub env: Vec<(String, OsString)>,
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.program.display())?;
+        self.args
+            .iter()
+            .try_for_each(|arg| write!(f, " {}", arg.to_string_lossy()))
+    }
 }
 
 impl Peers {
@@ -56,18 +79,29 @@ impl Peers {
         })
     }
 
-    /// Runs `run.sh` for `workload` at `threads`, results to `out`; with `bounds`, its W0
-    /// probe runs too (W1-W4). Returns the parsed results and why jobs failed; an error
-    /// only when there are no results at all.
+    /// The peers' own driver, `run.sh`.
+    pub fn run_sh(&self) -> Driver {
+        Driver {
+            program: PathBuf::from("bash"),
+            args: vec![self.dir.join("run.sh").into()],
+            env: Vec::new(),
+        }
+    }
+
+    /// Runs `driver` for `workload` at `threads`, results to `out`; with `bounds`, its W0
+    /// probe runs too (W1-W4). Returns the parsed results and the driver's output (see
+    /// [`failure_reasons`]); an error only when there are no results at all.
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
+        driver: &Driver,
         workload: &str,
         threads: usize,
         quick: bool,
         bounds: bool,
         out: &Path,
         verbose: bool,
-    ) -> Result<(PeerRun, BTreeMap<String, String>), String> {
+    ) -> Result<(PeerRun, String), String> {
         let threads = threads.to_string();
         let mut args = vec!["--only", workload, "--threads", &threads];
         if quick {
@@ -80,19 +114,25 @@ impl Peers {
         args.extend(["--out", &out_arg]);
         // A results file left by an earlier sitting must not pass for this run's.
         let _ = std::fs::remove_file(out);
-        let mut child = Command::new("bash")
-            .arg(self.dir.join("run.sh"))
+        let mut child = Command::new(&driver.program)
+            .args(&driver.args)
             .args(&args)
             .env("PEERS_VENV", &self.venv)
+            // The Python workloads' drivers import the peers' modules from RLGRAD_PEERS and
+            // must not write bytecode there (the folder may be read-only; run.sh says the
+            // same for its own runs).
+            .env("RLGRAD_PEERS", &self.dir)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .envs(&self.env)
+            .envs(driver.env.clone())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("cannot run {}/run.sh: {e}", self.dir.display()))?;
+            .map_err(|e| format!("cannot run {driver}: {e}"))?;
         let mut output = String::new();
         let stdout = child.stdout.take().expect("stdout is piped");
         for line in BufReader::new(stdout).lines() {
-            let line = line.map_err(|e| format!("reading run.sh's output: {e}"))?;
+            let line = line.map_err(|e| format!("reading the output of {driver}: {e}"))?;
             if verbose {
                 println!("    {line}");
             }
@@ -101,17 +141,17 @@ impl Peers {
         }
         let status = child
             .wait()
-            .map_err(|e| format!("waiting for run.sh: {e}"))?;
+            .map_err(|e| format!("waiting for {driver}: {e}"))?;
         let text = std::fs::read_to_string(out).map_err(|e| {
             let tail: Vec<&str> = output.lines().rev().take(10).collect();
             format!(
-                "run.sh {} ({status}) wrote no results to {} ({e}); its last lines:\n{}",
+                "{driver} {} ({status}) wrote no results to {} ({e}); its last lines:\n{}",
                 args.join(" "),
                 out.display(),
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             )
         })?;
-        Ok((parse(&text)?, failure_reasons(&output)))
+        Ok((parse(&text)?, output))
     }
 }
 

@@ -1,5 +1,6 @@
 //! The peers' workloads W0-W7 and, for each, the rlgrad bench cases that do the same
-//! thing: same shapes, f32, same formulation, same thread count.
+//! thing: same shapes, f32, same formulation, same thread count; and the Python workloads
+//! P3 and P4, rlgrad's wheel called from Python beside W3's and W4's peers.
 //!
 //! Giving a workload its rlgrad side is one entry here plus its bench:
 //!
@@ -8,9 +9,15 @@
 //!    `rlgrad_benches::thread_counts()`, times inside `Threads::bench`, and calls
 //!    `rlgrad_benches::check` on each compared case before timing it (`returns.rs` is
 //!    the model);
-//! 2. `rlgrad: Some(RlgradSide { bench: "<name>", cases: &[...] })` on the workload below,
-//!    one [`Case`] per peer case (W6's and W7's peer case names go on with the block size,
-//!    which `--quick` changes, so their cases match on the prefix `batch 100` / `batch 256`).
+//! 2. `rlgrad: Some(RlgradSide { runs: Runs::Bench("<name>"), cases: &[...] })` on the
+//!    workload below, one [`Case`] per peer case (W6's and W7's peer case names go on with
+//!    the block size, which `--quick` changes, so their cases match on the prefix
+//!    `batch 100` / `batch 256`).
+//!
+//! A Python workload has both sides in one driver, `crates/python/bench/p<N>_*.py` (the
+//! peers' driver schema, with an `rlgrad` group that prints the same `compare-check`
+//! lines as the benches), run through `crates/python/bench/compare.py`: its entry is
+//! `Runs::Python("<driver file>")` and one [`python_case`] per rlgrad row.
 
 /// One workload of the peer drivers (`w<N>_*.py`).
 #[derive(Debug)]
@@ -22,22 +29,43 @@ pub struct Workload {
     pub rlgrad: Option<RlgradSide>,
 }
 
-/// The bench target that runs a workload's cases on rlgrad's side.
+/// What runs a workload's cases on rlgrad's side, and the cases.
 #[derive(Debug)]
 pub struct RlgradSide {
-    /// The bench target of the `rlgrad-benches` package (`benches/benches/<bench>.rs`).
-    pub bench: &'static str,
+    pub runs: Runs,
     pub cases: &'static [Case],
 }
 
-/// One compared case: a criterion bench and the peer rows that compute the same thing.
+/// Who times rlgrad's side of a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    /// A criterion bench target of the `rlgrad-benches` package (`benches/benches/<name>.rs`).
+    Bench(&'static str),
+    /// The `rlgrad` group of a Python driver in `crates/python/bench/` (file name), whose
+    /// other groups are the workload's peers: both sides run through `compare.py`.
+    Python(&'static str),
+}
+
+impl Runs {
+    /// The bench target or the driver's file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bench(name) | Self::Python(name) => name,
+        }
+    }
+}
+
+/// One compared case: a criterion bench (or a Python driver's rlgrad row) and the peer
+/// rows that compute the same thing.
 #[derive(Debug)]
 pub struct Case {
     /// How tables and summary lines name the case (no `:`; summary lines split on it).
     pub label: &'static str,
-    /// The criterion group of the bench (`returns_f32/2048x64`).
+    /// The criterion group of the bench (`returns_f32/2048x64`); for a Python driver, its
+    /// case name (the same as `peer_case`).
     pub group: &'static str,
-    /// The criterion function; the bench appends the thread count: `gae` -> `gae/1t`.
+    /// The criterion function; the bench appends the thread count: `gae` -> `gae/1t`. For
+    /// a Python driver, the rlgrad row's implementation name.
     pub function: &'static str,
     /// The peers' case name, as in their JSON rows; a name that goes on with `, ...`
     /// (W6/W7 add the block size) matches too.
@@ -102,6 +130,25 @@ const UNPADS: PeerImpls = PeerImpls {
     excluding: &[],
 };
 
+/// A case of a Python driver: its rlgrad row `function` of driver case `peer_case`, against
+/// the peer rows `peer_impls` of that case (no bandwidth bound: a Python call's own cost
+/// is what the Python workloads measure).
+const fn python_case(
+    label: &'static str,
+    peer_case: &'static str,
+    function: &'static str,
+    peer_impls: PeerImpls,
+) -> Case {
+    Case {
+        label,
+        group: peer_case,
+        function,
+        peer_case,
+        peer_impls,
+        bound: None,
+    }
+}
+
 const fn padding(
     label: &'static str,
     group: &'static str,
@@ -125,7 +172,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W0",
         title: "memory bandwidth: a copy of 64M f32 (Rust's loop, not an rlgrad kernel)",
         rlgrad: Some(RlgradSide {
-            bench: "reduce",
+            runs: Runs::Bench("reduce"),
             cases: &[Case {
                 label: "copy 64M",
                 group: "sum_64m_f32",
@@ -143,7 +190,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W1",
         title: "one Adam step on one flat f32 parameter (PyTorch's formula)",
         rlgrad: Some(RlgradSide {
-            bench: "optim",
+            runs: Runs::Bench("optim"),
             cases: &[
                 Case {
                     label: "P=1M",
@@ -168,7 +215,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W2",
         title: "discounted returns with episode ends, [T, B] f32, gamma 0.99",
         rlgrad: Some(RlgradSide {
-            bench: "returns",
+            runs: Runs::Bench("returns"),
             cases: &[
                 Case {
                     label: "[2048,64]",
@@ -200,7 +247,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W3",
         title: "GAE advantages (gamma 0.99, lambda 0.95), [T, B] f32",
         rlgrad: Some(RlgradSide {
-            bench: "returns",
+            runs: Runs::Bench("returns"),
             cases: &[
                 Case {
                     label: "[2048,64]",
@@ -225,37 +272,23 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W4",
         title: "pad / unpad of ragged f32 sequences (pad: fresh or preallocated output)",
         rlgrad: Some(RlgradSide {
-            bench: "mask",
+            runs: Runs::Bench("mask"),
             cases: &[
-                padding(
-                    "seed pad",
-                    "mask_f32/seed",
-                    "pad",
-                    "seed B=100 L~U[10,50) F=10",
-                    FRESH_PADS,
-                    "128K",
-                ),
+                padding("seed pad", "mask_f32/seed", "pad", SEED, FRESH_PADS, "128K"),
                 padding(
                     "seed pad_into",
                     "mask_f32/seed",
                     "pad_into",
-                    "seed B=100 L~U[10,50) F=10",
+                    SEED,
                     PREALLOCATED_PAD,
                     "128K",
                 ),
-                padding(
-                    "seed unpad",
-                    "mask_f32/seed",
-                    "unpad",
-                    "seed B=100 L~U[10,50) F=10",
-                    UNPADS,
-                    "128K",
-                ),
+                padding("seed unpad", "mask_f32/seed", "unpad", SEED, UNPADS, "128K"),
                 padding(
                     "large pad",
                     "mask_f32/large",
                     "pad",
-                    "large B=1024 L~U[1,200) F=64",
+                    LARGE,
                     FRESH_PADS,
                     "16M",
                 ),
@@ -263,7 +296,7 @@ pub const WORKLOADS: &[Workload] = &[
                     "large pad_into",
                     "mask_f32/large",
                     "pad_into",
-                    "large B=1024 L~U[1,200) F=64",
+                    LARGE,
                     PREALLOCATED_PAD,
                     "16M",
                 ),
@@ -271,7 +304,7 @@ pub const WORKLOADS: &[Workload] = &[
                     "large unpad",
                     "mask_f32/large",
                     "unpad",
-                    "large B=1024 L~U[1,200) F=64",
+                    LARGE,
                     UNPADS,
                     "16M",
                 ),
@@ -282,7 +315,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W5",
         title: "masked mean, forward + backward, x [256, 200] f32",
         rlgrad: Some(RlgradSide {
-            bench: "mask",
+            runs: Runs::Bench("mask"),
             cases: &[Case {
                 label: "[256,200]",
                 group: "mask_f32/masked_mean",
@@ -300,7 +333,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W6",
         title: "training step of the seed MLP 8-64-64-1, batch 100, Adam 5e-4",
         rlgrad: Some(RlgradSide {
-            bench: "autodiff",
+            runs: Runs::Bench("autodiff"),
             cases: &[
                 Case {
                     label: "seed MLP step",
@@ -327,7 +360,7 @@ pub const WORKLOADS: &[Workload] = &[
         id: "W7",
         title: "TD3 iteration (400-300 actor, twin 400-300 critics, batch 256)",
         rlgrad: Some(RlgradSide {
-            bench: "autodiff",
+            runs: Runs::Bench("autodiff"),
             cases: &[Case {
                 label: "TD3 iteration",
                 group: "autodiff_f32/w7_td3",
@@ -338,7 +371,70 @@ pub const WORKLOADS: &[Workload] = &[
             }],
         }),
     },
+    Workload {
+        id: "P3",
+        title: "rlgrad.returns.gae from Python beside W3's peers, [T, B] f32",
+        rlgrad: Some(RlgradSide {
+            runs: Runs::Python("p3_gae.py"),
+            cases: &[
+                python_case("[128,8]", "T=128,B=8", GAE_NUMPY, PeerImpls::ALL),
+                python_case("[128,8] torch", "T=128,B=8", GAE_TORCH, PeerImpls::ALL),
+                python_case("[2048,64]", "T=2048,B=64", GAE_NUMPY, PeerImpls::ALL),
+                python_case("[2048,64] torch", "T=2048,B=64", GAE_TORCH, PeerImpls::ALL),
+                python_case("[128,1024]", "T=128,B=1024", GAE_NUMPY, PeerImpls::ALL),
+                python_case(
+                    "[128,1024] torch",
+                    "T=128,B=1024",
+                    GAE_TORCH,
+                    PeerImpls::ALL,
+                ),
+            ],
+        }),
+    },
+    Workload {
+        id: "P4",
+        title: "rlgrad.mask.pad / unpad from Python beside W4's numpy and torch peers, f32",
+        rlgrad: Some(RlgradSide {
+            runs: Runs::Python("p4_padding.py"),
+            cases: &[
+                python_case("seed pad", SEED, PAD_NUMPY, FRESH_PADS),
+                python_case("seed pad torch", SEED, PAD_TORCH, FRESH_PADS),
+                python_case("seed unpad", SEED, UNPAD_NUMPY, UNPADS),
+                python_case("seed unpad torch", SEED, UNPAD_TORCH, UNPADS),
+                python_case("large pad", LARGE, PAD_NUMPY, FRESH_PADS),
+                python_case("large pad torch", LARGE, PAD_TORCH, FRESH_PADS),
+                python_case("large unpad", LARGE, UNPAD_NUMPY, UNPADS),
+                python_case("large unpad torch", LARGE, UNPAD_TORCH, UNPADS),
+            ],
+        }),
+    },
 ];
+
+// The rlgrad rows of the Python drivers: NumPy arrays in and out, or PyTorch CPU tensors
+// through `.numpy()` and `torch.from_numpy`.
+const GAE_NUMPY: &str = "rlgrad.returns.gae (numpy)";
+const GAE_TORCH: &str = "rlgrad.returns.gae (torch tensors)";
+const PAD_NUMPY: &str = "pad rlgrad.mask.pad (numpy)";
+const PAD_TORCH: &str = "pad rlgrad.mask.pad (torch tensors)";
+const UNPAD_NUMPY: &str = "unpad rlgrad.mask.unpad (numpy)";
+const UNPAD_TORCH: &str = "unpad rlgrad.mask.unpad (torch tensors)";
+// W4's case names (P4 runs W4's code).
+const SEED: &str = "seed B=100 L~U[10,50) F=10";
+const LARGE: &str = "large B=1024 L~U[1,200) F=64";
+
+impl Workload {
+    /// Whether rlgrad's side is Python: such workloads run only when `--only` names them
+    /// (they build the wheel, which needs maturin from PyPI).
+    pub fn is_python(&self) -> bool {
+        matches!(
+            self.rlgrad,
+            Some(RlgradSide {
+                runs: Runs::Python(_),
+                ..
+            })
+        )
+    }
+}
 
 /// The workload `id` (case-insensitive), or an error listing the known ones.
 pub fn find(id: &str) -> Result<&'static Workload, String> {
@@ -394,6 +490,26 @@ mod tests {
         };
         assert!(mlp_step.matches_peer_case("batch 100, 400 steps/block"));
         assert!(!mlp_step.matches_peer_case("batch 1000"));
+    }
+
+    #[test]
+    fn python_workloads_name_their_driver_and_its_rlgrad_rows() {
+        let driver_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/python/bench");
+        for id in ["P3", "P4"] {
+            let workload = find(id).unwrap();
+            assert!(workload.is_python());
+            let side = workload.rlgrad.as_ref().unwrap();
+            assert!(driver_dir.join(side.runs.name()).is_file(), "{id}");
+        }
+        assert!(!find("W3").unwrap().is_python());
+        let small = &find("p3").unwrap().rlgrad.as_ref().unwrap().cases[0];
+        // The id the driver's check line carries: its case, its row, the thread count.
+        assert_eq!(small.bench_id(1), "T=128,B=8/rlgrad.returns.gae (numpy)/1t");
+        assert!(small.matches_peer_case("T=128,B=8"));
+        let large_pad = &find("P4").unwrap().rlgrad.as_ref().unwrap().cases[4];
+        assert_eq!(large_pad.label, "large pad");
+        assert!(large_pad.peer_impls.matches("pad torch pad_sequence(list)"));
     }
 
     #[test]
