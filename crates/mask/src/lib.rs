@@ -62,7 +62,9 @@ mod padding;
 mod reductions;
 
 pub use chop::{ChopConfig, Column, SequenceBatch, chop_into_sequences};
-pub use padding::{pad, pad_into, pad_time_major, unpad, unpad_into, unpad_time_major};
+pub use padding::{
+    pad, pad_into, pad_time_major, pad_with, unpad, unpad_into, unpad_time_major, unpad_with,
+};
 pub use reductions::{
     masked_mean, masked_mean_backward, masked_normalize, masked_normalize_backward, masked_std,
     masked_std_backward, masked_sum, masked_sum_backward, masked_var, masked_var_backward,

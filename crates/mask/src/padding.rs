@@ -19,6 +19,19 @@ pub fn pad_time_major<T: Float>(seqs: &Sequences, flat: &[T], features: usize) -
     kernel::pad_new(Par::auto(), seqs, features, PadOrder::TimeMajor, flat)
 }
 
+/// [`pad`] or [`pad_time_major`] with the parallelism you choose: a fresh buffer, written
+/// once (large outputs take fresh zeroed pages and write the rows into them; smaller
+/// ones write rows and padding in one pass), where [`pad_into`] must zero yours first.
+pub fn pad_with<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    flat: &[T],
+    features: usize,
+    order: PadOrder,
+) -> Result<Vec<T>> {
+    kernel::pad_new(par, seqs, features, order, flat)
+}
+
 /// [`pad`] or [`pad_time_major`] into your buffer, with the parallelism you choose. Every
 /// element of `padded` is written (padding with zeros).
 pub fn pad_into<T: Float>(
@@ -45,6 +58,18 @@ pub fn unpad_time_major<T: Float>(
     features: usize,
 ) -> Result<Vec<T>> {
     kernel::unpad_new(Par::auto(), seqs, features, PadOrder::TimeMajor, padded)
+}
+
+/// [`unpad`] or [`unpad_time_major`] with the parallelism you choose, into a fresh buffer
+/// written once.
+pub fn unpad_with<T: Float>(
+    par: Par,
+    seqs: &Sequences,
+    padded: &[T],
+    features: usize,
+    order: PadOrder,
+) -> Result<Vec<T>> {
+    kernel::unpad_new(par, seqs, features, order, padded)
 }
 
 /// [`unpad`] or [`unpad_time_major`] into your buffer, with the parallelism you choose.

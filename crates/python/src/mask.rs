@@ -6,9 +6,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use rlgrad_mask::{ChopConfig, PadOrder, Sequences};
 
-use crate::arrays::{
-    Input, Real, by_dtype, error, input, par, product, to_numpy, value_error, zeroed,
-};
+use crate::arrays::{Input, Real, by_dtype, error, input, par, product, to_numpy, value_error};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sequence_mask, module)?)?;
@@ -165,19 +163,10 @@ fn pad_of<'py, T: Real>(
     let features = product(F, "flat", &shape[1..])?;
     let mut out_shape = vec![seqs.batch(), seqs.max_len()];
     out_shape.extend_from_slice(&shape[1..]);
-    let mut padded = zeroed::<T>(F, product(F, "max_len", &out_shape)?)?;
     let (data, par) = (flat.data(), par(threads));
-    py.detach(|| {
-        rlgrad_mask::pad_into(
-            par,
-            &seqs,
-            data,
-            features,
-            PadOrder::BatchMajor,
-            &mut padded,
-        )
-    })
-    .map_err(error)?;
+    let padded = py
+        .detach(|| rlgrad_mask::pad_with(par, &seqs, data, features, PadOrder::BatchMajor))
+        .map_err(error)?;
     to_numpy(py, padded, &out_shape)
 }
 
@@ -213,12 +202,10 @@ fn unpad_of<'py, T: Real>(
     let (x, seqs, features) = padded_input::<T>(F, "padded", padded, lengths)?;
     let mut out_shape = vec![seqs.total()];
     out_shape.extend_from_slice(&x.shape()[2..]);
-    let mut flat = zeroed::<T>(F, product(F, "lengths", &out_shape)?)?;
     let (data, par) = (x.data(), par(threads));
-    py.detach(|| {
-        rlgrad_mask::unpad_into(par, &seqs, data, features, PadOrder::BatchMajor, &mut flat)
-    })
-    .map_err(error)?;
+    let flat = py
+        .detach(|| rlgrad_mask::unpad_with(par, &seqs, data, features, PadOrder::BatchMajor))
+        .map_err(error)?;
     to_numpy(py, flat, &out_shape)
 }
 
