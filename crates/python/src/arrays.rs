@@ -161,16 +161,10 @@ pub fn same_shape(
     }
 }
 
-/// A zeroed output of `len` elements, allocated fallibly.
-pub fn zeroed<T: Real>(function: &str, len: usize) -> PyResult<Vec<T>> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| {
-        PyMemoryError::new_err(format!(
-            "{function}: cannot allocate an output of {len} elements"
-        ))
-    })?;
-    out.resize(len, T::zero());
-    Ok(out)
+/// A zeroed output of `len` elements, allocated fallibly: fresh zero pages from the
+/// allocator, so the kernel that fills it is the only pass that writes it.
+pub fn zeroed<T: Real>(function: &'static str, len: usize) -> PyResult<Vec<T>> {
+    rlgrad_core::cpu::alloc::try_zeroed(len, function, "output").map_err(error)
 }
 
 /// `values` as a NumPy array of shape `shape`, without a copy (NumPy owns the `Vec`).
