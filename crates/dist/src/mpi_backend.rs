@@ -35,8 +35,9 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// before that.
 ///
 /// MPI cannot cancel a collective: after a timeout the request and its buffers are
-/// leaked on purpose (MPI may still write them when the late rank arrives), a broadcast
-/// leaves its `data` empty, and every later collective of this value fails at once.
+/// leaked on purpose (MPI may still write them when the late rank arrives; a broadcast
+/// that times out moving the bytes leaves its `data` empty), and every later collective
+/// of this value fails at once.
 /// Dropping it then still finalizes MPI, which waits for the other ranks; a program that
 /// must stop at once ends with [`std::process::exit`] and `mpirun` ends the job.
 ///
