@@ -587,7 +587,7 @@ fn nccl_tests() -> Result<(), String> {
 const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
 /// rlgrad-dist's MPI backend: clippy with the feature, its test binaries (`mpi`, and
-/// `mpi_timeout`: a rank that skips a collective) under `mpirun -np W` for each of
+/// `mpi_timeout` once per collective: a rank that skips it) under `mpirun -np W` for each of
 /// [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
 /// which must be the same for all of them and for one process with `--accumulate 4`;
 /// skipped with the reason where MPI is missing.
@@ -612,33 +612,48 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         ],
         &[],
     )?;
-    let tests = ["mpi", "mpi_timeout"];
+    // Each test with the arguments of its runs: mpi_timeout's names the collective its
+    // last rank skips (at W = 1, where no rank can be missing, it skips the fault).
+    let tests: [(&str, &[&str]); 2] = [
+        ("mpi", &[]),
+        (
+            "mpi_timeout",
+            &["barrier", "all_gather", "all_to_all", "broadcast"],
+        ),
+    ];
     let binaries = test_binaries(&[
         "-p",
         "rlgrad-dist",
         "--features",
         "mpi",
         "--test",
-        tests[0],
+        tests[0].0,
         "--test",
-        tests[1],
+        tests[1].0,
     ])
     .map_err(|e| format!("building rlgrad-dist's MPI tests: {e}"))?;
-    for test in tests {
+    for (test, collectives) in tests {
         let binary = binaries
             .iter()
             .find(|(name, _)| name == test)
             .map(|(_, path)| path)
             .ok_or_else(|| format!("cargo named no executable for rlgrad-dist's `{test}` test"))?;
-        // mpi_timeout skips its fault at W = 1, where no rank can be missing.
+        let runs: Vec<Vec<&str>> = if collectives.is_empty() {
+            vec![Vec::new()]
+        } else {
+            collectives.iter().map(|c| vec![*c]).collect()
+        };
         for world in MPI_WORLD_SIZES {
-            let status = mpirun(world, binary, &[])
-                .status()
-                .map_err(|e| format!("cannot run mpirun: {e}"))?;
-            if !status.success() {
-                return Err(format!(
-                    "rlgrad-dist's `{test}` test failed under mpirun -np {world} ({status})"
-                ));
+            for args in &runs {
+                let status = mpirun(world, binary, args)
+                    .status()
+                    .map_err(|e| format!("cannot run mpirun: {e}"))?;
+                if !status.success() {
+                    return Err(format!(
+                        "rlgrad-dist's `{test}` test {args:?} failed under mpirun -np {world} \
+                         ({status})"
+                    ));
+                }
             }
         }
     }
