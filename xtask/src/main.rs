@@ -586,8 +586,9 @@ fn nccl_tests() -> Result<(), String> {
 /// The world sizes the MPI tests run at; more ranks than cores is fine (--oversubscribe).
 const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
-/// rlgrad-dist's MPI backend: clippy with the feature, its test binary under
-/// `mpirun -np W` for each of [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
+/// rlgrad-dist's MPI backend: clippy with the feature, its test binaries (`mpi`, and
+/// `mpi_timeout` once per collective: a rank that skips it) under `mpirun -np W` for each of
+/// [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
 /// which must be the same for all of them and for one process with `--accumulate 4`;
 /// skipped with the reason where MPI is missing.
 fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
@@ -611,20 +612,49 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         ],
         &[],
     )?;
-    let binary = test_binaries(&["-p", "rlgrad-dist", "--features", "mpi", "--test", "mpi"])
-        .map_err(|e| format!("building rlgrad-dist's MPI test: {e}"))?
-        .into_iter()
-        .find(|(name, _)| name == "mpi")
-        .map(|(_, path)| path)
-        .ok_or("cargo named no executable for rlgrad-dist's MPI test")?;
-    for world in MPI_WORLD_SIZES {
-        let status = mpirun(world, &binary, &[])
-            .status()
-            .map_err(|e| format!("cannot run mpirun: {e}"))?;
-        if !status.success() {
-            return Err(format!(
-                "rlgrad-dist's MPI test failed under mpirun -np {world} ({status})"
-            ));
+    // Each test with the arguments of its runs: mpi_timeout's names the collective its
+    // last rank skips (at W = 1, where no rank can be missing, it skips the fault).
+    let tests: [(&str, &[&str]); 2] = [
+        ("mpi", &[]),
+        (
+            "mpi_timeout",
+            &["barrier", "all_gather", "all_to_all", "broadcast"],
+        ),
+    ];
+    let binaries = test_binaries(&[
+        "-p",
+        "rlgrad-dist",
+        "--features",
+        "mpi",
+        "--test",
+        tests[0].0,
+        "--test",
+        tests[1].0,
+    ])
+    .map_err(|e| format!("building rlgrad-dist's MPI tests: {e}"))?;
+    for (test, collectives) in tests {
+        let binary = binaries
+            .iter()
+            .find(|(name, _)| name == test)
+            .map(|(_, path)| path)
+            .ok_or_else(|| format!("cargo named no executable for rlgrad-dist's `{test}` test"))?;
+        let runs: Vec<Vec<&str>> = if collectives.is_empty() {
+            vec![Vec::new()]
+        } else {
+            collectives.iter().map(|c| vec![*c]).collect()
+        };
+        for world in MPI_WORLD_SIZES {
+            for args in &runs {
+                let status = mpirun(world, binary, args)
+                    .status()
+                    .map_err(|e| format!("cannot run mpirun: {e}"))?;
+                if !status.success() {
+                    return Err(format!(
+                        "rlgrad-dist's `{test}` test {args:?} failed under mpirun -np {world} \
+                         ({status})"
+                    ));
+                }
+            }
         }
     }
     // The ppo_dist example, a short run per world size: one fingerprint for all of them.

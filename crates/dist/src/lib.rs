@@ -8,11 +8,11 @@
 //!   timeout that turns a dead worker into an error naming its rank)
 #![cfg_attr(
     feature = "mpi",
-    doc = "  and [`Mpi`] (the system MPI through rsmpi, feature `mpi`)."
+    doc = "  and [`Mpi`] (the system MPI through rsmpi, feature `mpi`, with a timeout too)."
 )]
 #![cfg_attr(
     not(feature = "mpi"),
-    doc = "  and `Mpi` (the system MPI through rsmpi, behind the feature `mpi`)."
+    doc = "  and `Mpi` (the system MPI through rsmpi, behind the feature `mpi`, with a timeout too)."
 )]
 //! - [`all_reduce`] and [`GradientReducer`]: the canonical sum over microbatches; the
 //!   reducer works on a named parameter list, checks at the first step that every rank

@@ -1,10 +1,15 @@
 //! The `Mpi` backend: one process per rank on the system MPI, through rsmpi.
 
+use std::cell::Cell;
 use std::fmt;
+use std::mem;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use mpi::Count;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
+use mpi::request::{Request, Scope, scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use rlgrad_core::{Error, Result};
@@ -17,9 +22,24 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// Messages are bytes (`MPI_BYTE`) moved by `MPI_Allgatherv`, `MPI_Alltoallv`,
 /// `MPI_Bcast` and `MPI_Barrier`, each preceded by an exchange of the lengths; MPI adds no
 /// floats, so the results are those of every other backend. MPI is finalized when the
-/// value is dropped. MPI's collectives block without a timeout: when a rank dies, Open
-/// MPI's `mpirun` ends the whole job (its default), so the others do not hang; a rank
-/// that stalls without dying stalls the job.
+/// value is dropped.
+///
+/// Each collective waits at most [`Mpi::timeout`] ([`Mpi::DEFAULT_TIMEOUT`], a minute,
+/// unless [`Mpi::with_timeout`] sets another) for the other ranks: it starts the
+/// non-blocking form (`MPI_Iallgatherv`, `MPI_Ialltoallv`, `MPI_Ibcast`, `MPI_Ibarrier`)
+/// and tests it, at full speed for its first 50 ms and then once a millisecond, so a
+/// rank that waits long does not hold a core. When a rank stalls (or never calls the
+/// collective), the others fail after the timeout with an error naming the collective,
+/// the timeout, their own rank and the world size; MPI does not tell which rank is
+/// missing. When a rank dies, Open MPI's `mpirun` ends the whole job (its default)
+/// before that.
+///
+/// MPI cannot cancel a collective: after a timeout the request and its buffers are
+/// leaked on purpose (MPI may still write them when the late rank arrives; a broadcast
+/// that times out moving the bytes leaves its `data` empty), and every later collective
+/// of this value fails at once.
+/// Dropping it then still finalizes MPI, which waits for the other ranks; a program that
+/// must stop at once ends with [`std::process::exit`] and `mpirun` ends the job.
 ///
 /// ```no_run
 /// use rlgrad_dist::{Collective, Mpi};
@@ -29,6 +49,9 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// ```
 pub struct Mpi {
     world: SimpleCommunicator,
+    timeout: Duration,
+    // The collective that timed out: the communicator is unusable from then on.
+    broken: Cell<Option<&'static str>>,
     // Dropped after `world`: finalizes MPI.
     _universe: Universe,
 }
@@ -38,33 +61,145 @@ impl fmt::Debug for Mpi {
         f.debug_struct("Mpi")
             .field("rank", &self.world.rank())
             .field("size", &self.world.size())
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
+/// How long a collective tests its request at full speed before it sleeps between tests:
+/// long enough for the collectives of a training step, whose progress MPI makes only
+/// inside such tests.
+const SPIN: Duration = Duration::from_millis(50);
+
+/// The pause between two tests after [`SPIN`]: the timeout's precision.
+const PAUSE: Duration = Duration::from_millis(1);
+
 impl Mpi {
-    /// Initializes MPI and returns the world communicator. An error when MPI was
-    /// initialized already in this process (one `Mpi` per process).
+    /// The timeout of [`Mpi::init`]: a minute, well above any collective of a training
+    /// step, so that only a stalled or missing rank reaches it.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// Initializes MPI and returns the world communicator, whose collectives time out
+    /// after [`Mpi::DEFAULT_TIMEOUT`]. An error when MPI was initialized already in this
+    /// process (one `Mpi` per process).
     pub fn init() -> Result<Mpi> {
+        Self::with_timeout(Self::DEFAULT_TIMEOUT)
+    }
+
+    /// [`Mpi::init`] whose collectives wait at most `timeout` for the other ranks.
+    /// Errors: a zero `timeout` (checked before MPI is initialized), MPI initialized
+    /// already in this process.
+    pub fn with_timeout(timeout: Duration) -> Result<Mpi> {
+        let function = "Mpi::with_timeout";
+        if timeout.is_zero() {
+            return Err(Error::value(
+                function,
+                "timeout",
+                "a positive duration",
+                format_args!("{timeout:?}"),
+            ));
+        }
         let universe = mpi::initialize().ok_or_else(|| Error::Device {
-            function: "Mpi::init",
+            function,
             device: "mpi".to_owned(),
             message: "MPI is initialized already in this process (one Mpi per process)".to_owned(),
         })?;
         Ok(Mpi {
             world: universe.world(),
+            timeout,
+            broken: Cell::new(None),
             _universe: universe,
         })
     }
 
-    fn count(&self, function: &'static str, n: usize) -> Result<Count> {
-        Count::try_from(n).map_err(|_| Error::Device {
+    /// The timeout of each collective.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn fail(&self, function: &'static str, message: String) -> Error {
+        Error::Device {
             function,
-            device: format!("mpi rank {}", self.world.rank()),
-            message: format!(
-                "a message of {n} bytes is longer than MPI's count type allows ({})",
-                Count::MAX
-            ),
+            device: format!("mpi rank {} of {}", self.world.rank(), self.world.size()),
+            message,
+        }
+    }
+
+    /// An error when an earlier collective timed out: its request may still complete and
+    /// would pair with the next collective of the other ranks.
+    fn check_usable(&self, function: &'static str) -> Result<()> {
+        match self.broken.get() {
+            None => Ok(()),
+            Some(earlier) => Err(self.fail(
+                function,
+                format!(
+                    "a previous collective ({earlier}) timed out; the communicator is unusable"
+                ),
+            )),
+        }
+    }
+
+    /// Tests `request` until it completes or the timeout passes. On a timeout the request
+    /// is taken out of its scope and forgotten, the communicator is marked broken, and
+    /// the caller must leak the request's buffers ([`Mpi::settle`]).
+    fn wait<'a, D: ?Sized, S: Scope<'a>>(
+        &self,
+        function: &'static str,
+        step: &str,
+        mut request: Request<'a, D, S>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            request = match request.test() {
+                Ok(_) => return Ok(()),
+                Err(pending) => pending,
+            };
+            let waited = start.elapsed();
+            if waited >= self.timeout {
+                // SAFETY: the raw request is never completed, and the caller leaks the
+                // buffers MPI may still use, so nothing it points to is freed.
+                let _ = unsafe { request.into_raw() };
+                self.broken.set(Some(function));
+                return Err(self.fail(
+                    function,
+                    format!(
+                        "not every rank entered the {step} within the timeout of {:?}: a \
+                         rank is dead, stalled, or not calling this collective (MPI does not \
+                         say which); MPI cannot cancel it, so the communicator is unusable \
+                         from now on",
+                        self.timeout
+                    ),
+                ));
+            }
+            if waited < SPIN {
+                thread::yield_now();
+            } else {
+                thread::sleep(PAUSE.min(self.timeout - waited));
+            }
+        }
+    }
+
+    /// `buffers` after [`Mpi::wait`]: returned when it succeeded, leaked when it timed
+    /// out, since MPI may still read or write them.
+    fn settle<B>(waited: Result<()>, buffers: B) -> Result<B> {
+        match waited {
+            Ok(()) => Ok(buffers),
+            Err(e) => {
+                mem::forget(buffers);
+                Err(e)
+            }
+        }
+    }
+
+    fn count(&self, function: &'static str, n: usize) -> Result<Count> {
+        Count::try_from(n).map_err(|_| {
+            self.fail(
+                function,
+                format!(
+                    "a message of {n} bytes is longer than MPI's count type allows ({})",
+                    Count::MAX
+                ),
+            )
         })
     }
 
@@ -120,36 +255,49 @@ impl Collective for Mpi {
 
     fn all_gather(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
         let function = "Mpi::all_gather";
-        let mine = self.count(function, send.len())?;
+        self.check_usable(function)?;
+        let mine = vec![self.count(function, send.len())?];
         let mut counts = vec![0 as Count; self.size()];
-        self.world.all_gather_into(&mine, &mut counts[..]);
+        let waited = scope(|scope| {
+            let request = self
+                .world
+                .immediate_all_gather_into(scope, &mine[..], &mut counts[..]);
+            self.wait(function, "exchange of lengths", request)
+        });
+        let (_, counts) = Self::settle(waited, (mine, counts))?;
         let displs = Self::displacements(function, &counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut buffer = heap(total);
-        let send_copy;
-        let send = if send.is_empty() {
-            send_copy = heap(0);
-            &send_copy[..]
-        } else {
-            send
-        };
-        {
-            let mut partition = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
-            self.world.all_gather_varcount_into(send, &mut partition);
-        }
+        // A copy that this value owns: after a timeout MPI may still read it.
+        let mut outgoing = heap(send.len());
+        outgoing.copy_from_slice(send);
+        let mut partition = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
+        let waited = scope(|scope| {
+            let request =
+                self.world
+                    .immediate_all_gather_varcount_into(scope, &outgoing[..], &mut partition);
+            self.wait(function, "all-gather", request)
+        });
+        let (buffer, counts, ..) = Self::settle(waited, (buffer, counts, displs, outgoing))?;
         Ok(Self::split(buffer, &counts))
     }
 
     fn all_to_all(&self, send: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
         let function = "Mpi::all_to_all";
+        self.check_usable(function)?;
         check_all_to_all(function, send, self.size())?;
         let send_counts = send
             .iter()
             .map(|m| self.count(function, m.len()))
             .collect::<Result<Vec<_>>>()?;
         let mut recv_counts = vec![0 as Count; self.size()];
-        self.world
-            .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        let waited = scope(|scope| {
+            let request =
+                self.world
+                    .immediate_all_to_all_into(scope, &send_counts[..], &mut recv_counts[..]);
+            self.wait(function, "exchange of lengths", request)
+        });
+        let (send_counts, recv_counts) = Self::settle(waited, (send_counts, recv_counts))?;
         let send_displs = Self::displacements(function, &send_counts)?;
         let recv_displs = Self::displacements(function, &recv_counts)?;
         let mut flat = heap(0);
@@ -158,37 +306,62 @@ impl Collective for Mpi {
         }
         let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
         let mut buffer = heap(total);
-        {
-            let outgoing = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
-            let mut incoming =
-                PartitionMut::new(&mut buffer[..], &recv_counts[..], &recv_displs[..]);
-            self.world
-                .all_to_all_varcount_into(&outgoing, &mut incoming);
-        }
+        let outgoing = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
+        let mut incoming = PartitionMut::new(&mut buffer[..], &recv_counts[..], &recv_displs[..]);
+        let waited = scope(|scope| {
+            let request =
+                self.world
+                    .immediate_all_to_all_varcount_into(scope, &outgoing, &mut incoming);
+            self.wait(function, "all-to-all", request)
+        });
+        let (buffer, recv_counts, ..) = Self::settle(
+            waited,
+            (
+                buffer,
+                recv_counts,
+                recv_displs,
+                flat,
+                send_counts,
+                send_displs,
+            ),
+        )?;
         Ok(Self::split(buffer, &recv_counts))
     }
 
     fn broadcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
         let function = "Mpi::broadcast";
+        self.check_usable(function)?;
         check_root(function, root, self.size())?;
         let process = self.world.process_at_rank(root as mpi::Rank);
-        let mut len = data.len() as u64;
-        process.broadcast_into(&mut len);
-        let len = usize::try_from(len).map_err(|_| Error::Device {
-            function,
-            device: format!("mpi rank {}", self.world.rank()),
-            message: format!("rank {root} broadcasts {len} bytes, more than this process can hold"),
+        let mut len = vec![data.len() as u64];
+        let waited = scope(|scope| {
+            let request = process.immediate_broadcast_into(scope, &mut len[..]);
+            self.wait(function, "broadcast of the length", request)
+        });
+        let len = Self::settle(waited, len)?[0];
+        let len = usize::try_from(len).map_err(|_| {
+            self.fail(
+                function,
+                format!("rank {root} broadcasts {len} bytes, more than this process can hold"),
+            )
         })?;
         self.count(function, len)?;
         data.resize(len, 0);
         if len > 0 {
-            process.broadcast_into(&mut data[..]);
+            let waited = scope(|scope| {
+                let request = process.immediate_broadcast_into(scope, &mut data[..]);
+                self.wait(function, "broadcast", request)
+            });
+            // On a timeout the bytes are leaked and the caller keeps an empty vector.
+            let taken = Self::settle(waited, mem::take(data))?;
+            *data = taken;
         }
         Ok(())
     }
 
     fn barrier(&self) -> Result<()> {
-        self.world.barrier();
-        Ok(())
+        let function = "Mpi::barrier";
+        self.check_usable(function)?;
+        self.wait(function, "barrier", self.world.immediate_barrier())
     }
 }

@@ -22,8 +22,9 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// gradients are.
 ///
 /// `Nccl` is `Send` but not `Sync`: a communicator may move to another thread, but NCCL
-/// forbids two threads calling it at once. Like MPI's, NCCL's collectives block without a
-/// timeout: a rank that dies or stalls stalls the others.
+/// forbids two threads calling it at once. NCCL's collectives block without a timeout (the
+/// `Mpi` backend's time out, through MPI's non-blocking collectives): a rank that dies or
+/// stalls stalls the others.
 ///
 /// The library is loaded at run time: `libnccl.so.2` from the `nvidia-nccl-cu13` wheel
 /// (PyTorch's CUDA 13 builds depend on it) or a system NCCL, on `LD_LIBRARY_PATH`.
