@@ -465,34 +465,74 @@ fn gae<'py>(
         "gae",
         "rewards",
         rewards,
-        gae_of(
+        value_estimator(
             py,
+            "gae",
             [rewards, values, bootstrap],
             gamma,
-            lam,
+            ValueEstimator::Gae { lam },
             [terminated, truncated, final_values, discounts],
             threads
         )
     )
 }
 
-fn gae_of<'py, T: Real>(
+/// The estimators over values and a bootstrap, each returning two arrays.
+enum ValueEstimator<'a, 'py> {
+    /// `(advantages, returns)`.
+    Gae { lam: f64 },
+    /// `(vs, pg_advantages)`.
+    Vtrace {
+        rhos: &'a Bound<'py, PyAny>,
+        lam: f64,
+        clip_rho: f64,
+        clip_pg_rho: f64,
+    },
+}
+
+/// A [`ValueEstimator`]'s kernel and its arguments.
+enum Kernel<'d, T> {
+    Gae(T),
+    Vtrace(&'d [T], VtraceParams<T>),
+}
+
+fn value_estimator<'py, T: Real>(
     py: Python<'py>,
+    function: &'static str,
     [rewards, values, bootstrap_obj]: [&Bound<'py, PyAny>; 3],
     gamma: Option<f64>,
-    lam: f64,
+    estimator: ValueEstimator<'_, 'py>,
     [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
     threads: Option<usize>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    const F: &str = "gae";
-    let rewards = input::<T>(F, "rewards", rewards)?;
+    let rewards = input::<T>(function, "rewards", rewards)?;
     let shape = rewards.shape().to_vec();
-    let layout = layout(F, &shape)?;
-    let values = input::<T>(F, "values", values)?;
-    same_shape(F, "values", values.shape(), "rewards", &shape)?;
-    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &shape)?;
+    let layout = layout(function, &shape)?;
+    let values = input::<T>(function, "values", values)?;
+    same_shape(function, "values", values.shape(), "rewards", &shape)?;
+    let rhos;
+    // What the kernel needs, without the Python objects (the GIL is released for it).
+    let kernel = match estimator {
+        ValueEstimator::Gae { lam } => Kernel::Gae(T::from_f64(lam)),
+        ValueEstimator::Vtrace {
+            rhos: given,
+            lam,
+            clip_rho,
+            clip_pg_rho,
+        } => {
+            rhos = input::<T>(function, "rhos", given)?;
+            same_shape(function, "rhos", rhos.shape(), "rewards", &shape)?;
+            let params = VtraceParams {
+                lambda: T::from_f64(lam),
+                clip_rho: T::from_f64(clip_rho),
+                clip_pg_rho: T::from_f64(clip_pg_rho),
+            };
+            Kernel::Vtrace(rhos.data(), params)
+        }
+    };
+    let bootstrap = bootstrap::<T>(function, bootstrap_obj, &shape)?;
     let args = episode_args(
-        F,
+        function,
         &shape,
         layout,
         gamma,
@@ -503,11 +543,10 @@ fn gae_of<'py, T: Real>(
         NextValue::Values(values.data(), &bootstrap),
     )?;
     let len = rewards.data().len();
-    let (mut advantages, mut returns) = (zeroed::<T>(F, len)?, zeroed::<T>(F, len)?);
+    let (mut first, mut second) = (zeroed::<T>(function, len)?, zeroed::<T>(function, len)?);
     let (r, v, episodes, par) = (rewards.data(), values.data(), args.episodes(), par(threads));
-    let lam = T::from_f64(lam);
-    py.detach(|| {
-        gae_into(
+    py.detach(|| match kernel {
+        Kernel::Gae(lam) => gae_into(
             par,
             layout,
             r,
@@ -515,15 +554,24 @@ fn gae_of<'py, T: Real>(
             &bootstrap,
             episodes,
             lam,
-            &mut advantages,
-            Some(&mut returns),
-        )
+            &mut first,
+            Some(&mut second),
+        ),
+        Kernel::Vtrace(rho, params) => vtrace_into(
+            par,
+            layout,
+            r,
+            v,
+            &bootstrap,
+            rho,
+            episodes,
+            params,
+            &mut first,
+            &mut second,
+        ),
     })
     .map_err(error)?;
-    Ok((
-        to_numpy(py, advantages, &shape)?,
-        to_numpy(py, returns, &shape)?,
-    ))
+    Ok((to_numpy(py, first, &shape)?, to_numpy(py, second, &shape)?))
 }
 
 /// lambda_returns(rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
@@ -703,64 +751,19 @@ fn vtrace<'py>(
         "vtrace",
         "rewards",
         rewards,
-        vtrace_of(
+        value_estimator(
             py,
-            [rewards, values, bootstrap, rhos],
+            "vtrace",
+            [rewards, values, bootstrap],
             gamma,
-            [lam, clip_rho, clip_pg_rho],
+            ValueEstimator::Vtrace {
+                rhos,
+                lam,
+                clip_rho,
+                clip_pg_rho
+            },
             [terminated, truncated, final_values, discounts],
             threads
         )
     )
-}
-
-fn vtrace_of<'py, T: Real>(
-    py: Python<'py>,
-    [rewards, values, bootstrap_obj, rhos]: [&Bound<'py, PyAny>; 4],
-    gamma: Option<f64>,
-    [lam, clip_rho, clip_pg_rho]: [f64; 3],
-    [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
-    threads: Option<usize>,
-) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    const F: &str = "vtrace";
-    let rewards = input::<T>(F, "rewards", rewards)?;
-    let shape = rewards.shape().to_vec();
-    let layout = layout(F, &shape)?;
-    let values = input::<T>(F, "values", values)?;
-    same_shape(F, "values", values.shape(), "rewards", &shape)?;
-    let rhos = input::<T>(F, "rhos", rhos)?;
-    same_shape(F, "rhos", rhos.shape(), "rewards", &shape)?;
-    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &shape)?;
-    let args = episode_args(
-        F,
-        &shape,
-        layout,
-        gamma,
-        discounts,
-        terminated,
-        truncated,
-        final_values,
-        NextValue::Values(values.data(), &bootstrap),
-    )?;
-    let len = rewards.data().len();
-    let (mut vs, mut pg) = (zeroed::<T>(F, len)?, zeroed::<T>(F, len)?);
-    let params = VtraceParams {
-        lambda: T::from_f64(lam),
-        clip_rho: T::from_f64(clip_rho),
-        clip_pg_rho: T::from_f64(clip_pg_rho),
-    };
-    let (r, v, rho, episodes, par) = (
-        rewards.data(),
-        values.data(),
-        rhos.data(),
-        args.episodes(),
-        par(threads),
-    );
-    py.detach(|| {
-        vtrace_into(
-            par, layout, r, v, &bootstrap, rho, episodes, params, &mut vs, &mut pg,
-        )
-    })
-    .map_err(error)?;
-    Ok((to_numpy(py, vs, &shape)?, to_numpy(py, pg, &shape)?))
 }
