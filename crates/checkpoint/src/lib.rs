@@ -69,9 +69,9 @@
 //!   anywhere in it is refused by [`Checkpoint::load`] with an error naming the file (and
 //!   the tensor, for tensor data), never restored; files without checksums (Python's
 //!   `safetensors`, older rlgrad) load unverified, as [`Checkpoint::is_verified`] reports.
-//! - Bad input is an [`Error`](rlgrad_core::Error), never a panic: truncated, corrupted or
+//! - Bad input is an [`Error`], never a panic: truncated, corrupted or
 //!   foreign files, unsupported dtypes, wrong shapes and dtypes, unwritable directories
-//!   ([`Error::Io`](rlgrad_core::Error::Io) names the file and the operating system's
+//!   ([`Error::Io`] names the file and the operating system's
 //!   reason). A failed restore writes nothing.
 //!
 //! [safetensors]: https://huggingface.co/docs/safetensors
