@@ -54,13 +54,7 @@ impl Checkpoint {
         T: Float + Scalar,
         D: TensorDevice<T>,
     {
-        let mut result = Ok(());
-        module.visit(&mut |p| {
-            if result.is_ok() {
-                result = self.put_tensor(&entry_name(prefix, p.name()), p.value());
-            }
-        });
-        result
+        self.put_params(|put| module.visit(&mut |p| put(&entry_name(prefix, p.name()), p)))
     }
 
     /// Stores every parameter of `module` under `prefix/` and its path in the module
@@ -77,10 +71,23 @@ impl Checkpoint {
         T: Float + Scalar,
         D: TensorDevice<T>,
     {
+        self.put_params(|put| module.visit_named(prefix, put))
+    }
+
+    /// Stores each parameter that `visit` hands over under the name it comes with; the
+    /// first error stops the storing.
+    fn put_params<T, D>(
+        &mut self,
+        visit: impl FnOnce(&mut dyn FnMut(&str, &Param<T, D>)),
+    ) -> Result<()>
+    where
+        T: Float + Scalar,
+        D: TensorDevice<T>,
+    {
         let mut result = Ok(());
-        module.visit_named(prefix, &mut |path, p| {
+        visit(&mut |name, p| {
             if result.is_ok() {
-                result = self.put_tensor(path, p.value());
+                result = self.put_tensor(name, p.value());
             }
         });
         result
