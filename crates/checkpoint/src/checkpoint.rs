@@ -566,10 +566,11 @@ impl Checkpoint {
     /// must be some target's (unless the plan allows missing or extra entries). All
     /// mismatches are reported in one [`Error::State`]; then nothing was written.
     ///
-    /// Targets are matched by name only; their order in the plan does not matter.
-    /// Optimizers load first, each through its own `load_state`, which changes nothing on
-    /// error; should a second optimizer refuse its state, the first one keeps the state it
-    /// loaded, and no other target is written.
+    /// Targets are matched by name only; their order in the plan does not matter. What
+    /// can still refuse after the names, dtypes and shapes passed (an optimizer's own
+    /// checks of its rule and hyper-parameters, a [`Restore::with`] setter, an upload to a
+    /// device) runs for every target before any target is written, so a refusal at any
+    /// point leaves every target as it was.
     pub fn restore(&self, plan: Restore<'_>) -> Result<()> {
         plan.apply_from(self)
     }

@@ -100,8 +100,9 @@ impl<T: Float + Scalar, D: TensorDevice<T>> TensorSlot for &mut Param<T, D> {
     fn current(&self) -> &Tensor<T, D> {
         self.value()
     }
-    fn replace(&mut self, value: Tensor<T, D>) -> Result<()> {
+    fn replace(&mut self, value: Tensor<T, D>) {
         self.set_value(value)
+            .expect("a value of the parameter's own shape, on its device");
     }
 }
 
@@ -122,7 +123,11 @@ impl<'a> Restore<'a> {
         module.visit_mut(&mut |p| params.push(p));
         for param in params {
             let name = entry_name(prefix, param.name());
-            self.push(TensorTarget { name, slot: param });
+            self.push(TensorTarget {
+                name,
+                slot: param,
+                staged: None,
+            });
         }
         self
     }
@@ -143,6 +148,7 @@ impl<'a> Restore<'a> {
             self.push(TensorTarget {
                 name: path.to_owned(),
                 slot: param,
+                staged: None,
             });
         });
         self

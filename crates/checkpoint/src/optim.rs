@@ -9,7 +9,7 @@
 //! `OptimizerState` pass through untouched.
 
 use rlgrad_core::{Device, Error, Float, Result};
-use rlgrad_optim::{Optimizer, OptimizerState};
+use rlgrad_optim::{Optimizer, OptimizerState, PreparedState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -266,6 +266,7 @@ struct OptimizerTarget<'a, T: Float, D: Device> {
     prefix: String,
     optimizer: &'a mut Optimizer<T, D>,
     state: Option<OptimizerState<T>>,
+    prepared: Option<PreparedState<T, D>>,
 }
 
 impl<T, D> Target for OptimizerTarget<'_, T, D>
@@ -281,15 +282,21 @@ where
         self.state = decode_state(checkpoint, &self.prefix, report);
     }
 
-    fn apply(self: Box<Self>, _checkpoint: &Checkpoint) -> Result<()> {
-        match self.state {
-            Some(state) => self.optimizer.load_state(state),
-            None => Ok(()),
+    /// The optimizer's own checks (rule, hyper-parameters, schedule, slots), without
+    /// changing it.
+    fn prepare(&mut self, _checkpoint: &Checkpoint) -> Result<()> {
+        if let Some(state) = self.state.take() {
+            self.prepared = Some(self.optimizer.prepare_state(state)?);
         }
+        Ok(())
     }
 
-    fn may_fail(&self) -> bool {
-        true
+    fn apply(self: Box<Self>, _checkpoint: &Checkpoint) {
+        if let Some(prepared) = self.prepared {
+            self.optimizer
+                .install_state(prepared)
+                .expect("prepared by this optimizer, so for its groups");
+        }
     }
 }
 
@@ -309,6 +316,7 @@ impl<'a> Restore<'a> {
             prefix: prefix.to_owned(),
             optimizer,
             state: None,
+            prepared: None,
         })
     }
 }

@@ -120,20 +120,47 @@ impl<'a> Restore<'a> {
         })
     }
 
-    /// Hands the values of tensor `name` (stored as `T` with `shape`) to `apply` when
-    /// the plan is applied: for a state restored through its own checked setter (an
-    /// environment's snapshot). `apply` may refuse the values; it runs before the plain
-    /// targets are written, so its error leaves them untouched (as an optimizer's).
+    /// Restores a value through its own checked setter (an environment from its
+    /// snapshot): once every target passed its check, `stage` gets the values of tensor
+    /// `name` (stored as `T` with `shape`) and either refuses them, and then nothing at
+    /// all is written, or returns the write to make, which runs with every other
+    /// target's. Stage into a copy and return the swap:
+    ///
+    /// ```
+    /// use rlgrad_checkpoint::{Checkpoint, Restore};
+    /// use rlgrad_core::Error;
+    ///
+    /// // A setter that refuses even numbers.
+    /// fn odd_only<'a>(out: &'a mut Vec<u64>) -> impl FnOnce(&[u64]) -> rlgrad_core::Result<Box<dyn FnOnce() + 'a>> + 'a {
+    ///     move |words| match words.iter().find(|w| *w % 2 == 0) {
+    ///         Some(even) => Err(Error::value("odd_only", "words", "odd numbers", even)),
+    ///         None => {
+    ///             let staged = words.to_vec();
+    ///             Ok(Box::new(move || *out = staged))
+    ///         }
+    ///     }
+    /// }
+    /// let mut saved = Checkpoint::new();
+    /// saved.put("odd", &[2], &[3u64, 4])?;
+    /// saved.put("step", &[], &[9u64])?;
+    /// let (mut odd, mut step) = (vec![1u64, 1], 0u64);
+    /// let mut plan = Restore::new();
+    /// plan.scalar("step", &mut step).with("odd", &[2], odd_only(&mut odd));
+    /// assert!(saved.restore(plan).is_err());
+    /// assert_eq!((step, &odd), (0, &vec![1, 1])); // refused by the setter: nothing written
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
     pub fn with<T: Scalar>(
         &mut self,
         name: &str,
         shape: &[usize],
-        apply: impl FnOnce(&[T]) -> Result<()> + 'a,
+        stage: impl FnOnce(&[T]) -> Result<Box<dyn FnOnce() + 'a>> + 'a,
     ) -> &mut Self {
         self.push(WithTarget {
             name: name.to_owned(),
             shape: shape.to_vec(),
-            apply: Box::new(apply),
+            stage: Some(Box::new(stage)),
+            commit: None,
         })
     }
 
@@ -172,11 +199,13 @@ impl<'a> Restore<'a> {
             "Checkpoint::restore",
             "every target stored with its dtype and shape, and every stored tensor restored",
         )?;
-        // Targets that can still refuse (an optimizer's own checks) go first, so that a
-        // refusal leaves every plain target untouched.
-        targets.sort_by_key(|target| !target.may_fail());
+        // Everything that can still refuse (an optimizer's own checks, a setter's, a
+        // device upload) runs for every target before any target is written.
+        for target in &mut targets {
+            target.prepare(checkpoint)?;
+        }
         for target in targets {
-            target.apply(checkpoint)?;
+            target.apply(checkpoint);
         }
         Ok(())
     }
@@ -188,12 +217,13 @@ pub(crate) trait Target {
     fn name(&self) -> &str;
     /// Checks the target against `checkpoint`, reporting every problem.
     fn check(&mut self, checkpoint: &Checkpoint, report: &mut Report);
-    /// Writes the checked values; called only when no target reported a problem.
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()>;
-    /// Whether `apply` can still fail.
-    fn may_fail(&self) -> bool {
-        false
+    /// Does whatever can still fail once every target passed its check (decoding into a
+    /// staged value, its owner's own checks, an upload), writing nothing.
+    fn prepare(&mut self, _checkpoint: &Checkpoint) -> Result<()> {
+        Ok(())
     }
+    /// Writes the checked and prepared values; called only when every target prepared.
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint);
 }
 
 /// The problems found while checking a plan, and the names its targets read.
@@ -328,11 +358,10 @@ impl<T: Scalar> Target for SliceTarget<'_, T> {
         report.expect(checkpoint, &self.name, Need::Target, T::DTYPE, &self.shape);
     }
 
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint) {
         if let Some(stored) = checkpoint.stored(&self.name) {
             T::decode_le_bytes(&stored.bytes, self.out);
         }
-        Ok(())
     }
 }
 
@@ -351,24 +380,27 @@ impl<T: Scalar> Target for VecTarget<'_, T> {
         report.expect(checkpoint, &self.name, Need::Target, T::DTYPE, &self.shape);
     }
 
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint) {
         if let Some(stored) = checkpoint.stored(&self.name) {
             let len = stored.bytes.len() / T::DTYPE.size_in_bytes();
             self.out.clear();
             self.out.resize(len, T::default());
             T::decode_le_bytes(&stored.bytes, self.out);
         }
-        Ok(())
     }
 }
 
-/// The closure a [`Restore::with`] target hands the stored values to.
-type Apply<'a, T> = Box<dyn FnOnce(&[T]) -> Result<()> + 'a>;
+/// What a [`Restore::with`] target's setter returns: the write, staged.
+type Commit<'a> = Box<dyn FnOnce() + 'a>;
+
+/// The setter of a [`Restore::with`] target.
+type Stage<'a, T> = Box<dyn FnOnce(&[T]) -> Result<Commit<'a>> + 'a>;
 
 struct WithTarget<'a, T> {
     name: String,
     shape: Vec<usize>,
-    apply: Apply<'a, T>,
+    stage: Option<Stage<'a, T>>,
+    commit: Option<Commit<'a>>,
 }
 
 impl<T: Scalar> Target for WithTarget<'_, T> {
@@ -380,17 +412,20 @@ impl<T: Scalar> Target for WithTarget<'_, T> {
         report.expect(checkpoint, &self.name, Need::Target, T::DTYPE, &self.shape);
     }
 
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
-        let Some(stored) = checkpoint.stored(&self.name) else {
+    fn prepare(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        let (Some(stored), Some(stage)) = (checkpoint.stored(&self.name), self.stage.take()) else {
             return Ok(());
         };
         let mut values = vec![T::default(); stored.bytes.len() / T::DTYPE.size_in_bytes()];
         T::decode_le_bytes(&stored.bytes, &mut values);
-        (self.apply)(&values)
+        self.commit = Some(stage(&values)?);
+        Ok(())
     }
 
-    fn may_fail(&self) -> bool {
-        true
+    fn apply(self: Box<Self>, _checkpoint: &Checkpoint) {
+        if let Some(commit) = self.commit {
+            commit();
+        }
     }
 }
 
@@ -428,12 +463,11 @@ impl Target for RngTarget<'_> {
         }
     }
 
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+    fn apply(self: Box<Self>, checkpoint: &Checkpoint) {
         if let Some(stored) = checkpoint.stored(&self.name) {
             let state = checkpoint::rng_state(&rng_words(stored)).expect("check() validated it");
             *self.rng = Rng::from_state(state);
         }
-        Ok(())
     }
 }
 

@@ -60,7 +60,8 @@ pub(crate) trait TensorSlot {
     type Element: Float + Scalar;
     type Device: TensorDevice<Self::Element>;
     fn current(&self) -> &Tensor<Self::Element, Self::Device>;
-    fn replace(&mut self, value: Tensor<Self::Element, Self::Device>) -> Result<()>;
+    /// Puts in `value`, of the current value's shape and device.
+    fn replace(&mut self, value: Tensor<Self::Element, Self::Device>);
 }
 
 impl<T: Float + Scalar, D: TensorDevice<T>> TensorSlot for &mut Tensor<T, D> {
@@ -69,16 +70,17 @@ impl<T: Float + Scalar, D: TensorDevice<T>> TensorSlot for &mut Tensor<T, D> {
     fn current(&self) -> &Tensor<T, D> {
         self
     }
-    fn replace(&mut self, value: Tensor<T, D>) -> Result<()> {
+    fn replace(&mut self, value: Tensor<T, D>) {
         **self = value;
-        Ok(())
     }
 }
 
 /// A slot restored from the entry `name`, which must hold the slot's dtype and shape.
-pub(crate) struct TensorTarget<S> {
+pub(crate) struct TensorTarget<S: TensorSlot> {
     pub(crate) name: String,
     pub(crate) slot: S,
+    /// The decoded value on the slot's device, once prepared.
+    pub(crate) staged: Option<Tensor<S::Element, S::Device>>,
 }
 
 impl<S: TensorSlot> Target for TensorTarget<S> {
@@ -96,21 +98,30 @@ impl<S: TensorSlot> Target for TensorTarget<S> {
         );
     }
 
-    fn apply(mut self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+    /// Decodes and uploads (which can fail on a device) before anything is written.
+    fn prepare(&mut self, checkpoint: &Checkpoint) -> Result<()> {
         if let Some(stored) = checkpoint.stored(&self.name) {
             let like = self.slot.current();
             let mut values = vec![S::Element::default(); like.numel()];
             S::Element::decode_le_bytes(&stored.bytes, &mut values);
-            let restored = Tensor::from_vec_on(like.device(), values, like.shape().clone())?;
-            self.slot.replace(restored)?;
+            self.staged = Some(staged_tensor(like, values)?);
         }
         Ok(())
     }
 
-    fn may_fail(&self) -> bool {
-        // Uploading to a device can fail.
-        true
+    fn apply(mut self: Box<Self>, _checkpoint: &Checkpoint) {
+        if let Some(value) = self.staged.take() {
+            self.slot.replace(value);
+        }
     }
+}
+
+/// `values` as a tensor of `like`'s shape on `like`'s device.
+pub(crate) fn staged_tensor<T: Float, D: TensorDevice<T>>(
+    like: &Tensor<T, D>,
+    values: Vec<T>,
+) -> Result<Tensor<T, D>> {
+    Tensor::from_vec_on(like.device(), values, like.shape().clone())
 }
 
 impl<'a> Restore<'a> {
@@ -124,6 +135,7 @@ impl<'a> Restore<'a> {
         self.push(TensorTarget {
             name: name.to_owned(),
             slot: tensor,
+            staged: None,
         })
     }
 }

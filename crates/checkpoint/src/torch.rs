@@ -47,6 +47,7 @@ use rlgrad_tensor::{Tensor, TensorDevice};
 use crate::checkpoint::Checkpoint;
 use crate::dtype::Scalar;
 use crate::restore::{Need, Report, Restore, Target};
+use crate::tensor::{TensorSlot, staged_tensor};
 
 /// The last name components of rlgrad's recurrent parameters, which PyTorch suffixes
 /// with the layer (`_l0`).
@@ -249,6 +250,8 @@ impl Checkpoint {
 struct TorchTarget<'a, T: Float, D: TensorDevice<T>> {
     key: String,
     param: &'a mut Param<T, D>,
+    /// The converted value on the parameter's device, once prepared.
+    staged: Option<Tensor<T, D>>,
 }
 
 impl<T: Float + Scalar, D: TensorDevice<T>> Target for TorchTarget<'_, T, D> {
@@ -291,7 +294,8 @@ impl<T: Float + Scalar, D: TensorDevice<T>> Target for TorchTarget<'_, T, D> {
         }
     }
 
-    fn apply(self: Box<Self>, checkpoint: &Checkpoint) -> Result<()> {
+    /// Decodes, converts the layout and uploads before anything is written.
+    fn prepare(&mut self, checkpoint: &Checkpoint) -> Result<()> {
         let Some(stored) = checkpoint.stored(&self.key) else {
             return Ok(());
         };
@@ -303,13 +307,14 @@ impl<T: Float + Scalar, D: TensorDevice<T>> Target for TorchTarget<'_, T, D> {
             // Stored [out, in] = [dims[1], dims[0]].
             values = transpose(&values, dims[1], dims[0]);
         }
-        let restored = Tensor::from_vec_on(like.device(), values, like.shape().clone())?;
-        self.param.set_value(restored)
+        self.staged = Some(staged_tensor(like, values)?);
+        Ok(())
     }
 
-    fn may_fail(&self) -> bool {
-        // Uploading to a device can fail.
-        true
+    fn apply(mut self: Box<Self>, _checkpoint: &Checkpoint) {
+        if let Some(value) = self.staged.take() {
+            self.param.replace(value);
+        }
     }
 }
 
@@ -332,7 +337,11 @@ impl<'a> Restore<'a> {
         module.visit_mut(&mut |p| params.push(p));
         for param in params {
             let key = names.key(param.name());
-            self.push(TorchTarget { key, param });
+            self.push(TorchTarget {
+                key,
+                param,
+                staged: None,
+            });
         }
         self
     }

@@ -216,3 +216,30 @@ fn a_checkpoint_that_does_not_fit_is_refused_and_nothing_is_written() -> Result<
     assert_eq!(other.updates, 1);
     Ok(())
 }
+
+/// A refusal that only the optimizer itself can make (another learning rate, checked
+/// after every name, dtype and shape matched) still writes nothing: not the networks
+/// before it, not the counters after it.
+#[test]
+fn an_optimizer_that_refuses_its_state_leaves_the_whole_agent_unwritten() -> Result<()> {
+    let mut saved = Agent::new(2, false)?;
+    saved.step()?;
+    let checkpoint = Checkpoint::from_state(&saved)?;
+
+    let mut other = Agent::new(3, false)?;
+    other.adam = Optimizer::new(Adam::torch(), 5e-3)?;
+    other.step()?;
+    let (before, adam) = (other.bits()?, other.adam.state()?);
+    let message = checkpoint
+        .restore_state(&mut other)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("Optimizer::load_state"), "{message}");
+    assert_eq!(other.bits()?, before);
+    assert_eq!(other.adam.state()?, adam);
+
+    other.adam = Optimizer::new(Adam::torch(), 1e-2)?;
+    checkpoint.restore_state(&mut other)?;
+    assert_eq!(other.bits()?, saved.bits()?);
+    Ok(())
+}

@@ -13,10 +13,15 @@ fn save_snapshot(env: &impl Snapshot, prefix: &str, checkpoint: &mut Checkpoint)
 }
 
 /// A snapshot's length depends only on how the environment was built, so the fresh
-/// environment's own snapshot tells the shape to expect.
-fn restore_snapshot<'a>(env: &'a mut impl Snapshot, prefix: &str, plan: &mut Restore<'a>) {
+/// environment's own snapshot tells the shape to expect. The snapshot is restored into
+/// a copy first, so that a refused one (an invalid flag) leaves the whole plan unwritten.
+fn restore_snapshot<'a, E: Snapshot + Clone>(env: &'a mut E, prefix: &str, plan: &mut Restore<'a>) {
     let len = env.snapshot().len();
-    plan.with(prefix, &[len], move |words: &[u64]| env.restore(words));
+    plan.with(prefix, &[len], move |words: &[u64]| {
+        let mut staged = env.clone();
+        staged.restore(words)?;
+        Ok(Box::new(move || *env = staged))
+    });
 }
 
 macro_rules! snapshot_state {
@@ -41,7 +46,7 @@ macro_rules! snapshot_state {
 
 snapshot_state!(CartPole, CartPoleNoVelocity, Pendulum);
 
-impl<E: Env + Snapshot> State for VecEnv<E> {
+impl<E: Env + Snapshot + Clone> State for VecEnv<E> {
     fn save_state(&self, prefix: &str, checkpoint: &mut Checkpoint) -> Result<()> {
         save_snapshot(self, prefix, checkpoint)
     }
@@ -90,6 +95,20 @@ mod tests {
         let message = restore(&mut wider).unwrap_err().to_string();
         assert!(message.contains("expected U64"), "{message}");
         assert_eq!(wider.snapshot(), before);
+
+        // A snapshot of the right length that the environment refuses (a reset flag of
+        // 2), with another entry in the same plan: refused, and neither is written.
+        let mut forged = env.snapshot();
+        forged[0] = 2;
+        let mut bad = Checkpoint::new();
+        bad.put("env", &[forged.len()], &forged)?;
+        bad.put_scalar("steps", 7u64)?;
+        let (mut steps, before) = (0u64, resumed.snapshot());
+        let mut plan = Restore::new();
+        plan.state("env", &bad, &mut resumed)?
+            .scalar("steps", &mut steps);
+        assert!(bad.restore(plan).is_err());
+        assert_eq!((steps, resumed.snapshot()), (0, before));
         Ok(())
     }
 }

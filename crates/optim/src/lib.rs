@@ -113,7 +113,9 @@ mod schedule;
 pub use clip::{
     clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
 };
-pub use optimizer::{DeviceParam, GroupState, Optimizer, OptimizerState, Param, ParamState};
+pub use optimizer::{
+    DeviceParam, GroupState, Optimizer, OptimizerState, Param, ParamState, PreparedState,
+};
 pub use rlgrad_core::kernels::OptimKernel;
 /// The fused updates [`StepRule::Fused`] carries, with their formulas.
 pub use rlgrad_core::kernels::optim as fused;

@@ -930,6 +930,28 @@ impl<T: Float, D: Device> Optimizer<T, D> {
     /// # Ok::<(), rlgrad_optim::Error>(())
     /// ```
     pub fn load_state(&mut self, state: OptimizerState<T>) -> Result<()> {
+        let prepared = self.prepare_state(state)?;
+        self.install_state(prepared)
+    }
+
+    /// [`Optimizer::load_state`]'s checks and uploads, without changing the optimizer:
+    /// a state that [`Optimizer::install_state`] then puts in place without any further
+    /// check that can fail. For restoring several things at once (an agent from a
+    /// checkpoint), where every part must be accepted before any is written.
+    ///
+    /// ```
+    /// use rlgrad_optim::{Adam, Optimizer, Param};
+    /// let mut opt = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+    /// let mut w = vec![1.0f32];
+    /// opt.step(&mut [Param { name: "w", value: &mut w, grad: &[1.0] }])?;
+    /// let mut fresh = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+    /// let prepared = fresh.prepare_state(opt.state()?)?;
+    /// assert_eq!(fresh.state()?.step, 0); // nothing changed yet
+    /// fresh.install_state(prepared)?;
+    /// assert_eq!(fresh.state()?, opt.state()?);
+    /// # Ok::<(), rlgrad_optim::Error>(())
+    /// ```
+    pub fn prepare_state(&self, state: OptimizerState<T>) -> Result<PreparedState<T, D>> {
         const FUNCTION: &str = "Optimizer::load_state";
         let groups = self.groups.len();
         if state.last_lrs.len() != groups {
@@ -1006,13 +1028,55 @@ impl<T: Float, D: Device> Optimizer<T, D> {
                 },
             );
         }
+        Ok(PreparedState {
+            slots,
+            step: state.step,
+            last_lrs: state.last_lrs,
+        })
+    }
+
+    /// Puts in place a state from [`Optimizer::prepare_state`] of an optimizer with as many
+    /// groups as this one (in practice, this one); an error, with nothing changed,
+    /// otherwise.
+    pub fn install_state(&mut self, prepared: PreparedState<T, D>) -> Result<()> {
+        if prepared.last_lrs.len() != self.groups.len() {
+            return Err(Error::state(
+                "Optimizer::install_state",
+                "prepared",
+                format_args!("a state prepared for {} groups", self.groups.len()),
+                format_args!("one for {}", prepared.last_lrs.len()),
+            ));
+        }
+        let PreparedState {
+            slots,
+            step,
+            last_lrs,
+        } = prepared;
         self.expected_params = (!slots.is_empty()).then(|| slots.keys().cloned().collect());
         self.slots = slots;
-        self.step = state.step;
-        for (group, lr) in self.groups.iter_mut().zip(state.last_lrs) {
+        self.step = step;
+        for (group, lr) in self.groups.iter_mut().zip(last_lrs) {
             group.last_lr = lr;
         }
         Ok(())
+    }
+}
+
+/// An [`OptimizerState`] checked against an optimizer and uploaded to its device
+/// ([`Optimizer::prepare_state`]), ready for [`Optimizer::install_state`].
+pub struct PreparedState<T: Float, D: Device = Cpu> {
+    slots: BTreeMap<String, Slots<D::Buffer<T>>>,
+    step: u64,
+    last_lrs: Vec<Option<f64>>,
+}
+
+impl<T: Float, D: Device> std::fmt::Debug for PreparedState<T, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedState")
+            .field("params", &self.slots.keys().collect::<Vec<_>>())
+            .field("step", &self.step)
+            .field("last_lrs", &self.last_lrs)
+            .finish()
     }
 }
 
