@@ -24,11 +24,14 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// floats, so the results are those of every other backend. MPI is finalized when the
 /// value is dropped.
 ///
-/// Each collective waits at most [`Mpi::timeout`] ([`Mpi::DEFAULT_TIMEOUT`], a minute,
+/// Each collective waits at most [`Mpi::timeout`] ([`Mpi::DEFAULT_TIMEOUT`], ten minutes,
 /// unless [`Mpi::with_timeout`] sets another) for the other ranks: it starts the
 /// non-blocking form (`MPI_Iallgatherv`, `MPI_Ialltoallv`, `MPI_Ibcast`, `MPI_Ibarrier`)
-/// and tests it, at full speed for its first 50 ms and then once a millisecond, so a
-/// rank that waits long does not hold a core. When a rank stalls (or never calls the
+/// and tests it until it completes, yielding the core between tests, as MPI's blocking
+/// collectives poll (MPI moves a collective's data only inside such calls, so tests
+/// spaced out would slow a large one down). The timeout bounds how long a rank waits for
+/// the others to *arrive*, including whatever they do before the call (an evaluation,
+/// writing a checkpoint): set it above the longest such gap. When a rank stalls (or never calls the
 /// collective), the others fail after the timeout with an error naming the collective,
 /// the timeout, their own rank and the world size; MPI does not tell which rank is
 /// missing. When a rank dies, Open MPI's `mpirun` ends the whole job (its default)
@@ -66,18 +69,11 @@ impl fmt::Debug for Mpi {
     }
 }
 
-/// How long a collective tests its request at full speed before it sleeps between tests:
-/// long enough for the collectives of a training step, whose progress MPI makes only
-/// inside such tests.
-const SPIN: Duration = Duration::from_millis(50);
-
-/// The pause between two tests after [`SPIN`]: the timeout's precision.
-const PAUSE: Duration = Duration::from_millis(1);
-
 impl Mpi {
-    /// The timeout of [`Mpi::init`]: a minute, well above any collective of a training
-    /// step, so that only a stalled or missing rank reaches it.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+    /// The timeout of [`Mpi::init`]: ten minutes, above the time a rank spends between two
+    /// collectives in a training loop that checkpoints and evaluates, so that only a
+    /// stalled or missing rank reaches it.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
     /// Initializes MPI and returns the world communicator, whose collectives time out
     /// after [`Mpi::DEFAULT_TIMEOUT`]. An error when MPI was initialized already in this
@@ -171,11 +167,7 @@ impl Mpi {
                     ),
                 ));
             }
-            if waited < SPIN {
-                thread::yield_now();
-            } else {
-                thread::sleep(PAUSE.min(self.timeout - waited));
-            }
+            thread::yield_now();
         }
     }
 
