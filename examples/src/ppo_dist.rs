@@ -229,6 +229,17 @@ impl DdPpo {
                 comm.size(),
             ));
         }
+        // Checked here, for every rank alike: a rank that failed alone would leave the
+        // others waiting in their first collective.
+        let last_env = config.num_envs as u64 - 1;
+        if config.seed.checked_add(last_env).is_none() {
+            return Err(Error::out_of_range(
+                function,
+                "config.seed",
+                format_args!("a seed <= u64::MAX - {last_env} (environment e gets seed + e)"),
+                config.seed,
+            ));
+        }
         let mine = owned_range(config.num_envs, comm.size(), comm.rank())?;
         let sizes = |out: usize| [OBS, config.hidden, config.hidden, out];
         let actor = Mlp::new(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rlgrad_checkpoint::{Checkpoint, CheckpointManager, State};
+use rlgrad_checkpoint::{Checkpoint, CheckpointManager, Restore, State, state_path};
 use rlgrad_core::{Error, Result};
 use rlgrad_summary::{
     CsvWriter, CurveOptions, EventWriter, Series, WriterOptions, plot_learning_curves,
@@ -74,12 +74,43 @@ pub struct Target {
 
 /// Every finished episode: the environment step it ended at and its return. The
 /// learning curve, the running mean and the target test read it; checkpoints keep it.
-#[derive(Debug, Clone, Default, PartialEq, State)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EpisodeLog {
-    #[state(resize)]
     end_steps: Vec<u64>,
-    #[state(resize)]
     returns: Vec<f64>,
+}
+
+/// Both vectors at the one stored length of `returns`, so that a checkpoint whose two
+/// entries differ in length is refused rather than giving a log that indexes past its
+/// end.
+impl State for EpisodeLog {
+    fn save_state(&self, prefix: &str, checkpoint: &mut Checkpoint) -> Result<()> {
+        self.end_steps
+            .save_state(&state_path(prefix, "end_steps"), checkpoint)?;
+        self.returns
+            .save_state(&state_path(prefix, "returns"), checkpoint)
+    }
+
+    fn restore_state<'a>(
+        &'a mut self,
+        prefix: &str,
+        checkpoint: &Checkpoint,
+        plan: &mut Restore<'a>,
+    ) -> Result<()> {
+        let returns = state_path(prefix, "returns");
+        let len = match checkpoint.tensor_info(&returns) {
+            Some(info) if info.shape.len() == 1 => info.shape[0],
+            // The plan reports the entry as missing, or as of another shape.
+            _ => self.returns.len(),
+        };
+        plan.vec(
+            &state_path(prefix, "end_steps"),
+            &[len],
+            &mut self.end_steps,
+        )
+        .vec(&returns, &[len], &mut self.returns);
+        Ok(())
+    }
 }
 
 impl EpisodeLog {
@@ -539,5 +570,17 @@ mod tests {
         let mut restored = EpisodeLog::default();
         checkpoint.restore_state(&mut restored).unwrap();
         assert_eq!(restored, log);
+
+        // Entries of different lengths are refused, and nothing is written.
+        let mut uneven = Checkpoint::new();
+        uneven.put("end_steps", &[1], &[500u64]).unwrap();
+        uneven.put("returns", &[2], &[500.0f64, 200.0]).unwrap();
+        let mut fresh = EpisodeLog::default();
+        let message = uneven.restore_state(&mut fresh).unwrap_err().to_string();
+        assert!(
+            message.contains("`end_steps`: expected U64 [2]"),
+            "{message}"
+        );
+        assert!(fresh.is_empty());
     }
 }

@@ -16,6 +16,9 @@
 //!   reparameterized, Adam 3e-4, each followed by the temperature's:
 //!   `mean(-exp(log_alpha) * (log_pi + target_entropy))` with `target_entropy = -A` and
 //!   a fresh sample, Adam 1e-3 on `log_alpha` (from 0).
+//! - The schedule counts environment steps from 1 (training after step 5 000, the actor
+//!   on even steps), one step later than CleanRL's 0-based `global_step`; the twin
+//!   counts as rlgrad does.
 //! - The log-density of the squashed action uses the stable `ln(1 - tanh(u)^2) = 2 (ln 2 -
 //!   u - softplus(-2u))` of `TanhNormal` and subtracts `ln(max_action)` per action
 //!   dimension; CleanRL writes `ln(max_action * (1 - tanh(u)^2) + 1e-6)`. The PyTorch twin

@@ -87,6 +87,15 @@ use crate::restore::Restore;
 ///     updates: u64,
 /// }
 /// ```
+///
+/// ```compile_fail
+/// use rlgrad_checkpoint::State;
+/// #[derive(State)]
+/// struct Learner {
+///     #[state(skip, resize)] // error: one of `skip`, `module` and `resize` per field
+///     returns: Vec<f64>,
+/// }
+/// ```
 pub trait State {
     /// Stores every entry of this value under `prefix` (`prefix/...`; a scalar or an RNG
     /// under `prefix` itself). Errors as [`Checkpoint::put`] (an empty or taken name).

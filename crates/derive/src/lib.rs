@@ -268,6 +268,15 @@ fn state_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let (mut saves, mut restores) = (Vec::new(), Vec::new());
     for (i, f) in struct_fields(input, "State")?.iter().enumerate() {
         let flags = flags(&f.attrs, "state", &["skip", "module", "resize"], STATE_HINT)?;
+        if flags.len() > 1 {
+            return Err(syn::Error::new(
+                f.span(),
+                format_args!(
+                    "`#[state(...)]` takes one of `skip`, `module` and `resize` per field, \
+                     not {flags:?}"
+                ),
+            ));
+        }
         if flags.contains(&"skip") {
             continue;
         }

@@ -161,8 +161,9 @@ pub fn same_shape(
     }
 }
 
-/// A zeroed output of `len` elements, allocated fallibly: fresh zero pages from the
-/// allocator, so the kernel that fills it is the only pass that writes it.
+/// A zeroed output of `len` elements, allocated fallibly with `alloc_zeroed`: large
+/// outputs come as fresh zero pages that the kernel filling them writes once; small ones
+/// are cleared by the allocator.
 pub fn zeroed<T: Real>(function: &'static str, len: usize) -> PyResult<Vec<T>> {
     rlgrad_core::cpu::alloc::try_zeroed(len, function, "output").map_err(error)
 }

@@ -1,19 +1,11 @@
 //! Replay buffers in `rlgrad-checkpoint` checkpoints (feature `checkpoint`).
 
-use rlgrad_checkpoint::{Checkpoint, Restore, Scalar, State};
+use rlgrad_checkpoint::{Checkpoint, Restore, Scalar, State, state_path};
 use rlgrad_core::{Error, Float, Result};
 
 use crate::buffer::{Config, ReplayBuffer};
 
 /// `prefix/name`, or `name` for an empty prefix (as checkpoints name module parameters).
-fn entry(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{prefix}/{name}")
-    }
-}
-
 /// The metadata key holding the configuration of the buffer stored under `prefix`.
 fn config_key(prefix: &str) -> String {
     format!("replay_config:{prefix}")
@@ -55,7 +47,7 @@ impl<T: Float + Scalar> ReplayBuffer<T> {
         NAMES
             .iter()
             .chain(priority_names)
-            .map(|name| entry(prefix, name))
+            .map(|name| state_path(prefix, name))
             .collect()
     }
 
