@@ -254,8 +254,4 @@ impl Agent for ActorCritic {
     fn describe(&self) -> String {
         format!("{:?}, seed {}", self.config, self.seed)
     }
-
-    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        crate::named_values("", &self.network)
-    }
 }

@@ -51,19 +51,3 @@ pub mod ppo_dist;
 pub mod run;
 pub mod sac;
 pub mod td3;
-
-use rlgrad_autodiff::nn::{Module, child_path};
-use rlgrad_core::Result;
-
-/// The name (under `prefix/`, if not empty) and values of every parameter of `module`,
-/// in order.
-pub fn named_values(
-    prefix: &str,
-    module: &(impl Module + ?Sized),
-) -> Result<Vec<(String, Vec<f32>)>> {
-    module
-        .parameters()
-        .into_iter()
-        .map(|p| Ok((child_path(prefix, p.name()), p.value().to_vec()?)))
-        .collect()
-}

@@ -1,7 +1,10 @@
-//! What the off-policy agents on Pendulum-v1 (TD3, DDPG, SAC) share: [`Experience`] (the
-//! environment, the replay buffer it fills, the episode log, the step counter and the
-//! exploration stream, checkpointed as one `State`), and [`OffPolicy`], the loop of acting
-//! and learning that makes such an agent an [`Agent`].
+//! What the off-policy agents on Pendulum-v1 (TD3, DDPG, SAC) share: their [`Common`]
+//! hyper-parameters, [`Experience`] (the environment, the replay buffer it fills, the
+//! episode log, the step counter and the exploration stream, checkpointed as one `State`),
+//! and [`OffPolicy`], the loop of acting and learning around a [`Learner`] (an agent's
+//! networks, optimizers and update) that makes it an [`Agent`].
+
+use std::fmt::Debug;
 
 use rlgrad_checkpoint::State;
 use rlgrad_core::{Error, Result, Rng};
@@ -10,6 +13,48 @@ use rlgrad_replay::{Config, ReplayBuffer, TensorBatch, Transitions};
 use rlgrad_tensor::Tensor;
 
 use crate::run::{Agent, EpisodeLog, Logger, Target};
+
+/// The hyper-parameters every off-policy agent here has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Common {
+    /// The agent's short name (`td3`, `ddpg`, `sac`), for run directories and reports.
+    pub name: &'static str,
+    /// Hidden units of the actor and of each critic. Default `[256, 256]`.
+    pub hidden: [usize; 2],
+    /// The discount. Default 0.99.
+    pub gamma: f32,
+    /// Polyak coefficient of the target updates. Default 0.005.
+    pub tau: f64,
+    /// Steps of uniformly random actions before the policy acts and training starts.
+    pub learning_starts: u64,
+    /// Transitions per training iteration. Default 256.
+    pub batch_size: usize,
+    /// The replay buffer's capacity. Default 10^6.
+    pub replay_capacity: usize,
+    /// When the task counts as learned. Default: a mean return of -200 over the last 10
+    /// episodes.
+    pub target: Target,
+}
+
+impl Common {
+    /// The defaults Fujimoto's TD3 and CleanRL's SAC share, with `learning_starts` random
+    /// steps (Fujimoto: 25 000, CleanRL: 5 000).
+    pub fn new(name: &'static str, learning_starts: u64) -> Self {
+        Self {
+            name,
+            hidden: [256, 256],
+            gamma: 0.99,
+            tau: 0.005,
+            learning_starts,
+            batch_size: 256,
+            replay_capacity: 1_000_000,
+            target: Target {
+                window: 10,
+                threshold: -200.0,
+            },
+        }
+    }
+}
 
 /// One Pendulum and the transitions it produced. Pendulum never terminates; its 200-step
 /// time limit truncates, so every stored transition bootstraps (Fujimoto's `done_bool`,
@@ -22,13 +67,13 @@ pub struct Experience {
     env_steps: u64,
     explore: Rng,
     #[state(skip)]
-    dims: (usize, usize, f32),
+    dims: Dims,
 }
 
 impl Experience {
     /// The environment reset with `seed`, an empty buffer of `capacity` transitions, and
     /// the exploration stream `explore` of `seed`.
-    pub fn new(seed: u64, capacity: usize) -> Result<Self> {
+    fn new(seed: u64, capacity: usize) -> Result<Self> {
         let mut env = VecEnv::from_fn(1, Pendulum::new)?;
         env.reset(Some(seed))?;
         let ActionSpace::Box(actions) = env.single_action_space() else {
@@ -39,13 +84,13 @@ impl Experience {
                 "a Discrete one",
             ));
         };
-        let dims = (
-            env.single_observation_space().dim(),
-            actions.dim(),
-            actions.high()[0],
-        );
+        let dims = Dims {
+            observation: env.single_observation_space().dim(),
+            action: actions.dim(),
+            max_action: actions.high()[0],
+        };
         Ok(Self {
-            buffer: ReplayBuffer::new(Config::new(capacity, dims.0, dims.1))?,
+            buffer: ReplayBuffer::new(Config::new(capacity, dims.observation, dims.action))?,
             env,
             episodes: EpisodeLog::default(),
             env_steps: 0,
@@ -54,20 +99,15 @@ impl Experience {
         })
     }
 
-    /// The observation and action sizes, and the action bound (`[-max, max]`).
-    pub fn dims(&self) -> (usize, usize, f32) {
-        self.dims
-    }
-
     /// The observation to act on, `[1, obs_dim]`.
-    pub fn observation(&self) -> Result<Tensor> {
+    fn observation(&self) -> Result<Tensor> {
         let observation = self.env.observations();
         Tensor::from_vec(observation.to_vec(), [1, observation.len()])
     }
 
     /// Steps the environment with `action`, stores the transition and logs a finished
     /// episode.
-    pub fn step(&mut self, action: f32) -> Result<()> {
+    fn step(&mut self, action: f32) -> Result<()> {
         let obs = self.env.observations().to_vec();
         let step = self.env.step(&[action])?;
         self.buffer.push(Transitions {
@@ -86,104 +126,148 @@ impl Experience {
     }
 
     /// `batch_size` transitions drawn uniformly with `rng`, as tensors.
-    pub fn sample(&self, batch_size: usize, rng: &mut Rng) -> Result<TensorBatch> {
+    fn sample(&self, batch_size: usize, rng: &mut Rng) -> Result<TensorBatch> {
         self.buffer.sample(batch_size, rng)?.into_tensors()
     }
 
-    /// The stream of the actions taken: the random ones and the policy's noise.
-    pub fn explore(&mut self) -> &mut Rng {
-        &mut self.explore
-    }
-
     /// The environment steps taken.
-    pub fn env_steps(&self) -> u64 {
+    fn env_steps(&self) -> u64 {
         self.env_steps
     }
 
     /// The finished episodes.
-    pub fn episodes(&self) -> &EpisodeLog {
+    fn episodes(&self) -> &EpisodeLog {
         &self.episodes
     }
 }
 
-/// An off-policy agent: it acts uniformly at random until [`OffPolicy::learning_starts`]
-/// steps are stored, then by its policy, and after each later step trains once on its
-/// [`Experience`]. Every such agent is an [`Agent`] whose unit is an environment step.
-pub trait OffPolicy: State {
+/// The observation size, the action size and the action bound (`[-max, max]`) of the
+/// environment, which a [`Learner`] sizes its networks by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dims {
+    /// Observation features.
+    pub observation: usize,
+    /// Action dimensions.
+    pub action: usize,
+    /// Every action lies in `[-max_action, max_action]`.
+    pub max_action: f32,
+}
+
+/// What makes an off-policy agent itself: its networks, optimizers, random streams and
+/// update. [`OffPolicy`] runs the environment, the replay buffer and the schedule around
+/// it.
+pub trait Learner: State {
     /// The default budget, in environment steps.
     const DEFAULT_BUDGET: u64;
 
-    /// The short name of the agent (`td3`, `ddpg`, `sac`).
-    fn name(&self) -> &'static str;
+    /// The policy's action for `observation` (`[1, obs_dim]`), exploration included, with
+    /// any random draw taken from `explore`.
+    fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32>;
 
-    /// The experience it acts in and learns from.
-    fn experience(&self) -> &Experience;
-
-    /// The same, mutably.
-    fn experience_mut(&mut self) -> &mut Experience;
-
-    /// Steps of random actions before the policy acts and the training starts.
-    fn learning_starts(&self) -> u64;
-
-    /// The policy's action for the current observation, exploration included.
-    fn policy_action(&mut self) -> Result<f32>;
-
-    /// One training iteration after environment step `step`; scalars go to `log`.
-    fn train(&mut self, step: u64, log: &mut Logger) -> Result<()>;
-
-    /// When the task counts as learned.
-    fn target(&self) -> Target;
-
-    /// The hyper-parameters and seed, as text.
-    fn describe(&self) -> String;
-
-    /// Every trained parameter (and target network) by name.
-    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>>;
+    /// One training iteration on `batch`, after environment step `step`; the scalars to
+    /// log (losses, temperatures) by tag.
+    fn update(&mut self, batch: &TensorBatch, step: u64) -> Result<Vec<(&'static str, f32)>>;
 }
 
-impl<A: OffPolicy> Agent for A {
+/// Steps between logged training scalars.
+const LOG_EVERY: u64 = 100;
+
+/// An off-policy agent: it acts uniformly at random (stream `explore` of the seed) until
+/// `learning_starts` steps are stored, then by its [`Learner`]'s policy; after each later
+/// step it draws `batch_size` transitions uniformly from the replay buffer (stream
+/// `replay`) and updates the learner once on them, logging the update's scalars every
+/// 100 steps. It is an [`Agent`] whose unit is an environment step, and its whole state
+/// (the learner's, the experience's and the replay stream) is one [`State`].
+#[derive(Debug, State)]
+pub struct OffPolicy<L> {
+    #[state(skip)]
+    common: Common,
+    #[state(skip)]
+    description: String,
+    experience: Experience,
+    replay: Rng,
+    learner: L,
+}
+
+impl<L: Learner> OffPolicy<L> {
+    /// The agent of the learner that `learner` builds for the environment's [`Dims`] with
+    /// the stream `init` of `seed`, the environment reset with `seed`, and an empty replay
+    /// buffer. `config` holds every hyper-parameter of the agent (`common` among them):
+    /// a checkpoint made under another `config` (its `Debug` text) or seed is not
+    /// resumed.
+    pub fn new(
+        seed: u64,
+        config: &impl Debug,
+        common: &Common,
+        learner: impl FnOnce(Dims, &mut Rng) -> Result<L>,
+    ) -> Result<Self> {
+        let experience = Experience::new(seed, common.replay_capacity)?;
+        Ok(Self {
+            learner: learner(experience.dims, &mut Rng::new(seed, "init"))?,
+            experience,
+            replay: Rng::new(seed, "replay"),
+            common: common.clone(),
+            description: format!("{config:?}, seed {seed}"),
+        })
+    }
+
+    /// The learner.
+    pub fn learner(&self) -> &L {
+        &self.learner
+    }
+}
+
+impl<L: Learner> Agent for OffPolicy<L> {
     const UNIT: &'static str = "steps";
-    const DEFAULT_BUDGET: u64 = <A as OffPolicy>::DEFAULT_BUDGET;
+    const DEFAULT_BUDGET: u64 = L::DEFAULT_BUDGET;
     const DEFAULT_CHECKPOINT_EVERY: u64 = 10_000;
 
     fn name(&self) -> &'static str {
-        OffPolicy::name(self)
+        self.common.name
     }
 
     /// One environment step, then one training iteration once the learning started.
     fn advance(&mut self, log: &mut Logger) -> Result<()> {
-        let action = if self.experience().env_steps() < self.learning_starts() {
-            let (_, _, max_action) = self.experience().dims();
-            let u = self.experience_mut().explore().uniform_f64();
-            ((2.0 * u - 1.0) * f64::from(max_action)) as f32
+        let Common {
+            learning_starts,
+            batch_size,
+            ..
+        } = self.common;
+        let experience = &mut self.experience;
+        let action = if experience.env_steps() < learning_starts {
+            let u = experience.explore.uniform_f64();
+            ((2.0 * u - 1.0) * f64::from(experience.dims.max_action)) as f32
         } else {
-            self.policy_action()?
+            let observation = experience.observation()?;
+            self.learner.act(&observation, &mut experience.explore)?
         };
-        self.experience_mut().step(action)?;
-        let step = self.experience().env_steps();
-        if step > self.learning_starts() {
-            self.train(step, log)?;
+        experience.step(action)?;
+        let step = experience.env_steps();
+        if step > learning_starts {
+            let batch = experience.sample(batch_size, &mut self.replay)?;
+            let scalars = self.learner.update(&batch, step)?;
+            if step.is_multiple_of(LOG_EVERY) {
+                for (tag, value) in scalars {
+                    log.scalar(tag, step, f64::from(value))?;
+                }
+            }
         }
         Ok(())
     }
 
     fn env_steps(&self) -> u64 {
-        self.experience().env_steps()
+        self.experience.env_steps()
     }
 
     fn episodes(&self) -> &EpisodeLog {
-        self.experience().episodes()
+        self.experience.episodes()
     }
 
     fn target(&self) -> Target {
-        OffPolicy::target(self)
+        self.common.target
     }
 
     fn describe(&self) -> String {
-        OffPolicy::describe(self)
-    }
-
-    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        OffPolicy::parameters(self)
+        self.description.clone()
     }
 }

@@ -215,9 +215,6 @@ pub trait Agent: State {
     /// The hyper-parameters and seed, as text: a checkpoint made under other ones is
     /// not resumed.
     fn describe(&self) -> String;
-
-    /// Every trained parameter (and target network) by name, for comparisons.
-    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>>;
 }
 
 /// The scalar logs of a run: TensorBoard and CSV, the same values in both.
@@ -317,8 +314,11 @@ impl Summary {
 pub struct Outcome {
     /// What the session did.
     pub summary: Summary,
-    /// The agent's parameters at the end ([`Agent::parameters`]).
-    pub parameters: Vec<(String, Vec<f32>)>,
+    /// The agent's whole state at the end (its [`State`]: parameters, optimizer slots,
+    /// random streams, environments, buffers, counters), for bit comparisons: a
+    /// checkpoint has one encoding, so two runs ended alike exactly when
+    /// [`Checkpoint::to_bytes`] agrees.
+    pub state: Checkpoint,
     /// Every finished episode.
     pub episodes: EpisodeLog,
 }
@@ -476,7 +476,7 @@ fn train_in_pool<A: Agent>(options: &Options, mut agent: A) -> Result<Outcome> {
     fs::write(&path, summary.to_json()).map_err(|e| io(FUNCTION, "write", &path, e))?;
     Ok(Outcome {
         summary,
-        parameters: agent.parameters()?,
+        state: Checkpoint::from_state(&agent)?,
         episodes: agent.episodes().clone(),
     })
 }

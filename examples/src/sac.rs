@@ -24,64 +24,37 @@
 //!   dimension; CleanRL writes `ln(max_action * (1 - tanh(u)^2) + 1e-6)`. The PyTorch twin
 //!   (`examples/python/sac.py`) computes it as rlgrad does.
 
-use rlgrad_autodiff::losses::{Reduction, mse_loss};
-use rlgrad_autodiff::nn::{Activation, Forward, Init, Linear, Mlp, Module};
-use rlgrad_autodiff::{ApplyGradients, Param, Tape, Var};
+use rlgrad_autodiff::prelude::*;
 use rlgrad_checkpoint::State;
-use rlgrad_core::{Result, Rng};
 use rlgrad_distributions::{TanhNormal, TanhSample};
-use rlgrad_optim::{Adam, Optimizer};
-use rlgrad_tensor::Tensor;
+use rlgrad_replay::TensorBatch;
 
-use crate::off_policy::{Experience, OffPolicy};
-use crate::run::{Logger, Target};
+use crate::off_policy::{Common, Learner, OffPolicy};
 
 /// CleanRL's hyper-parameters for SAC on continuous actions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Hidden units of the actor and of each critic. Default `[256, 256]`.
-    pub hidden: [usize; 2],
+    /// Networks, discount, Polyak, replay, the target; 5 000 random start steps.
+    pub common: Common,
     /// The actor's Adam learning rate. Default 3e-4.
     pub policy_lr: f64,
     /// The critics' and the temperature's Adam learning rate. Default 1e-3.
     pub q_lr: f64,
-    /// The discount. Default 0.99.
-    pub gamma: f32,
-    /// Polyak coefficient of the target updates. Default 0.005.
-    pub tau: f64,
-    /// Steps of uniformly random actions before the policy acts and training starts.
-    /// Default 5 000.
-    pub learning_starts: u64,
-    /// Transitions per training iteration. Default 256.
-    pub batch_size: usize,
-    /// The replay buffer's capacity. Default 10^6.
-    pub replay_capacity: usize,
     /// Steps between actor updates, each time that many of them. Default 2.
     pub policy_frequency: u64,
     /// The temperature: `None` tunes it (from `alpha = 1`, towards an entropy of `-A`),
     /// `Some(alpha)` keeps it fixed.
     pub fixed_alpha: Option<f32>,
-    /// Reached at a mean return of -200 over the last 10 episodes.
-    pub target: Target,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            hidden: [256, 256],
+            common: Common::new("sac", 5_000),
             policy_lr: 3e-4,
             q_lr: 1e-3,
-            gamma: 0.99,
-            tau: 0.005,
-            learning_starts: 5_000,
-            batch_size: 256,
-            replay_capacity: 1_000_000,
             policy_frequency: 2,
             fixed_alpha: None,
-            target: Target {
-                window: 10,
-                threshold: -200.0,
-            },
         }
     }
 }
@@ -138,15 +111,13 @@ impl Critics {
     }
 }
 
-/// The agent: actor, critics and their targets, the temperature, three optimizers, the
-/// experience (with the stream `explore` of the actions taken), and two random streams
-/// (`replay`: minibatch rows; `policy`: the samples of the losses).
+/// The learner: actor, critics and their targets, the temperature, three optimizers and
+/// the random stream `policy` of the losses' samples; all of it checkpointed by
+/// `#[derive(State)]`.
 #[derive(Debug, State)]
 pub struct Sac {
     #[state(skip)]
     config: Config,
-    #[state(skip)]
-    seed: u64,
     #[state(module)]
     actor: Actor,
     #[state(module)]
@@ -158,8 +129,6 @@ pub struct Sac {
     actor_adam: Optimizer<f32>,
     critic_adam: Optimizer<f32>,
     alpha_adam: Optimizer<f32>,
-    experience: Experience,
-    replay: Rng,
     policy: Rng,
     #[state(skip)]
     no_grad: Tape,
@@ -170,51 +139,39 @@ pub struct Sac {
 impl Sac {
     /// A fresh agent: networks drawn from stream `init` of `seed` (actor, then critics),
     /// the environment reset with `seed`.
-    pub fn new(config: Config, seed: u64) -> Result<Self> {
-        let experience = Experience::new(seed, config.replay_capacity)?;
-        let (obs, actions, max_action) = experience.dims();
-        let [h1, h2] = config.hidden;
-        let rng = &mut Rng::new(seed, "init");
-        let relu = Activation::Relu;
-        let trunk = Mlp::new("actor", &[obs, h1, h2], relu, relu, Init::TorchDefault, rng)?;
-        let mean = Linear::new("actor/mean", h2, actions, Init::TorchDefault, rng)?;
-        let log_std = Linear::new("actor/log_std", h2, actions, Init::TorchDefault, rng)?;
-        let mut critic = |name| {
-            let sizes = [obs + actions, h1, h2, 1];
-            Mlp::new(
-                name,
-                &sizes,
-                relu,
-                Activation::Identity,
-                Init::TorchDefault,
-                rng,
-            )
-        };
-        let critics = Critics {
-            q1: critic("critic/q1")?,
-            q2: critic("critic/q2")?,
-        };
-        let adam = |lr| Optimizer::new(Adam::torch(), lr);
-        Ok(Self {
-            actor: Actor {
-                trunk,
-                mean,
-                log_std,
-                max_action,
-            },
-            targets: critics.clone(),
-            critics,
-            log_alpha: Param::new("log_alpha", Tensor::zeros([1])?)?,
-            actor_adam: adam(config.policy_lr)?,
-            critic_adam: adam(config.q_lr)?,
-            alpha_adam: adam(config.q_lr)?,
-            experience,
-            replay: Rng::new(seed, "replay"),
-            policy: Rng::new(seed, "policy"),
-            no_grad: Tape::new().no_grad(),
-            tape: Tape::new(),
-            config,
-            seed,
+    pub fn new(config: Config, seed: u64) -> Result<OffPolicy<Self>> {
+        OffPolicy::new(seed, &config, &config.common, |dims, rng| {
+            let (obs, actions, max_action) = (dims.observation, dims.action, dims.max_action);
+            let [h1, h2] = config.common.hidden;
+            let relu = Activation::Relu;
+            let trunk = Mlp::new("actor", &[obs, h1, h2], relu, relu, Init::TorchDefault, rng)?;
+            let mean = Linear::new("actor/mean", h2, actions, Init::TorchDefault, rng)?;
+            let log_std = Linear::new("actor/log_std", h2, actions, Init::TorchDefault, rng)?;
+            let (sizes, identity) = ([obs + actions, h1, h2, 1], Activation::Identity);
+            let mut critic = |name| Mlp::new(name, &sizes, relu, identity, Init::TorchDefault, rng);
+            let critics = Critics {
+                q1: critic("critic/q1")?,
+                q2: critic("critic/q2")?,
+            };
+            let adam = |lr| Optimizer::new(Adam::torch(), lr);
+            Ok(Self {
+                actor: Actor {
+                    trunk,
+                    mean,
+                    log_std,
+                    max_action,
+                },
+                targets: critics.clone(),
+                critics,
+                log_alpha: Param::new("log_alpha", Tensor::zeros([1])?)?,
+                actor_adam: adam(config.policy_lr)?,
+                critic_adam: adam(config.q_lr)?,
+                alpha_adam: adam(config.q_lr)?,
+                policy: Rng::new(seed, "policy"),
+                no_grad: Tape::new().no_grad(),
+                tape: Tape::new(),
+                config: config.clone(),
+            })
         })
     }
 
@@ -226,65 +183,16 @@ impl Sac {
         }
     }
 
-    /// One training iteration; returns the critic loss and, when the actor updated, its
-    /// last loss and the temperature.
-    fn train_iteration(&mut self) -> Result<(f32, Option<(f32, f32)>)> {
-        let batch = self
-            .experience
-            .sample(self.config.batch_size, &mut self.replay)?;
-        let alpha = self.alpha()?;
-        let target = {
-            let tape = &self.no_grad;
-            let next_states = tape.constant(&batch.next_obs);
-            let next = self.actor.sample(tape, &next_states, &mut self.policy)?;
-            let [min_q, ..] = self.targets.q(tape, &next_states, &next.action)?;
-            let soft_value = min_q.sub(&next.log_prob.mul_scalar(alpha)?)?;
-            let not_dones = tape
-                .constant(&batch.not_dones)
-                .mul_scalar(self.config.gamma)?;
-            tape.constant(&batch.rewards)
-                .add(&not_dones.mul(&soft_value)?)?
-                .into_value()
-        };
-        self.tape.reset();
-        let tape = &self.tape;
-        let (states, target) = (tape.constant(&batch.obs), tape.constant(&target));
-        let [_, q1, q2] = self
-            .critics
-            .q(tape, &states, &tape.constant(&batch.actions))?;
-        let critic_loss = mse_loss(&q1, &target, Reduction::Mean)?.add(&mse_loss(
-            &q2,
-            &target,
-            Reduction::Mean,
-        )?)?;
-        let grads = tape.gradient(&critic_loss, &[&self.critics])?;
-        self.critic_adam
-            .apply_gradients(&mut self.critics, &grads)?;
-        let critic_loss = critic_loss.to_scalar()?;
-        let steps = self.experience.env_steps();
-        let mut actor_update = None;
-        if steps.is_multiple_of(self.config.policy_frequency) {
-            for _ in 0..self.config.policy_frequency {
-                actor_update = Some(self.update_actor_and_alpha(&batch.obs)?);
-            }
-        }
-        self.targets
-            .soft_update_from(&self.critics, self.config.tau)?;
-        Ok((critic_loss, actor_update))
-    }
-
     /// One actor step and, when tuned, one temperature step; the actor's loss and the
     /// temperature it used.
     fn update_actor_and_alpha(&mut self, obs: &Tensor) -> Result<(f32, f32)> {
         let alpha = self.alpha()?;
-        self.tape.reset();
-        let tape = &self.tape;
+        let tape = self.tape.reset();
         let states = tape.constant(obs);
         let pi = self.actor.sample(tape, &states, &mut self.policy)?;
         let [min_q, ..] = self.critics.q(tape, &states, &pi.action)?;
-        let actor_loss = pi.log_prob.mul_scalar(alpha)?.sub(&min_q)?.mean_all()?;
-        let grads = tape.gradient(&actor_loss, &[&self.actor])?;
-        self.actor_adam.apply_gradients(&mut self.actor, &grads)?;
+        let actor_loss = ((pi.log_prob * alpha)? - min_q)?.mean_all()?;
+        self.actor_adam.minimize(&actor_loss, &mut self.actor)?;
         let actor_loss = actor_loss.to_scalar()?;
         if self.config.fixed_alpha.is_none() {
             let tape = &self.no_grad;
@@ -294,74 +202,58 @@ impl Sac {
                 .log_prob
                 .into_value();
             let target_entropy = -(self.actor.mean.outputs() as f32);
-            self.tape.reset();
-            let tape = &self.tape;
-            let log_alpha = tape.param(&self.log_alpha);
-            let gap = tape.constant(&log_pi).add_scalar(target_entropy)?;
-            let alpha_loss = log_alpha.exp()?.neg()?.mul(&gap)?.mean_all()?;
-            let grads = tape.gradient(&alpha_loss, &[&self.log_alpha])?;
-            self.alpha_adam
-                .apply_gradients(&mut self.log_alpha, &grads)?;
+            let tape = self.tape.reset();
+            let gap = (tape.constant(&log_pi) + target_entropy)?;
+            let alpha_loss = ((-tape.param(&self.log_alpha).exp()?)? * gap)?.mean_all()?;
+            self.alpha_adam.minimize(&alpha_loss, &mut self.log_alpha)?;
         }
         Ok((actor_loss, alpha))
     }
 }
 
-/// Iterations between logged losses.
-const LOG_EVERY: u64 = 100;
-
-impl OffPolicy for Sac {
+impl Learner for Sac {
     const DEFAULT_BUDGET: u64 = 50_000;
 
-    fn name(&self) -> &'static str {
-        "sac"
-    }
-
-    fn experience(&self) -> &Experience {
-        &self.experience
-    }
-
-    fn experience_mut(&mut self) -> &mut Experience {
-        &mut self.experience
-    }
-
-    fn learning_starts(&self) -> u64 {
-        self.config.learning_starts
-    }
-
     /// A sample of the policy.
-    fn policy_action(&mut self) -> Result<f32> {
+    fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32> {
         let tape = &self.no_grad;
-        let state = tape.constant(&self.experience.observation()?);
-        let explore = self.experience.explore();
+        let state = tape.constant(observation);
         self.actor.sample(tape, &state, explore)?.action.to_scalar()
     }
 
-    fn train(&mut self, step: u64, log: &mut Logger) -> Result<()> {
-        let (critic_loss, actor_update) = self.train_iteration()?;
-        if step.is_multiple_of(LOG_EVERY) {
-            log.scalar("train/critic_loss", step, f64::from(critic_loss))?;
-            if let Some((actor_loss, alpha)) = actor_update {
-                log.scalar("train/actor_loss", step, f64::from(actor_loss))?;
-                log.scalar("train/alpha", step, f64::from(alpha))?;
+    /// One training iteration: the critics; on every `policy_frequency`-th step that many
+    /// actor (and temperature) steps; the targets. Logs the critic loss and, when the
+    /// actor updated, its last loss and the temperature.
+    fn update(&mut self, batch: &TensorBatch, step: u64) -> Result<Vec<(&'static str, f32)>> {
+        let alpha = self.alpha()?;
+        let target = {
+            let tape = &self.no_grad;
+            let next_states = tape.constant(&batch.next_obs);
+            let next = self.actor.sample(tape, &next_states, &mut self.policy)?;
+            let [min_q, ..] = self.targets.q(tape, &next_states, &next.action)?;
+            let soft_value = (min_q - (next.log_prob * alpha)?)?;
+            let not_dones = (tape.constant(&batch.not_dones) * self.config.common.gamma)?;
+            (tape.constant(&batch.rewards) + (not_dones * soft_value)?)?.into_value()
+        };
+        let tape = self.tape.reset();
+        let (states, target) = (tape.constant(&batch.obs), tape.constant(&target));
+        let [_, q1, q2] = self
+            .critics
+            .q(tape, &states, &tape.constant(&batch.actions))?;
+        let critic_loss =
+            (mse_loss(&q1, &target, Reduction::Mean)? + mse_loss(&q2, &target, Reduction::Mean)?)?;
+        self.critic_adam.minimize(&critic_loss, &mut self.critics)?;
+        let mut scalars = vec![("train/critic_loss", critic_loss.to_scalar()?)];
+        if step.is_multiple_of(self.config.policy_frequency) {
+            let mut actor_update = (0.0, 0.0);
+            for _ in 0..self.config.policy_frequency {
+                actor_update = self.update_actor_and_alpha(&batch.obs)?;
             }
+            scalars.push(("train/actor_loss", actor_update.0));
+            scalars.push(("train/alpha", actor_update.1));
         }
-        Ok(())
-    }
-
-    fn target(&self) -> Target {
-        self.config.target
-    }
-
-    fn describe(&self) -> String {
-        format!("{:?}, seed {}", self.config, self.seed)
-    }
-
-    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        let mut all = crate::named_values("", &self.actor)?;
-        all.extend(crate::named_values("", &self.critics)?);
-        all.extend(crate::named_values("target", &self.targets)?);
-        all.extend(crate::named_values("", &self.log_alpha)?);
-        Ok(all)
+        self.targets
+            .soft_update_from(&self.critics, self.config.common.tau)?;
+        Ok(scalars)
     }
 }

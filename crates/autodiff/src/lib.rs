@@ -25,6 +25,7 @@
 //!   `Param`s, and `Vec`s/`Option`s/`Box`es of them is a module, its parameters named by
 //!   field path (`actor/l1/weight`), with `soft_update_from` for target networks;
 //!   [`nn::Sequential`] for the plain stack.
+//! - [`prelude`]: the names a training step uses, for one glob import.
 //!
 //! # Operators
 //!
@@ -101,6 +102,7 @@ pub mod nn;
 mod ops;
 mod optim;
 mod param;
+pub mod prelude;
 mod tape;
 
 pub use backward::CustomOp;

@@ -11,6 +11,7 @@ use crate::finite::NonFinite;
 use crate::gradients::Gradients;
 use crate::module::Module;
 use crate::param::Param;
+use crate::tape::Var;
 
 /// One optimizer step over a module's parameters with the gradients of a tape, matched
 /// by parameter identity and handed to the optimizer under the parameters' names (Keras'
@@ -44,6 +45,28 @@ pub trait ApplyGradients<T: Float, D: TensorDevice<T>> {
         module: &mut M,
         grads: &Gradients<T, D>,
     ) -> Result<()>;
+
+    /// The gradient of `loss` with respect to the parameters of `module`, then one step
+    /// over them: [`crate::Tape::gradient`] on the loss's tape, then
+    /// [`ApplyGradients::apply_gradients`], with their errors (Keras'
+    /// `optimizer.minimize(loss, var_list, tape)`; PyTorch's `zero_grad()`,
+    /// `loss.backward()`, `step()`).
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{ApplyGradients, Param, Tape};
+    /// use rlgrad_optim::{Optimizer, Sgd};
+    /// use rlgrad_tensor::Tensor;
+    /// let mut w = Param::new("w", Tensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
+    /// let mut sgd = Optimizer::new(Sgd::default(), 0.25)?;
+    /// let tape = Tape::new();
+    /// sgd.minimize(&tape.param(&w).square()?.sum_all()?, &mut w)?;
+    /// assert_eq!(w.value().to_vec()?, [0.5, 1.0]); // w - 0.25 * 2w
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    fn minimize<M: Module<T, D>>(&mut self, loss: &Var<'_, T, D>, module: &mut M) -> Result<()> {
+        let grads = loss.tape().gradient(loss, &[&*module])?;
+        self.apply_gradients(module, &grads)
+    }
 }
 
 impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> ApplyGradients<T, D> for Optimizer<T, D> {

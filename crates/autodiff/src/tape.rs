@@ -208,9 +208,9 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
     }
 
     /// Forgets everything recorded and makes the tape usable again, keeping its memory
-    /// for the next step. (The variables of the last step borrow the tape, so none
-    /// survives this.)
-    pub fn reset(&mut self) {
+    /// for the next step; returns the tape to record on (`let tape = self.tape.reset();`).
+    /// The variables of the last step borrow the tape, so none survives this.
+    pub fn reset(&mut self) -> &Self {
         let state = self.state.get_mut();
         state.nodes.clear();
         state.params.clear();
@@ -218,6 +218,7 @@ impl<T: Float, D: TensorDevice<T>> Tape<T, D> {
         state.origins.clear();
         state.non_finite = None;
         state.consumed = false;
+        self
     }
 
     /// `param` on the tape: the variable gradients of `param` flow into. A parameter put

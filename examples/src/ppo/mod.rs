@@ -694,10 +694,6 @@ impl Agent for Ppo {
             self.config, self.budget, self.seed
         )
     }
-
-    fn parameters(&self) -> Result<Vec<(String, Vec<f32>)>> {
-        crate::named_values("", &self.policy)
-    }
 }
 
 #[cfg(test)]
