@@ -22,12 +22,12 @@ use rlgrad_autodiff::nn::{Forward, Init, Linear, Module};
 use rlgrad_autodiff::{ApplyGradients, Param, Tape, Var};
 use rlgrad_checkpoint::State;
 use rlgrad_core::{Result, Rng};
+use rlgrad_distributions::Categorical;
 use rlgrad_envs::{CartPole, VecEnv};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_returns::{discounted_cumsum, standardize};
 use rlgrad_tensor::Tensor;
 
-use crate::categorical;
 use crate::run::{Agent, EpisodeLog, Logger, Target};
 
 /// The tutorial's hyper-parameters.
@@ -178,8 +178,7 @@ impl ActorCritic {
             let (logits, _) = self
                 .network
                 .forward(&self.acting, &self.acting.constant(&x))?;
-            let probabilities = logits.softmax(1)?.to_vec()?;
-            let action = categorical::sample(&probabilities, &mut self.actions_rng);
+            let action = Categorical::from_logits(&logits)?.sample(&mut self.actions_rng)?[0];
             let step = self.env.step(&[action])?;
             self.actions.push(action);
             self.rewards.push(step.rewards[0]);

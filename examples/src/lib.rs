@@ -43,7 +43,6 @@
 //! ```
 
 pub mod actor_critic;
-mod categorical;
 pub mod cli;
 pub mod off_policy;
 pub mod ppo;

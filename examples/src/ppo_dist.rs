@@ -43,11 +43,10 @@ use rlgrad_dist::{
     Collective, GradientReducer, ParamSpec, Scale, global_mean, global_standardize, global_sum,
     owned_range, params_fingerprint,
 };
+use rlgrad_distributions::Categorical;
 use rlgrad_envs::{CartPole, VecEnv};
 use rlgrad_optim::{Adam, Optimizer, Param};
 use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
-
-use crate::categorical;
 
 /// The hyper-parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -503,22 +502,15 @@ impl DdPpo {
             let obs = self.observations();
             let tape = Tape::new().no_grad();
             let x = tape.constant(&Tensor::from_vec(obs.clone(), [b, OBS])?);
-            let log_probs = self
-                .learner
-                .actor
-                .forward(&tape, &x)?
-                .log_softmax(1)?
-                .value()
-                .to_vec()?;
+            let pi = Categorical::from_logits(&self.learner.actor.forward(&tape, &x)?)?;
+            let actions = pi.sample_each(self.envs.iter_mut().map(|slot| &mut slot.actions))?;
+            r.log_probs.extend(pi.log_prob(&actions)?.to_vec()?);
+            r.actions.extend_from_slice(&actions);
             let values = self.learner.critic.forward(&tape, &x)?.value().to_vec()?;
             r.observations.extend_from_slice(&obs);
             r.values.extend_from_slice(&values);
             let mut finals = Vec::with_capacity(b * OBS);
-            for (e, (row, slot)) in log_probs.chunks_exact(2).zip(&mut self.envs).enumerate() {
-                let probabilities: Vec<f32> = row.iter().map(|l| l.exp()).collect();
-                let a = categorical::sample(&probabilities, &mut slot.actions);
-                r.actions.push(a);
-                r.log_probs.push(row[a]);
+            for (e, (&a, slot)) in actions.iter().zip(&mut self.envs).enumerate() {
                 let step = slot.env.step(&[a])?;
                 r.rewards.extend_from_slice(step.rewards);
                 r.terminated.extend_from_slice(step.terminated);

@@ -132,13 +132,64 @@ impl<'t, T: Float, D: TensorDevice<T>> Categorical<'t, T, D> {
     /// depend on the seed and the bits of the probabilities only (the same at any thread
     /// count). An error when a probability is not finite (NaN logits).
     pub fn sample(&self, rng: &mut Rng) -> Result<Vec<usize>> {
-        let function = "Categorical::sample";
+        self.sample_rows("Categorical::sample", |_| rng.uniform_f64())
+    }
+
+    /// One action per row, row `b` drawn from the `b`-th generator of `rngs` by the rule
+    /// of [`Categorical::sample`]. With one stream per environment (seeded by its global
+    /// index), an environment's actions do not depend on which others share its batch:
+    /// the same however environments are spread over workers or batched.
+    ///
+    /// An error when `rngs` yields fewer than `B` generators (extra ones are not used) or
+    /// a probability is not finite; on an error no generator has advanced.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::Tape;
+    /// use rlgrad_core::Rng;
+    /// use rlgrad_distributions::Categorical;
+    /// use rlgrad_tensor::Tensor;
+    /// let tape = Tape::new().no_grad();
+    /// let logits = tape.constant(&Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 0.0, 0.0, 0.0], [2, 3])?);
+    /// let pi = Categorical::from_logits(&logits)?;
+    /// let mut streams: Vec<Rng> = (0..2).map(|env| Rng::new(7, &format!("env{env}"))).collect();
+    /// let both = pi.sample_each(&mut streams)?;
+    /// let second_alone = Categorical::from_logits(&logits.narrow(0, 1, 1)?)?
+    ///     .sample(&mut Rng::new(7, "env1"))?;
+    /// assert_eq!(both[1], second_alone[0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn sample_each<'r>(
+        &self,
+        rngs: impl IntoIterator<Item = &'r mut Rng>,
+    ) -> Result<Vec<usize>> {
+        let function = "Categorical::sample_each";
+        let batch = self.batch();
+        let mut rngs: Vec<&mut Rng> = rngs.into_iter().take(batch).collect();
+        if rngs.len() < batch {
+            return Err(Error::shape(
+                function,
+                "rngs",
+                format_args!("{batch} generators, one per row"),
+                format_args!("{}", rngs.len()),
+            ));
+        }
+        self.sample_rows(function, |b| rngs[b].uniform_f64())
+    }
+
+    /// The draws of [`Categorical::sample`], row `b` with the uniform `uniform(b)`; no
+    /// uniform is drawn when a probability is not finite.
+    fn sample_rows(
+        &self,
+        function: &'static str,
+        mut uniform: impl FnMut(usize) -> f64,
+    ) -> Result<Vec<usize>> {
         let probs = self.log_probs.value().exp()?.to_vec()?;
         check::finite(function, "logits", &probs)?;
         Ok(probs
             .chunks(self.actions())
-            .map(|row| {
-                let u = rng.uniform_f64();
+            .enumerate()
+            .map(|(b, row)| {
+                let u = uniform(b);
                 let mut cumulative = 0.0;
                 let mut last = 0;
                 for (a, &p) in row.iter().enumerate() {

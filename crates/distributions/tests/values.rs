@@ -366,3 +366,39 @@ fn bernoulli_and_normal_samples_are_seeded_and_have_their_moments() -> Result<()
     assert_eq!(s.action.to_vec()?, a);
     Ok(())
 }
+
+#[test]
+fn one_stream_per_row_draws_what_each_row_alone_draws() -> Result<()> {
+    let rows = 5;
+    let logits: Vec<f32> = (0..rows * 3).map(|i| ((i * 7) % 5) as f32 * 0.4).collect();
+    let tape = Tape::new().no_grad();
+    let logits = tape.constant(&Tensor::from_vec(logits, [rows, 3])?);
+    let pi = Categorical::from_logits(&logits)?;
+    let stream = |row: usize| Rng::new(11, &format!("env{row}"));
+    let mut streams: Vec<Rng> = (0..rows).map(stream).collect();
+    let mut together = Vec::new();
+    for _ in 0..40 {
+        together.push(pi.sample_each(&mut streams)?);
+    }
+    for row in 0..rows {
+        let alone = Categorical::from_logits(&logits.narrow(0, row, 1)?)?;
+        let mut rng = stream(row);
+        for draws in &together {
+            assert_eq!(draws[row], alone.sample(&mut rng)?[0], "row {row}");
+        }
+    }
+    assert!(
+        together.iter().any(|d| d[0] != together[0][0]),
+        "the draws vary"
+    );
+
+    let before: Vec<f64> = streams.clone().iter_mut().map(Rng::uniform_f64).collect();
+    let err = message(pi.sample_each(&mut streams[..rows - 1]).unwrap_err());
+    assert!(
+        err.contains("Categorical::sample_each") && err.contains("`rngs`"),
+        "{err}"
+    );
+    let after: Vec<f64> = streams.iter_mut().map(Rng::uniform_f64).collect();
+    assert_eq!(before, after, "a refused call advances no generator");
+    Ok(())
+}

@@ -40,13 +40,13 @@ pub use policy::{Branch, Memory, Policy};
 use rlgrad_autodiff::{ApplyGradients, Tape, Var};
 use rlgrad_checkpoint::State;
 use rlgrad_core::{Error, Result, Rng};
+use rlgrad_distributions::Categorical;
 use rlgrad_envs::{CartPoleNoVelocity, VecEnv};
 use rlgrad_mask::{ChopConfig, Column, SequenceBatch, Sequences, chop_into_sequences};
 use rlgrad_optim::{Adam, Optimizer, Schedule};
 use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
 use rlgrad_tensor::Tensor;
 
-use crate::categorical;
 use crate::run::{Agent, EpisodeLog, Logger, Target};
 
 /// RL Zoo's hyper-parameters for `CartPoleNoVel-v1`.
@@ -433,15 +433,9 @@ impl Ppo {
             let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
             let (logits, actor_next) = self.policy.actor.step(tape, &x, &self.actor_state)?;
             let (values, critic_next) = self.policy.critic.step(tape, &x, &self.critic_state)?;
-            let log_probs = logits.log_softmax(1)?.to_vec()?;
-            let probabilities = logits.softmax(1)?.to_vec()?;
-            let actions: Vec<usize> = probabilities
-                .chunks_exact(2)
-                .map(|p| categorical::sample(p, &mut self.actions_rng))
-                .collect();
-            for (i, &a) in actions.iter().enumerate() {
-                rollout.log_probs.push(log_probs[i * 2 + a]);
-            }
+            let pi = Categorical::from_logits(&logits)?;
+            let actions = pi.sample(&mut self.actions_rng)?;
+            rollout.log_probs.extend(pi.log_prob(&actions)?.to_vec()?);
             rollout.values.extend(values.to_vec()?);
             let step = self.env.step(&actions)?;
             rollout.actions.extend_from_slice(&actions);
