@@ -13,7 +13,9 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rlgrad_benches::{Tolerance, check, thread_counts};
 use rlgrad_core::Rng;
-use rlgrad_returns::{Episodes, TimeMajor, discounted_returns_into, gae_into};
+use rlgrad_returns::{
+    Episodes, SliceLayout, TimeMajor, discounted_returns_into, gae_into, transpose,
+};
 
 const GAMMA: f32 = 0.99;
 const LAMBDA: f32 = 0.95;
@@ -92,6 +94,14 @@ fn estimators(c: &mut Criterion) {
         let data = batch(t, b);
         let len = t * b;
         let episodes = Episodes::terminations(GAMMA, &data.dones);
+        // The same batch stored batch-major ([B, T], TorchRL's layout), read in place.
+        let by_column = |x: &[f32]| transpose(x, t, b, 1).unwrap();
+        let (bm_rewards, bm_values, bm_dones) = (
+            by_column(&data.rewards),
+            by_column(&data.values),
+            by_column(&data.dones),
+        );
+        let bm_episodes = Episodes::terminations(GAMMA, &bm_dones);
         let zeros = vec![0.0f32; b];
         let (mut out, mut out2) = (vec![0.0f32; len], vec![0.0f32; len]);
         let (want_returns, want_advantages) =
@@ -142,6 +152,27 @@ fn estimators(c: &mut Criterion) {
             threads.bench(&mut group, "gae_and_returns", || {
                 advantages(&mut out, Some(&mut out2))
             });
+
+            let batch_major = |out: &mut [f32]| {
+                gae_into(
+                    par,
+                    SliceLayout::batch_major(data.layout),
+                    black_box(&bm_rewards),
+                    &bm_values,
+                    &data.bootstrap,
+                    bm_episodes,
+                    LAMBDA,
+                    out,
+                    None,
+                )
+                .unwrap()
+            };
+            threads.install(|| batch_major(&mut out));
+            let id = format!("{group_name}/{}", threads.id("gae_batch_major"));
+            let time_major = transpose(&out, b, t, 1).unwrap();
+            if check(&id, &time_major, &want_advantages, PEERS_TOLERANCE) {
+                threads.bench(&mut group, "gae_batch_major", || batch_major(&mut out));
+            }
         }
         group.finish();
     }

@@ -1,6 +1,8 @@
-//! NumPy arrays in and out: dtype dispatch, borrowed C-contiguous inputs (a copy for any
-//! other layout), fallible outputs, and errors as Python exceptions.
+//! NumPy arrays in and out: dtype dispatch, inputs borrowed when their memory is in the
+//! order a call reads (copied once otherwise), fallible outputs, and errors as Python
+//! exceptions.
 
+use numpy::ndarray::{ArrayViewD, Ix1, Ix2};
 use numpy::{
     Element, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -81,56 +83,142 @@ macro_rules! by_dtype {
 }
 pub(crate) use by_dtype;
 
-/// An input array: borrowed from NumPy when it is C-contiguous, else copied once into C
-/// order.
+/// The order in which a call reads an array's values: C (row-major; time-major for
+/// `[T, B]` data) or Fortran (column-major; batch-major for `[T, B]` data, such as `x.T`
+/// of a C-ordered `[B, T]` array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    C,
+    Fortran,
+}
+
+/// An input array: borrowed from NumPy when its memory is contiguous in the order the call
+/// reads, else copied once into that order.
 pub struct Input<'py, T: Element> {
     array: PyReadonlyArrayDyn<'py, T>,
-    /// The values in C order, when the array is not C-contiguous.
+    order: Order,
+    /// The values in `order`, when the array's memory is not.
     copy: Option<Vec<T>>,
 }
 
-impl<'py, T: Element + Copy> Input<'py, T> {
-    /// Array argument `name` of `function` as an input of element type `T`; a `TypeError`
-    /// for another type or dtype (`want` names the dtypes the argument takes).
+impl<'py, T: Element + Copy + Default> Input<'py, T> {
+    /// Array argument `name` of `function` as an input of element type `T` in C order; a
+    /// `TypeError` for another type or dtype (`want` names the dtypes the argument takes).
     pub fn new(function: &str, name: &str, want: &str, obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Self::new_in(function, name, want, obj, Some(Order::C))
+    }
+
+    /// The same in `order`, or (`None`) in the array's own order when it is a
+    /// Fortran-contiguous 2-D array, C order otherwise.
+    pub fn new_in(
+        function: &str,
+        name: &str,
+        want: &str,
+        obj: &Bound<'py, PyAny>,
+        order: Option<Order>,
+    ) -> PyResult<Self> {
         let array = obj.cast::<PyArrayDyn<T>>().map_err(|_| {
             PyTypeError::new_err(format!(
                 "{function}: argument `{name}` must be a numpy.ndarray of {want}, got {}",
                 describe(obj)
             ))
         })?;
-        Self::from_array(function, name, array)
+        Self::from_array_in(function, name, array, order)
     }
 
-    /// The same for an array known to have element type `T`.
+    /// [`Input::new`] for an array known to have element type `T`.
     pub fn from_array(
         function: &str,
         name: &str,
         array: &Bound<'py, PyArrayDyn<T>>,
     ) -> PyResult<Self> {
+        Self::from_array_in(function, name, array, Some(Order::C))
+    }
+
+    fn from_array_in(
+        function: &str,
+        name: &str,
+        array: &Bound<'py, PyArrayDyn<T>>,
+        order: Option<Order>,
+    ) -> PyResult<Self> {
         let array = array
             .try_readonly()
             .map_err(|e| value_error(function, name, format_args!("cannot be read: {e}")))?;
-        let copy = (!array.is_c_contiguous() || array.as_slice().is_err())
-            .then(|| array.as_array().iter().copied().collect());
-        Ok(Self { array, copy })
+        let fortran_2d =
+            array.ndim() == 2 && array.is_fortran_contiguous() && !array.is_c_contiguous();
+        let order = order.unwrap_or(if fortran_2d { Order::Fortran } else { Order::C });
+        let in_place = array.as_slice().is_ok()
+            && match order {
+                Order::C => array.is_c_contiguous(),
+                Order::Fortran => array.is_fortran_contiguous(),
+            };
+        let copy = if in_place {
+            None
+        } else {
+            Some(copy_in(function, name, &array, order)?)
+        };
+        Ok(Self { array, order, copy })
     }
 
-    /// The values in C order.
+    /// The values in [`Input::order`].
     pub fn data(&self) -> &[T] {
         match &self.copy {
             Some(values) => values,
             None => self
                 .array
                 .as_slice()
-                .expect("checked C-contiguous when the input was made"),
+                .expect("checked contiguous in its order when the input was made"),
         }
+    }
+
+    /// The order of [`Input::data`].
+    pub fn order(&self) -> Order {
+        self.order
     }
 
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         self.array.shape()
     }
+}
+
+/// The values of `array` in `order`: a blocked transpose of the memory of a 2-D array that
+/// is contiguous in the other order, else one pass in `order` over a view of its rank.
+fn copy_in<T: Element + Copy + Default>(
+    function: &str,
+    name: &str,
+    array: &PyReadonlyArrayDyn<'_, T>,
+    order: Order,
+) -> PyResult<Vec<T>> {
+    let view = array.as_array();
+    if let ([rows, cols], Ok(memory)) = (view.shape(), array.as_slice()) {
+        // Contiguous, but not in `order`: the memory holds the transpose.
+        let (rows, cols) = match order {
+            Order::C => (*cols, *rows),
+            Order::Fortran => (*rows, *cols),
+        };
+        return rlgrad_returns::transpose(memory, rows, cols, 1).map_err(|e| {
+            PyMemoryError::new_err(format!(
+                "{function}: argument `{name}` cannot be copied into {order:?} order: {e}"
+            ))
+        });
+    }
+    let view: ArrayViewD<'_, T> = match order {
+        Order::C => view,
+        Order::Fortran => view.reversed_axes(),
+    };
+    // Iterators of a fixed rank: the dynamic-rank one costs about 20 ns an element.
+    let mut values = Vec::with_capacity(view.len());
+    if let Ok(v) = view.view().into_dimensionality::<Ix1>() {
+        values.extend(v.iter().copied());
+    } else if let Ok(v) = view.view().into_dimensionality::<Ix2>() {
+        for row in v.rows() {
+            values.extend(row.iter().copied());
+        }
+    } else {
+        values.extend(view.iter().copied());
+    }
+    Ok(values)
 }
 
 /// Array argument `name` with element type `T`, the dtype the call's first array decided.
@@ -140,6 +228,17 @@ pub fn input<'py, T: Real>(
     obj: &Bound<'py, PyAny>,
 ) -> PyResult<Input<'py, T>> {
     Input::new(function, name, T::NAME, obj)
+}
+
+/// [`input`] in `order`, or (`None`) in the array's own order when it is a
+/// Fortran-contiguous 2-D array ([`Input::new_in`]).
+pub fn input_in<'py, T: Real>(
+    function: &str,
+    name: &str,
+    obj: &Bound<'py, PyAny>,
+    order: Option<Order>,
+) -> PyResult<Input<'py, T>> {
+    Input::new_in(function, name, T::NAME, obj, order)
 }
 
 /// A `ValueError` unless `got` equals `want` (the shape of `like`).
@@ -177,6 +276,23 @@ pub fn to_numpy<'py, T: Element>(
     Ok(numpy::PyArray1::from_vec(py, values)
         .reshape(shape.to_vec())?
         .into_any())
+}
+
+/// `values`, stored in `order`, as a NumPy array of shape `shape` without a copy: for
+/// Fortran order, the C-ordered array of the reversed shape, transposed (a view).
+pub fn to_numpy_in<'py, T: Element>(
+    py: Python<'py>,
+    values: Vec<T>,
+    shape: &[usize],
+    order: Order,
+) -> PyResult<Bound<'py, PyAny>> {
+    match order {
+        Order::C => to_numpy(py, values, shape),
+        Order::Fortran => {
+            let reversed: Vec<usize> = shape.iter().rev().copied().collect();
+            to_numpy(py, values, &reversed)?.getattr("T")
+        }
+    }
 }
 
 /// `threads=` as a [`Par`]: `None` or 0 for every thread of rlgrad's rayon pool

@@ -1,16 +1,18 @@
-//! `rlgrad.returns`: the estimators of rlgrad-returns on time-major `[T]` / `[T, B]`
-//! arrays.
+//! `rlgrad.returns`: the estimators of rlgrad-returns on `[T]` / `[T, B]` arrays (axis 0
+//! is time), read in place when C-ordered (time-major) or, for `[T, B]`, Fortran-ordered
+//! (batch-major: `x.T` of a C-ordered `[B, T]` array).
 
 use numpy::PyArrayDyn;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use rlgrad_returns::{
-    Episodes, FlagSlice, SliceEpisodes, TimeMajor, Truncation, VtraceParams,
+    Episodes, FlagSlice, SliceEpisodes, SliceLayout, TimeMajor, Truncation, VtraceParams,
     discounted_returns_into, gae_into, lambda_returns_into, n_step_returns_into, vtrace_into,
 };
 
 use crate::arrays::{
-    Input, Real, by_dtype, error, input, par, same_shape, to_numpy, value_error, zeroed,
+    Input, Order, Real, by_dtype, error, input, input_in, par, same_shape, to_numpy, to_numpy_in,
+    value_error, zeroed,
 };
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,16 +26,59 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The time-major layout of `rewards`: `[T]` is one column, `[T, B]` B columns.
-fn layout(function: &str, shape: &[usize]) -> PyResult<TimeMajor> {
-    match *shape {
-        [t] => Ok(TimeMajor::new(t, 1)),
-        [t, b] => Ok(TimeMajor::new(t, b)),
-        _ => Err(value_error(
-            function,
-            "rewards",
-            format_args!("has shape {shape:?}, expected [T] or [T, B] (time-major)"),
-        )),
+/// The `[T, B]` arrays of one call: their shape (that of `rewards`), the order they are
+/// read in (the order of `rewards`: Fortran for a Fortran-ordered `[T, B]` array, C
+/// otherwise; the others are read in place when stored alike, copied once otherwise) and
+/// the layout the kernels take.
+struct Frame {
+    shape: Vec<usize>,
+    order: Order,
+    layout: SliceLayout,
+}
+
+impl Frame {
+    /// The frame of `rewards`: `[T]` is one column, `[T, B]` B columns.
+    fn new<T: Real>(function: &str, rewards: &Input<'_, T>) -> PyResult<Self> {
+        let shape = rewards.shape().to_vec();
+        let time_major = match *shape {
+            [t] => TimeMajor::new(t, 1),
+            [t, b] => TimeMajor::new(t, b),
+            _ => {
+                return Err(value_error(
+                    function,
+                    "rewards",
+                    format_args!("has shape {shape:?}, expected [T] or [T, B] (axis 0 is time)"),
+                ));
+            }
+        };
+        let order = rewards.order();
+        let layout = match order {
+            Order::C => time_major.into(),
+            Order::Fortran => SliceLayout::batch_major(time_major),
+        };
+        Ok(Self {
+            shape,
+            order,
+            layout,
+        })
+    }
+
+    /// `[T, B]` array argument `name`, checked to have the shape of `rewards`, in the
+    /// frame's order.
+    fn input<'py, T: Real>(
+        &self,
+        function: &str,
+        name: &str,
+        obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Input<'py, T>> {
+        let array = input_in::<T>(function, name, obj, Some(self.order))?;
+        same_shape(function, name, array.shape(), "rewards", &self.shape)?;
+        Ok(array)
+    }
+
+    /// An output computed in the frame's order, as an array of the frame's shape.
+    fn output<'py, T: Real>(&self, py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy_in(py, values, &self.shape, self.order)
     }
 }
 
@@ -87,15 +132,20 @@ enum Flags<'py, T: Real> {
 }
 
 impl<'py, T: Real> Flags<'py, T> {
-    fn new(function: &str, name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+    /// `[T, B]` flag argument `name`, checked to have the shape of `rewards`, in the
+    /// frame's order.
+    fn new(function: &str, name: &str, obj: &Bound<'py, PyAny>, frame: &Frame) -> PyResult<Self> {
         let want = format!("bool, uint8 or {}", T::NAME);
-        if obj.cast::<PyArrayDyn<bool>>().is_ok() {
-            Input::new(function, name, &want, obj).map(Self::Bools)
+        let order = Some(frame.order);
+        let flags = if obj.cast::<PyArrayDyn<bool>>().is_ok() {
+            Input::new_in(function, name, &want, obj, order).map(Self::Bools)
         } else if obj.cast::<PyArrayDyn<u8>>().is_ok() {
-            Input::new(function, name, &want, obj).map(Self::Bytes)
+            Input::new_in(function, name, &want, obj, order).map(Self::Bytes)
         } else {
-            Input::new(function, name, &want, obj).map(Self::Values)
-        }
+            Input::new_in(function, name, &want, obj, order).map(Self::Values)
+        }?;
+        same_shape(function, name, flags.shape(), "rewards", &frame.shape)?;
+        Ok(flags)
     }
 
     fn shape(&self) -> &[usize] {
@@ -140,8 +190,7 @@ enum NextValue<'a, T> {
 #[allow(clippy::too_many_arguments)]
 fn episode_args<'py, T: Real>(
     function: &str,
-    shape: &[usize],
-    layout: TimeMajor,
+    frame: &Frame,
     gamma: Option<f64>,
     discounts: Option<&Bound<'py, PyAny>>,
     terminated: Option<&Bound<'py, PyAny>>,
@@ -166,9 +215,7 @@ fn episode_args<'py, T: Real>(
                 "replaces gamma, terminated, truncated and final_values: pass gamma=None and none of the others",
             ));
         }
-        let d = input::<T>(function, "discounts", d)?;
-        same_shape(function, "discounts", d.shape(), "rewards", shape)?;
-        args.discounts = Some(d);
+        args.discounts = Some(frame.input::<T>(function, "discounts", d)?);
         return Ok(args);
     }
     if gamma.is_none() {
@@ -179,9 +226,7 @@ fn episode_args<'py, T: Real>(
         ));
     }
     if let Some(t) = terminated {
-        let flags = Flags::new(function, "terminated", t)?;
-        same_shape(function, "terminated", flags.shape(), "rewards", shape)?;
-        args.terminated = Some(flags);
+        args.terminated = Some(Flags::new(function, "terminated", t, frame)?);
     }
     match (truncated, final_values) {
         (None, Some(_)) => {
@@ -193,24 +238,17 @@ fn episode_args<'py, T: Real>(
         }
         (None, None) => {}
         (Some(tr), given) => {
-            let flags = Flags::new(function, "truncated", tr)?;
-            same_shape(function, "truncated", flags.shape(), "rewards", shape)?;
-            args.truncated = Some(flags);
+            args.truncated = Some(Flags::new(function, "truncated", tr, frame)?);
             if args.terminated.is_none() {
-                args.no_termination = vec![0; shape.iter().product()];
+                args.no_termination = vec![0; frame.shape.iter().product()];
             }
             args.final_values = match (given, next) {
-                (Some(fv), _) => {
-                    let fv = input::<T>(function, "final_values", fv)?;
-                    same_shape(function, "final_values", fv.shape(), "rewards", shape)?;
-                    fv.data().to_vec()
-                }
+                (Some(fv), _) => frame
+                    .input::<T>(function, "final_values", fv)?
+                    .data()
+                    .to_vec(),
                 (None, NextValue::Values(values, bootstrap)) => {
-                    let b = layout.b;
-                    let mut out = values.get(b..).unwrap_or_default().to_vec();
-                    out.extend_from_slice(bootstrap);
-                    out.truncate(values.len());
-                    out
+                    next_row_values(frame.layout, values, bootstrap)
                 }
                 (None, NextValue::NextValues(next_values)) => next_values.to_vec(),
                 (None, NextValue::Required) => {
@@ -224,6 +262,22 @@ fn episode_args<'py, T: Real>(
         }
     }
     Ok(args)
+}
+
+/// `values[t + 1]` of every step, and `bootstrap` at the last one, stored in `layout`.
+fn next_row_values<T: Real>(layout: SliceLayout, values: &[T], bootstrap: &[T]) -> Vec<T> {
+    let TimeMajor { t, b, .. } = layout.shape();
+    let mut out = vec![T::zero(); values.len()];
+    for j in 0..b {
+        for s in 0..t {
+            out[layout.index(s, j)] = if s + 1 < t {
+                values[layout.index(s + 1, j)]
+            } else {
+                bootstrap[j]
+            };
+        }
+    }
+    out
 }
 
 impl<'py, T: Real> EpisodeArgs<'py, T> {
@@ -357,9 +411,8 @@ fn standardize_of<'py, T: Real>(
 /// `discounts` ([T, B], rlax's per-step `gamma * (1 - done)`) replaces all of them
 /// (`gamma=None`). `bootstrap` is V(s_T): [B], or [] / a float for [T] rewards.
 ///
-/// C-contiguous inputs are read in place; other layouts are copied once into C order. The
-/// result is a new C-contiguous array shaped like `rewards`. `threads`: at most that many
-/// rayon tasks (None: all of rlgrad's pool); bits never depend on it.
+/// Layouts as in `gae`. `threads`: at most that many rayon tasks (None: all of rlgrad's
+/// pool); bits never depend on it.
 #[pyfunction]
 #[pyo3(signature = (rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
 #[allow(clippy::too_many_arguments)]
@@ -398,14 +451,12 @@ fn discounted_returns_of<'py, T: Real>(
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     const F: &str = "discounted_returns";
-    let rewards = input::<T>(F, "rewards", rewards)?;
-    let shape = rewards.shape().to_vec();
-    let layout = layout(F, &shape)?;
-    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &shape)?;
+    let rewards = input_in::<T>(F, "rewards", rewards, None)?;
+    let frame = Frame::new(F, &rewards)?;
+    let bootstrap = bootstrap::<T>(F, bootstrap_obj, &frame.shape)?;
     let args = episode_args(
         F,
-        &shape,
-        layout,
+        &frame,
         gamma,
         discounts,
         terminated,
@@ -414,10 +465,10 @@ fn discounted_returns_of<'py, T: Real>(
         NextValue::Required,
     )?;
     let mut out = zeroed::<T>(F, rewards.data().len())?;
-    let (r, episodes, par) = (rewards.data(), args.episodes(), par(threads));
+    let (r, episodes, par, layout) = (rewards.data(), args.episodes(), par(threads), frame.layout);
     py.detach(|| discounted_returns_into(par, layout, r, episodes, &bootstrap, &mut out))
         .map_err(error)?;
-    to_numpy(py, out, &shape)
+    frame.output(py, out)
 }
 
 /// gae(rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
@@ -441,10 +492,14 @@ fn discounted_returns_of<'py, T: Real>(
 /// gamma and the flags (`gamma=None`). This is SB3's / CleanRL's GAE loop, plus correct
 /// truncation.
 ///
-/// C-contiguous inputs are read in place (SB3's and CleanRL's [n_steps, n_envs] buffers);
-/// other layouts, such as a batch-major [B, T] array passed as `x.T`, are copied once into
-/// C order. Results are new C-contiguous arrays shaped like `rewards`. `threads`: at most
-/// that many rayon tasks (None: all of rlgrad's pool); bits never depend on it.
+/// Layouts: the [T, B] arrays are read in place, without a copy, when stored like
+/// `rewards`: all C-ordered (time-major, SB3's and CleanRL's [n_steps, n_envs] buffers) or
+/// all Fortran-ordered (batch-major: a C-ordered [B, T] array passed as `x.T`, TorchRL's
+/// and RLlib's layout). An array stored otherwise is copied once into the order of
+/// `rewards`. Results are new arrays shaped like `rewards` and stored in its order (for
+/// batch-major input, `adv.T` is a C-ordered [B, T] array); the bits are the same in both
+/// orders. `threads`: at most that many rayon tasks (None: all of rlgrad's pool); bits
+/// never depend on it.
 #[pyfunction]
 #[pyo3(signature = (rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
 #[allow(clippy::too_many_arguments)]
@@ -505,11 +560,9 @@ fn value_estimator<'py, T: Real>(
     [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
     threads: Option<usize>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let rewards = input::<T>(function, "rewards", rewards)?;
-    let shape = rewards.shape().to_vec();
-    let layout = layout(function, &shape)?;
-    let values = input::<T>(function, "values", values)?;
-    same_shape(function, "values", values.shape(), "rewards", &shape)?;
+    let rewards = input_in::<T>(function, "rewards", rewards, None)?;
+    let frame = Frame::new(function, &rewards)?;
+    let values = frame.input::<T>(function, "values", values)?;
     let rhos;
     // What the kernel needs, without the Python objects (the GIL is released for it).
     let kernel = match estimator {
@@ -520,8 +573,7 @@ fn value_estimator<'py, T: Real>(
             clip_rho,
             clip_pg_rho,
         } => {
-            rhos = input::<T>(function, "rhos", given)?;
-            same_shape(function, "rhos", rhos.shape(), "rewards", &shape)?;
+            rhos = frame.input::<T>(function, "rhos", given)?;
             let params = VtraceParams {
                 lambda: T::from_f64(lam),
                 clip_rho: T::from_f64(clip_rho),
@@ -530,11 +582,10 @@ fn value_estimator<'py, T: Real>(
             Kernel::Vtrace(rhos.data(), params)
         }
     };
-    let bootstrap = bootstrap::<T>(function, bootstrap_obj, &shape)?;
+    let bootstrap = bootstrap::<T>(function, bootstrap_obj, &frame.shape)?;
     let args = episode_args(
         function,
-        &shape,
-        layout,
+        &frame,
         gamma,
         discounts,
         terminated,
@@ -542,6 +593,7 @@ fn value_estimator<'py, T: Real>(
         final_values,
         NextValue::Values(values.data(), &bootstrap),
     )?;
+    let layout = frame.layout;
     let len = rewards.data().len();
     let (mut first, mut second) = (zeroed::<T>(function, len)?, zeroed::<T>(function, len)?);
     let (r, v, episodes, par) = (rewards.data(), values.data(), args.episodes(), par(threads));
@@ -571,7 +623,7 @@ fn value_estimator<'py, T: Real>(
         ),
     })
     .map_err(error)?;
-    Ok((to_numpy(py, first, &shape)?, to_numpy(py, second, &shape)?))
+    Ok((frame.output(py, first)?, frame.output(py, second)?))
 }
 
 /// lambda_returns(rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
@@ -674,21 +726,13 @@ fn next_value_estimator<'py, T: Real>(
     [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rewards = input::<T>(function, "rewards", rewards)?;
-    let shape = rewards.shape().to_vec();
-    let layout = layout(function, &shape)?;
-    let next_values = input::<T>(function, "next_values", next_values)?;
-    same_shape(
-        function,
-        "next_values",
-        next_values.shape(),
-        "rewards",
-        &shape,
-    )?;
+    let rewards = input_in::<T>(function, "rewards", rewards, None)?;
+    let frame = Frame::new(function, &rewards)?;
+    let next_values = frame.input::<T>(function, "next_values", next_values)?;
+    let layout = frame.layout;
     let args = episode_args(
         function,
-        &shape,
-        layout,
+        &frame,
         gamma,
         discounts,
         terminated,
@@ -710,7 +754,7 @@ fn next_value_estimator<'py, T: Real>(
         Estimator::NStep(n) => n_step_returns_into(par, layout, r, nv, episodes, n, &mut out),
     })
     .map_err(error)?;
-    to_numpy(py, out, &shape)
+    frame.output(py, out)
 }
 
 /// vtrace(rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)

@@ -55,6 +55,40 @@ def test_gae_same_bits_for_layouts_and_threads(data, gamma, lam):
 
 
 @given(batch(), st.floats(0, 1), st.floats(0, 1))
+def test_batch_major_arrays_are_read_in_place_with_the_same_bits(data, gamma, lam):
+    r, v, boot, term, trunc = data
+    f = np.asfortranarray
+    rhos = np.exp(np.clip(v, -3, 3)).astype(r.dtype)
+    flags = dict(terminated=term, truncated=trunc)
+    f_flags = dict(terminated=f(term), truncated=f(trunc))
+    calls = [
+        lambda r, v, rhos, fl: returns.gae(r, v, boot, gamma=gamma, lam=lam, **fl),
+        lambda r, v, rhos, fl: returns.vtrace(r, v, boot, rhos, gamma=gamma, lam=lam, **fl),
+        lambda r, v, rhos, fl: returns.lambda_returns(r, v, gamma=gamma, lam=lam, **fl),
+        lambda r, v, rhos, fl: returns.n_step_returns(r, v, gamma=gamma, n=3, **fl),
+        lambda r, v, rhos, fl: returns.discounted_returns(
+            r, boot, gamma=gamma, terminated=fl["terminated"]
+        ),
+    ]
+    batch_major = r.shape[1] > 1 and r.shape[0] > 1
+    for call in calls:
+        want = call(r, v, rhos, flags)
+        # All batch-major (x.T of C-ordered [B, T] arrays), and each kind of mixture: the
+        # arrays stored unlike `rewards` are copied into its order.
+        for args in [
+            (f(r), f(v), f(rhos), f_flags),
+            (f(r), v, rhos, flags),
+            (r, f(v), f(rhos), f_flags),
+        ]:
+            got = call(*args)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert np.array_equal(bits(g), bits(w))
+                assert g.shape == w.shape and g.dtype == w.dtype
+                if batch_major and args[0].flags["F_CONTIGUOUS"]:
+                    assert g.T.flags["C_CONTIGUOUS"], "results come in the order of `rewards`"
+
+
+@given(batch(), st.floats(0, 1), st.floats(0, 1))
 def test_gae_columns_are_independent(data, gamma, lam):
     r, v, boot, term, _ = data
     a, _ = returns.gae(r, v, boot, gamma=gamma, lam=lam, terminated=term)

@@ -1,4 +1,6 @@
-//! The estimators at the slice level: plain `&[T]` inputs in time-major `[T, B]` order.
+//! The estimators at the slice level: plain `&[T]` inputs of shape `[T, B]`, stored
+//! time-major (a [`TimeMajor`] layout) or batch-major ([`SliceLayout::batch_major`]: `[B, T]`
+//! buffers, read and written in place, with the same bits).
 //!
 //! Each estimator comes as a function that allocates its outputs and runs on all threads
 //! of the current rayon pool, and as an `_into` function that writes into your buffers
@@ -9,7 +11,9 @@ use rlgrad_core::check;
 use rlgrad_core::cpu::{alloc, recurrence as kernel};
 
 use crate::finite;
-use crate::{Episodes, Error, Float, Par, Result, SliceEpisodes, TimeMajor, VtraceParams};
+use crate::{
+    Episodes, Error, Float, Par, Result, SliceEpisodes, SliceLayout, TimeMajor, VtraceParams,
+};
 
 /// GAE advantages and the lambda-returns `advantages + values` (the value targets), as
 /// `Vec<T>` at the slice level or device buffers at the [device level](crate::device).
@@ -123,12 +127,13 @@ pub fn discounted_cumsum<T: Float>(rewards: &[T], gamma: T) -> Result<Vec<T>> {
 /// # Ok::<(), rlgrad_returns::Error>(())
 /// ```
 pub fn discounted_returns<T: Float>(
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
 ) -> Result<Vec<T>> {
-    let mut out = new_output("discounted_returns", layout, rewards)?;
+    let layout: SliceLayout = layout.into();
+    let mut out = new_output("discounted_returns", layout.shape(), rewards)?;
     discounted_returns_into(Par::auto(), layout, rewards, episodes, bootstrap, &mut out)?;
     Ok(out)
 }
@@ -136,15 +141,16 @@ pub fn discounted_returns<T: Float>(
 /// [`discounted_returns`] into `returns` (`[T, B]`) with the given parallelism.
 pub fn discounted_returns_into<T: Float>(
     par: Par,
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     episodes: SliceEpisodes<'_, T>,
     bootstrap: &[T],
     returns: &mut [T],
 ) -> Result<()> {
+    let layout: SliceLayout = layout.into();
     check_episodes("discounted_returns", &episodes)?;
     let inputs = [("rewards", rewards), ("bootstrap", bootstrap)];
-    finite::check_inputs("discounted_returns", layout, &inputs, &episodes)?;
+    finite::check_inputs("discounted_returns", layout.shape(), &inputs, &episodes)?;
     kernel::discounted_returns(par, layout, rewards, episodes, bootstrap, returns)
 }
 
@@ -155,16 +161,17 @@ pub fn discounted_returns_into<T: Float>(
 /// with `Episodes::Flags` and `gamma`, Stable-Baselines3's
 /// `compute_returns_and_advantage`, plus correct time-limit truncation.
 pub fn gae<T: Float>(
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
     episodes: SliceEpisodes<'_, T>,
     lambda: T,
 ) -> Result<Gae<Vec<T>>> {
+    let layout: SliceLayout = layout.into();
     let mut out = Gae {
-        advantages: new_output("gae", layout, rewards)?,
-        returns: new_output("gae", layout, rewards)?,
+        advantages: new_output("gae", layout.shape(), rewards)?,
+        returns: new_output("gae", layout.shape(), rewards)?,
     };
     gae_into(
         Par::auto(),
@@ -186,7 +193,7 @@ pub fn gae<T: Float>(
 #[allow(clippy::too_many_arguments)]
 pub fn gae_into<T: Float>(
     par: Par,
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
@@ -195,6 +202,7 @@ pub fn gae_into<T: Float>(
     advantages: &mut [T],
     returns: Option<&mut [T]>,
 ) -> Result<()> {
+    let layout: SliceLayout = layout.into();
     check_episodes("gae", &episodes)?;
     check_lambda("gae", lambda)?;
     let inputs = [
@@ -202,7 +210,7 @@ pub fn gae_into<T: Float>(
         ("values", values),
         ("bootstrap", bootstrap),
     ];
-    finite::check_inputs("gae", layout, &inputs, &episodes)?;
+    finite::check_inputs("gae", layout.shape(), &inputs, &episodes)?;
     kernel::gae(
         par, layout, rewards, values, bootstrap, episodes, lambda, advantages, returns,
     )
@@ -213,13 +221,14 @@ pub fn gae_into<T: Float>(
 /// and the last step bootstraps fully on `nv_{T-1}`. `lambda = 1` gives Monte-Carlo returns
 /// bootstrapped at the end, `lambda = 0` one-step TD targets.
 pub fn lambda_returns<T: Float>(
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     next_values: &[T],
     episodes: SliceEpisodes<'_, T>,
     lambda: T,
 ) -> Result<Vec<T>> {
-    let mut out = new_output("lambda_returns", layout, rewards)?;
+    let layout: SliceLayout = layout.into();
+    let mut out = new_output("lambda_returns", layout.shape(), rewards)?;
     lambda_returns_into(
         Par::auto(),
         layout,
@@ -235,17 +244,18 @@ pub fn lambda_returns<T: Float>(
 /// [`lambda_returns`] into `returns` with the given parallelism.
 pub fn lambda_returns_into<T: Float>(
     par: Par,
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     next_values: &[T],
     episodes: SliceEpisodes<'_, T>,
     lambda: T,
     returns: &mut [T],
 ) -> Result<()> {
+    let layout: SliceLayout = layout.into();
     check_episodes("lambda_returns", &episodes)?;
     check_lambda("lambda_returns", lambda)?;
     let inputs = [("rewards", rewards), ("next_values", next_values)];
-    finite::check_inputs("lambda_returns", layout, &inputs, &episodes)?;
+    finite::check_inputs("lambda_returns", layout.shape(), &inputs, &episodes)?;
     kernel::lambda_returns(par, layout, rewards, next_values, episodes, lambda, returns)
 }
 
@@ -254,13 +264,14 @@ pub fn lambda_returns_into<T: Float>(
 /// windows that reach the end of the batch are cut there and bootstrap on `nv_{T-1}`.
 /// `n` may exceed `T`; `n = 0` is an error.
 pub fn n_step_returns<T: Float>(
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     next_values: &[T],
     episodes: SliceEpisodes<'_, T>,
     n: usize,
 ) -> Result<Vec<T>> {
-    let mut out = new_output("n_step_returns", layout, rewards)?;
+    let layout: SliceLayout = layout.into();
+    let mut out = new_output("n_step_returns", layout.shape(), rewards)?;
     n_step_returns_into(
         Par::auto(),
         layout,
@@ -276,19 +287,20 @@ pub fn n_step_returns<T: Float>(
 /// [`n_step_returns`] into `returns` with the given parallelism.
 pub fn n_step_returns_into<T: Float>(
     par: Par,
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     next_values: &[T],
     episodes: SliceEpisodes<'_, T>,
     n: usize,
     returns: &mut [T],
 ) -> Result<()> {
+    let layout: SliceLayout = layout.into();
     check_episodes("n_step_returns", &episodes)?;
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
     let inputs = [("rewards", rewards), ("next_values", next_values)];
-    finite::check_inputs("n_step_returns", layout, &inputs, &episodes)?;
+    finite::check_inputs("n_step_returns", layout.shape(), &inputs, &episodes)?;
     kernel::n_step_returns(par, layout, rewards, next_values, episodes, n, returns)
 }
 
@@ -297,7 +309,7 @@ pub fn n_step_returns_into<T: Float>(
 /// `bootstrap = V(s_T)`. See [`rlgrad_core::kernels::recurrence`] for the formulas; with
 /// `lambda < 1` the policy-gradient target mixes `vs` and `V` as rlax does.
 pub fn vtrace<T: Float>(
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
@@ -305,9 +317,10 @@ pub fn vtrace<T: Float>(
     episodes: SliceEpisodes<'_, T>,
     params: VtraceParams<T>,
 ) -> Result<Vtrace<Vec<T>>> {
+    let layout: SliceLayout = layout.into();
     let mut out = Vtrace {
-        vs: new_output("vtrace", layout, rewards)?,
-        pg_advantages: new_output("vtrace", layout, rewards)?,
+        vs: new_output("vtrace", layout.shape(), rewards)?,
+        pg_advantages: new_output("vtrace", layout.shape(), rewards)?,
     };
     vtrace_into(
         Par::auto(),
@@ -328,7 +341,7 @@ pub fn vtrace<T: Float>(
 #[allow(clippy::too_many_arguments)]
 pub fn vtrace_into<T: Float>(
     par: Par,
-    layout: TimeMajor,
+    layout: impl Into<SliceLayout>,
     rewards: &[T],
     values: &[T],
     bootstrap: &[T],
@@ -338,6 +351,7 @@ pub fn vtrace_into<T: Float>(
     vs: &mut [T],
     pg_advantages: &mut [T],
 ) -> Result<()> {
+    let layout: SliceLayout = layout.into();
     check_episodes("vtrace", &episodes)?;
     check_vtrace(&params)?;
     let inputs = [
@@ -346,7 +360,7 @@ pub fn vtrace_into<T: Float>(
         ("bootstrap", bootstrap),
         ("rhos", rhos),
     ];
-    finite::check_inputs("vtrace", layout, &inputs, &episodes)?;
+    finite::check_inputs("vtrace", layout.shape(), &inputs, &episodes)?;
     kernel::vtrace(
         par,
         layout,

@@ -140,7 +140,7 @@ pub use estimators::{
 };
 pub use rlgrad_core::cpu::layout::transpose;
 pub use rlgrad_core::kernels::recurrence::{
-    Episodes, FlagSlice, SliceEpisodes, TimeMajor, Truncation, VtraceParams,
+    Episodes, FlagSlice, SliceEpisodes, SliceLayout, TimeMajor, Truncation, VtraceParams,
 };
 pub use rlgrad_core::{Error, Float, Par, Result};
 pub use standardize::standardize;

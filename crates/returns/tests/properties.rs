@@ -12,6 +12,8 @@ use rlgrad_returns::*;
 #[derive(Debug, Clone)]
 struct Rollout {
     layout: TimeMajor,
+    /// Whether the `[T, B]` buffers are stored batch-major.
+    batch_major: bool,
     rewards: Vec<f64>,
     values: Vec<f64>,
     next_values: Vec<f64>,
@@ -47,6 +49,7 @@ impl Rollout {
         let lambda = rng.uniform_f64();
         Self {
             layout: TimeMajor::new(t, b),
+            batch_major: false,
             rewards,
             values,
             next_values,
@@ -105,6 +108,32 @@ impl Rollout {
         }
     }
 
+    /// The same rollout with its `[T, B]` buffers stored batch-major.
+    fn batch_major(&self) -> Self {
+        let transposed = |v: &Vec<f64>| to_batch_major(v, self.layout);
+        Self {
+            batch_major: true,
+            rewards: transposed(&self.rewards),
+            values: transposed(&self.values),
+            next_values: transposed(&self.next_values),
+            terminated: transposed(&self.terminated),
+            truncated: transposed(&self.truncated),
+            final_values: transposed(&self.final_values),
+            rhos: transposed(&self.rhos),
+            bootstrap: self.bootstrap.clone(),
+            ..*self
+        }
+    }
+
+    /// The layout of the buffers.
+    fn storage(&self) -> SliceLayout {
+        if self.batch_major {
+            SliceLayout::batch_major(self.layout)
+        } else {
+            self.layout.into()
+        }
+    }
+
     /// Column `j` as a rollout of its own (`B = 1`).
     fn column(&self, j: usize) -> Self {
         self.columns(j..j + 1)
@@ -121,7 +150,7 @@ impl Rollout {
     /// Every estimator's outputs, concatenated, computed with `par`.
     fn all_outputs(&self, par: Par) -> Vec<f64> {
         let len = self.rewards.len();
-        let (l, eps) = (self.layout, self.flags());
+        let (l, eps) = (self.storage(), self.flags());
         let mut out = vec![0.0; 7 * len];
         let (returns, rest) = out.split_at_mut(len);
         let (adv, rest) = rest.split_at_mut(len);
@@ -168,6 +197,22 @@ impl Rollout {
         .unwrap();
         out
     }
+}
+
+/// One episode description over time-major and batch-major data, and the rewards of each.
+type LayoutCase<'a> = (
+    SliceEpisodes<'a, f64>,
+    SliceEpisodes<'a, f64>,
+    &'a [f64],
+    &'a [f64],
+);
+
+/// Time-major `[T, B]` values stored batch-major.
+fn to_batch_major<T: Copy>(v: &[T], layout: TimeMajor) -> Vec<T> {
+    let (t, b) = (layout.t, layout.b);
+    (0..b)
+        .flat_map(|j| (0..t).map(move |s| v[s * b + j]))
+        .collect()
 }
 
 fn rollout(max_t: usize, max_b: usize, end_rate: f64) -> impl Strategy<Value = Rollout> {
@@ -335,6 +380,37 @@ proptest! {
     }
 
     #[test]
+    fn prop_batch_major_storage_gives_the_bits_of_time_major(r in rollout(40, 150, 0.05)) {
+        let time_major = r.all_outputs(Par::Seq);
+        let len = r.rewards.len();
+        let want: Vec<u64> = time_major.chunks(len.max(1)).flat_map(|out| bits(&to_batch_major(out, r.layout))).collect();
+        let batch_major = r.batch_major();
+        for got in in_thread_pools(&[1, 2], |par| bits(&batch_major.all_outputs(par))) {
+            prop_assert_eq!(&got, &want);
+        }
+        prop_assert_eq!(&bits(&batch_major.all_outputs(Par::rayon(3))), &want);
+        // The other kinds of episode description: a constant gamma, rlax's discounts, and
+        // termination flags alone, as floats and as Gymnasium's bools.
+        let (rewards, discounts) = r.discount_form();
+        let done: Vec<bool> = r.terminated.iter().map(|&f| f != 0.0).collect();
+        let bm = |v: &[f64]| to_batch_major(v, r.layout);
+        let (bm_rewards, bm_discounts, bm_done) = (bm(&rewards), bm(&discounts), to_batch_major(&done, r.layout));
+        let (bm_values, bm_terminated) = (bm(&r.values), bm(&r.terminated));
+        let cases: [LayoutCase<'_>; 4] = [
+            (Episodes::Constant { gamma: r.gamma }, Episodes::Constant { gamma: r.gamma }, &r.rewards, &r.batch_major().rewards),
+            (Episodes::Discounts(&discounts), Episodes::Discounts(&bm_discounts), &rewards, &bm_rewards),
+            (Episodes::terminations(r.gamma, &r.terminated[..]), Episodes::terminations(r.gamma, &bm_terminated[..]), &r.rewards, &batch_major.rewards),
+            (Episodes::terminations(r.gamma, &done[..]), Episodes::terminations(r.gamma, &bm_done[..]), &r.rewards, &batch_major.rewards),
+        ];
+        for (k, (tm_episodes, bm_episodes, tm_rewards, bm_rewards)) in cases.into_iter().enumerate() {
+            let tm = gae(r.layout, tm_rewards, &r.values, &r.bootstrap, tm_episodes, r.lambda).unwrap();
+            let got = gae(SliceLayout::batch_major(r.layout), bm_rewards, &bm_values, &r.bootstrap, bm_episodes, r.lambda).unwrap();
+            prop_assert_eq!(bits(&got.advantages), bits(&to_batch_major(&tm.advantages, r.layout)), "case {}", k);
+            prop_assert_eq!(bits(&got.returns), bits(&to_batch_major(&tm.returns, r.layout)), "case {}", k);
+        }
+    }
+
+    #[test]
     fn prop_any_column_split_gives_the_same_bits(r in rollout(24, 150, 0.1), cut in any::<usize>()) {
         // The kernels cut columns into blocks of 64, 16 and 1 and into per-thread chunks:
         // computing two parts of the batch separately must give the same bits.
@@ -396,6 +472,24 @@ fn large_batches_are_bitwise_equal_across_threads() {
     }
     for got in in_thread_pools(&[1, 2, 4], |par| bits(&r.all_outputs(par))) {
         assert_eq!(got, reference);
+    }
+}
+
+#[test]
+fn large_batch_major_batches_give_the_time_major_bits_on_any_thread_count() {
+    let r = Rollout::new(300, 2003, 17, 0.05);
+    let len = r.rewards.len();
+    let time_major = r.all_outputs(Par::Seq);
+    let want: Vec<u64> = time_major
+        .chunks(len)
+        .flat_map(|out| bits(&to_batch_major(out, r.layout)))
+        .collect();
+    let batch_major = r.batch_major();
+    for par in [Par::Seq, Par::rayon(2), Par::rayon(3)] {
+        assert_eq!(bits(&batch_major.all_outputs(par)), want, "{par:?}");
+    }
+    for got in in_thread_pools(&[2, 4], |par| bits(&batch_major.all_outputs(par))) {
+        assert_eq!(got, want);
     }
 }
 

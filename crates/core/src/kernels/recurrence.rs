@@ -113,6 +113,63 @@ impl TimeMajor {
     }
 }
 
+/// How `[T, B]` data are stored on the host: [`TimeMajor`] (element `(s, j)` at
+/// `s * b + j`, the order of every device kernel), or batch-major (at `j * t + s`: `[B, T]`
+/// arrays, the layout of TorchRL and RLlib, and NumPy's `x.T` of a time-major array),
+/// which the slice-level estimators read and write in place. Every input and output
+/// `[T, B]` buffer of one call is stored in the layout's order; the order changes where
+/// values are, never the arithmetic, so both give the same bits.
+///
+/// ```
+/// use rlgrad_core::kernels::recurrence::{SliceLayout, TimeMajor};
+/// let batch_major = SliceLayout::batch_major(TimeMajor::new(128, 8));
+/// assert!(batch_major.is_batch_major() && batch_major.shape() == TimeMajor::new(128, 8));
+/// assert!(!SliceLayout::from(TimeMajor::new(128, 8)).is_batch_major());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SliceLayout {
+    shape: TimeMajor,
+    batch_major: bool,
+}
+
+impl SliceLayout {
+    /// Data of shape `shape` stored batch-major: element `(s, j)` at `j * shape.t + s`.
+    pub fn batch_major(shape: TimeMajor) -> Self {
+        Self {
+            shape,
+            batch_major: true,
+        }
+    }
+
+    /// The shape `[T, B]` (and whether the inputs must be finite).
+    pub fn shape(&self) -> TimeMajor {
+        self.shape
+    }
+
+    /// Whether the data are stored batch-major.
+    pub fn is_batch_major(&self) -> bool {
+        self.batch_major
+    }
+
+    /// The flat index of element `(s, j)`.
+    pub fn index(&self, s: usize, j: usize) -> usize {
+        if self.batch_major {
+            j * self.shape.t + s
+        } else {
+            s * self.shape.b + j
+        }
+    }
+}
+
+impl From<TimeMajor> for SliceLayout {
+    fn from(shape: TimeMajor) -> Self {
+        Self {
+            shape,
+            batch_major: false,
+        }
+    }
+}
+
 /// Time-limit truncation: per-step flags and the value of the observation each truncated
 /// episode ended on (read only where `truncated` is set). `F` is how the flags are given:
 /// a device buffer (`&B`, the default), or a [`FlagSlice`] at the slice level.
