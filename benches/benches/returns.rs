@@ -156,7 +156,7 @@ fn estimators(c: &mut Criterion) {
             let batch_major = |out: &mut [f32]| {
                 gae_into(
                     par,
-                    SliceLayout::batch_major(data.layout),
+                    SliceLayout::batch_major(t, b),
                     black_box(&bm_rewards),
                     &bm_values,
                     &data.bootstrap,

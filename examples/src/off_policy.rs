@@ -153,6 +153,16 @@ pub struct Dims {
     pub max_action: f32,
 }
 
+/// When an update happens: after environment step `step`, as training iteration
+/// `iteration` (1 for the first, one a step once the learning started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Environment steps taken, this one included.
+    pub step: u64,
+    /// Training iterations, this one included.
+    pub iteration: u64,
+}
+
 /// What makes an off-policy agent itself: its networks, optimizers, random streams and
 /// update. [`OffPolicy`] runs the environment, the replay buffer and the schedule around
 /// it.
@@ -164,9 +174,13 @@ pub trait Learner: State {
     /// any random draw taken from `explore`.
     fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32>;
 
-    /// One training iteration on `batch`, after environment step `step`; the scalars to
-    /// log (losses, temperatures) by tag.
-    fn update(&mut self, batch: &TensorBatch, step: u64) -> Result<Vec<(&'static str, f32)>>;
+    /// One training iteration on `batch` at `progress`; the scalars to log (losses,
+    /// temperatures) by tag.
+    fn update(
+        &mut self,
+        batch: &TensorBatch,
+        progress: Progress,
+    ) -> Result<Vec<(&'static str, f32)>>;
 }
 
 /// Steps between logged training scalars.
@@ -245,7 +259,11 @@ impl<L: Learner> Agent for OffPolicy<L> {
         let step = experience.env_steps();
         if step > learning_starts {
             let batch = experience.sample(batch_size, &mut self.replay)?;
-            let scalars = self.learner.update(&batch, step)?;
+            let progress = Progress {
+                step,
+                iteration: step - learning_starts,
+            };
+            let scalars = self.learner.update(&batch, progress)?;
             if step.is_multiple_of(LOG_EVERY) {
                 for (tag, value) in scalars {
                     log.scalar(tag, step, f64::from(value))?;

@@ -29,7 +29,7 @@ use rlgrad_checkpoint::State;
 use rlgrad_distributions::{TanhNormal, TanhSample};
 use rlgrad_replay::TensorBatch;
 
-use crate::off_policy::{Common, Learner, OffPolicy};
+use crate::off_policy::{Common, Learner, OffPolicy, Progress};
 
 /// CleanRL's hyper-parameters for SAC on continuous actions.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,7 +224,7 @@ impl Learner for Sac {
     /// One training iteration: the critics; on every `policy_frequency`-th step that many
     /// actor (and temperature) steps; the targets. Logs the critic loss and, when the
     /// actor updated, its last loss and the temperature.
-    fn update(&mut self, batch: &TensorBatch, step: u64) -> Result<Vec<(&'static str, f32)>> {
+    fn update(&mut self, batch: &TensorBatch, at: Progress) -> Result<Vec<(&'static str, f32)>> {
         let alpha = self.alpha()?;
         let target = {
             let tape = &self.no_grad;
@@ -244,7 +244,7 @@ impl Learner for Sac {
             (mse_loss(&q1, &target, Reduction::Mean)? + mse_loss(&q2, &target, Reduction::Mean)?)?;
         self.critic_adam.minimize(&critic_loss, &mut self.critics)?;
         let mut scalars = vec![("train/critic_loss", critic_loss.to_scalar()?)];
-        if step.is_multiple_of(self.config.policy_frequency) {
+        if at.step.is_multiple_of(self.config.policy_frequency) {
             let mut actor_update = (0.0, 0.0);
             for _ in 0..self.config.policy_frequency {
                 actor_update = self.update_actor_and_alpha(&batch.obs)?;

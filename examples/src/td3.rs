@@ -22,7 +22,7 @@ use rlgrad_autodiff::prelude::*;
 use rlgrad_checkpoint::State;
 use rlgrad_replay::TensorBatch;
 
-use crate::off_policy::{Common, Dims, Learner, OffPolicy};
+use crate::off_policy::{Common, Dims, Learner, OffPolicy, Progress};
 
 /// Fujimoto's hyper-parameters (TD3), or DDPG's switches ([`Config::ddpg`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -164,7 +164,7 @@ impl Learner for Td3 {
 
     /// One training iteration: the critics, then every `policy_delay` iterations the actor
     /// and the targets; logs the critic loss and, when the actor updated, its loss.
-    fn update(&mut self, batch: &TensorBatch, step: u64) -> Result<Vec<(&'static str, f32)>> {
+    fn update(&mut self, batch: &TensorBatch, at: Progress) -> Result<Vec<(&'static str, f32)>> {
         let max_action = self.nets.max_action;
         let target = {
             let tape = &self.no_grad;
@@ -196,8 +196,7 @@ impl Learner for Td3 {
         self.critic_adam
             .minimize(&critic_loss, &mut self.nets.critics)?;
         let mut scalars = vec![("train/critic_loss", critic_loss.to_scalar()?)];
-        let iteration = step - self.config.common.learning_starts;
-        if iteration.is_multiple_of(self.config.policy_delay) {
+        if at.iteration.is_multiple_of(self.config.policy_delay) {
             let tape = self.tape.reset();
             let states = tape.constant(&batch.obs);
             let actions = self.nets.act(tape, &states)?;

@@ -29,14 +29,9 @@ impl<T: Float> Case<T> {
         self.lengths.len()
     }
 
-    /// [`Case::padded_values`].
-    fn padded(&self, width: usize, stream: &str, garbage: bool) -> Vec<T> {
-        self.padded_values(width, stream, garbage)
-    }
-
-    /// [`Case::padded`] in the time-major layout `[T, B, width]`.
+    /// [`Case::padded_values`] in the time-major layout `[T, B, width]`.
     fn padded_time_major(&self, width: usize, stream: &str, garbage: bool) -> Vec<T> {
-        let batch_major = self.padded(width, stream, garbage);
+        let batch_major = self.padded_values(width, stream, garbage);
         let (b, t) = (self.batch(), self.max_len);
         let mut values = Vec::with_capacity(batch_major.len());
         for step in 0..t {
@@ -115,12 +110,12 @@ fn recurrent<T: Float>(case: &Case<T>, lstm: bool, garbage: bool) -> Result<Bits
     let mut rng = Rng::new(case.seed, "padding/recurrent");
     let x = Param::new(
         "x",
-        Tensor::from_vec(case.padded(f, "x", garbage), [b, t, f])?,
+        Tensor::from_vec(case.padded_values(f, "x", garbage), [b, t, f])?,
     )?;
     let h0 = Param::new("h0", Tensor::rand_normal([b, h], 0.0, 1.0, &mut rng)?)?;
     let c0 = Param::new("c0", Tensor::rand_normal([b, h], 0.0, 1.0, &mut rng)?)?;
     let last_weights = Tensor::rand_normal([b, h], 0.0, 1.0, &mut rng)?;
-    let output_grad = Tensor::from_vec(case.padded(h, "output grad", garbage), [b, t, h])?;
+    let output_grad = Tensor::from_vec(case.padded_values(h, "output grad", garbage), [b, t, h])?;
     let lstm_layer = Lstm::<T>::new("lstm", f, h, &mut rng)?;
     let gru_layer = Gru::<T>::new("gru", f, h, &mut rng)?;
     let tape = Tape::new().persistent();
@@ -156,8 +151,8 @@ fn sequence_ops<T: Float>(case: &Case<T>) -> std::result::Result<(), TestCaseErr
     let seqs = case.seqs();
     let (b, t, f) = (case.batch(), case.max_len, case.features);
     let batch_major = [b, t, f];
-    let padded = |garbage| case.padded(f, "x", garbage);
-    let padded_grad = |garbage| case.padded(f, "output grad", garbage);
+    let padded = |garbage| case.padded_values(f, "x", garbage);
+    let padded_grad = |garbage| case.padded_values(f, "output grad", garbage);
     let packed_grad = || case.dense(seqs.total() * f, "packed grad");
     let scalar_grad = || vec![T::one()];
 
@@ -172,9 +167,12 @@ fn sequence_ops<T: Float>(case: &Case<T>) -> std::result::Result<(), TestCaseErr
         })
     })?;
     same_as_zero_padding("masked_mean of [B, T]", |garbage| {
-        through(case.padded(1, "x", garbage), &[b, t], scalar_grad(), |x| {
-            x.masked_mean(&seqs)
-        })
+        through(
+            case.padded_values(1, "x", garbage),
+            &[b, t],
+            scalar_grad(),
+            |x| x.masked_mean(&seqs),
+        )
     })?;
     same_as_zero_padding("sequence_means", |garbage| {
         let grad = case.dense(b, "means grad");

@@ -7,8 +7,9 @@
 //!
 //! - takes `float32` or `float64` arrays (one dtype per call; the first array argument
 //!   decides, any other float dtype is a `TypeError`) and returns arrays of that dtype;
-//! - reads C-contiguous inputs in place, without a copy, and copies any other layout once
-//!   into C order (the copy rule of each function's docstring);
+//! - reads inputs in place, without a copy, when their memory is in the order the call
+//!   reads (C order; for `rlgrad.returns`, the order of `rewards`, C or Fortran) and
+//!   copies any other layout once into that order (the rule of each function's docstring);
 //! - releases the GIL while rlgrad computes;
 //! - raises `ValueError` with rlgrad's message for anything the Rust call refuses, and
 //!   `TypeError` for a wrong type or dtype; no input panics.

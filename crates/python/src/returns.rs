@@ -2,7 +2,7 @@
 //! is time), read in place when C-ordered (time-major) or, for `[T, B]`, Fortran-ordered
 //! (batch-major: `x.T` of a C-ordered `[B, T]` array).
 
-use numpy::PyArrayDyn;
+use numpy::{PyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use rlgrad_returns::{
@@ -54,7 +54,7 @@ impl Frame {
         let order = rewards.order();
         let layout = match order {
             Order::C => time_major.into(),
-            Order::Fortran => SliceLayout::batch_major(time_major),
+            Order::Fortran => SliceLayout::batch_major(time_major.t, time_major.b),
         };
         Ok(Self {
             shape,
@@ -71,9 +71,17 @@ impl Frame {
         name: &str,
         obj: &Bound<'py, PyAny>,
     ) -> PyResult<Input<'py, T>> {
-        let array = input_in::<T>(function, name, obj, Some(self.order))?;
-        same_shape(function, name, array.shape(), "rewards", &self.shape)?;
-        Ok(array)
+        self.check_shape(function, name, obj)?;
+        input_in::<T>(function, name, obj, Some(self.order))
+    }
+
+    /// A `ValueError` when `obj` is an array of another shape than `rewards`, before any
+    /// of its data is read (or copied into the frame's order).
+    fn check_shape(&self, function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        match obj.cast::<PyUntypedArray>() {
+            Ok(array) => same_shape(function, name, array.shape(), "rewards", &self.shape),
+            Err(_) => Ok(()),
+        }
     }
 
     /// An output computed in the frame's order, as an array of the frame's shape.
@@ -136,23 +144,14 @@ impl<'py, T: Real> Flags<'py, T> {
     /// frame's order.
     fn new(function: &str, name: &str, obj: &Bound<'py, PyAny>, frame: &Frame) -> PyResult<Self> {
         let want = format!("bool, uint8 or {}", T::NAME);
+        frame.check_shape(function, name, obj)?;
         let order = Some(frame.order);
-        let flags = if obj.cast::<PyArrayDyn<bool>>().is_ok() {
+        if obj.cast::<PyArrayDyn<bool>>().is_ok() {
             Input::new_in(function, name, &want, obj, order).map(Self::Bools)
         } else if obj.cast::<PyArrayDyn<u8>>().is_ok() {
             Input::new_in(function, name, &want, obj, order).map(Self::Bytes)
         } else {
             Input::new_in(function, name, &want, obj, order).map(Self::Values)
-        }?;
-        same_shape(function, name, flags.shape(), "rewards", &frame.shape)?;
-        Ok(flags)
-    }
-
-    fn shape(&self) -> &[usize] {
-        match self {
-            Self::Bools(a) => a.shape(),
-            Self::Bytes(a) => a.shape(),
-            Self::Values(a) => a.shape(),
         }
     }
 
@@ -267,16 +266,18 @@ fn episode_args<'py, T: Real>(
 /// `values[t + 1]` of every step, and `bootstrap` at the last one, stored in `layout`.
 fn next_row_values<T: Real>(layout: SliceLayout, values: &[T], bootstrap: &[T]) -> Vec<T> {
     let TimeMajor { t, b, .. } = layout.shape();
-    let mut out = vec![T::zero(); values.len()];
-    for j in 0..b {
-        for s in 0..t {
-            out[layout.index(s, j)] = if s + 1 < t {
-                values[layout.index(s + 1, j)]
-            } else {
-                bootstrap[j]
-            };
+    let mut out = Vec::with_capacity(values.len());
+    if layout.is_batch_major() {
+        // Each column's steps are adjacent: its values from step 1 on, then its bootstrap.
+        for (column, &last) in values.chunks_exact(t.max(1)).zip(bootstrap).take(b) {
+            out.extend_from_slice(&column[1..]);
+            out.push(last);
         }
+    } else {
+        out.extend_from_slice(values.get(b..).unwrap_or_default());
+        out.extend_from_slice(bootstrap);
     }
+    out.truncate(values.len());
     out
 }
 
@@ -402,7 +403,7 @@ fn standardize_of<'py, T: Real>(
 /// --
 ///
 /// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`, per column of
-/// time-major `rewards` ([T] or [T, B]; axis 0 is time).
+/// `rewards` ([T] or [T, B]; axis 0 is time).
 ///
 /// Episode ends: `terminated[t]` (bool, uint8 or float, set when nonzero) ends the episode
 /// at step t: `d_t = 0`, nothing after it is used. `truncated[t]` (a time limit) also
@@ -474,7 +475,7 @@ fn discounted_returns_of<'py, T: Real>(
 /// gae(rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
 /// --
 ///
-/// Generalized advantage estimation over time-major `rewards` and `values` ([T] or
+/// Generalized advantage estimation over `rewards` and `values` ([T] or
 /// [T, B]; axis 0 is time), returning `(advantages, returns)`:
 ///
 ///     delta_t = r'_t + d_t * V(s_{t+1}) - V(s_t)      (V(s_T) = bootstrap)
@@ -496,8 +497,9 @@ fn discounted_returns_of<'py, T: Real>(
 /// `rewards`: all C-ordered (time-major, SB3's and CleanRL's [n_steps, n_envs] buffers) or
 /// all Fortran-ordered (batch-major: a C-ordered [B, T] array passed as `x.T`, TorchRL's
 /// and RLlib's layout). An array stored otherwise is copied once into the order of
-/// `rewards`. Results are new arrays shaped like `rewards` and stored in its order (for
-/// batch-major input, `adv.T` is a C-ordered [B, T] array); the bits are the same in both
+/// `rewards`. Results are new arrays shaped like `rewards` and stored in its order, as
+/// NumPy's ufuncs keep their inputs' order (for batch-major input, `adv.T` is a C-ordered
+/// [B, T] array; `np.ascontiguousarray` gives time-major); the bits are the same in both
 /// orders. `threads`: at most that many rayon tasks (None: all of rlgrad's pool); bits
 /// never depend on it.
 #[pyfunction]
@@ -629,7 +631,7 @@ fn value_estimator<'py, T: Real>(
 /// lambda_returns(rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
 /// --
 ///
-/// TD(lambda) returns (`rlax.lambda_returns`) over time-major [T] / [T, B] data, from
+/// TD(lambda) returns (`rlax.lambda_returns`) over [T] / [T, B] data, from
 /// next-state values `next_values[t] = V(s_{t+1})`:
 ///
 ///     G_t = r'_t + d_t * ((1 - lam) * nv_t + lam * G_{t+1}),   G_T = nv_{T-1}
@@ -671,7 +673,7 @@ fn lambda_returns<'py>(
 /// n_step_returns(rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
 /// --
 ///
-/// n-step bootstrapped returns (`rlax.n_step_bootstrapped_returns`) over time-major [T] /
+/// n-step bootstrapped returns (`rlax.n_step_bootstrapped_returns`) over [T] /
 /// [T, B] data, from next-state values `next_values[t] = V(s_{t+1})`: with
 /// `k = min(t + n - 1, T - 1)`,
 ///
@@ -760,7 +762,7 @@ fn next_value_estimator<'py, T: Real>(
 /// vtrace(rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
 /// --
 ///
-/// V-trace (Espeholt et al. 2018) in rlax's form over time-major [T] / [T, B] data,
+/// V-trace (Espeholt et al. 2018) in rlax's form over [T] / [T, B] data (axis 0 is time),
 /// returning `(vs, pg_advantages)`. `rhos` are importance ratios pi/mu (not logs),
 /// `bootstrap` = V(s_T):
 ///

@@ -41,7 +41,7 @@ def test_gae_same_bits_for_layouts_and_threads(data, gamma, lam):
     r, v, boot, term, trunc = data
     kw = dict(gamma=gamma, lam=lam, terminated=term, truncated=trunc)
     a, g = returns.gae(r, v, boot, **kw)
-    # Fortran order and strided views are copied into C order: same bits.
+    # Fortran order is read in place, strided views are copied: the same bits.
     a_f, g_f = returns.gae(np.asfortranarray(r), np.asfortranarray(v), boot, **kw)
     wide = np.zeros((r.shape[0], 2 * r.shape[1]), r.dtype)
     wide[:, ::2] = r

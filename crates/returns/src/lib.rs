@@ -1,5 +1,6 @@
-//! rlgrad-returns: every common return and advantage estimator over time-major `[T, B]`
-//! batches, exact at episode boundaries, on plain slices or on any rlgrad device.
+//! rlgrad-returns: every common return and advantage estimator over `[T, B]` batches, exact
+//! at episode boundaries, on plain slices (time-major, or batch-major through
+//! [`SliceLayout::batch_major`]) or on any rlgrad device (time-major).
 //!
 //! | estimator | function | formula (`r'`, `d` from [`Episodes`]) |
 //! |---|---|---|

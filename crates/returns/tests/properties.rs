@@ -128,7 +128,7 @@ impl Rollout {
     /// The layout of the buffers.
     fn storage(&self) -> SliceLayout {
         if self.batch_major {
-            SliceLayout::batch_major(self.layout)
+            SliceLayout::batch_major(self.layout.t, self.layout.b)
         } else {
             self.layout.into()
         }
@@ -404,7 +404,7 @@ proptest! {
         ];
         for (k, (tm_episodes, bm_episodes, tm_rewards, bm_rewards)) in cases.into_iter().enumerate() {
             let tm = gae(r.layout, tm_rewards, &r.values, &r.bootstrap, tm_episodes, r.lambda).unwrap();
-            let got = gae(SliceLayout::batch_major(r.layout), bm_rewards, &bm_values, &r.bootstrap, bm_episodes, r.lambda).unwrap();
+            let got = gae(SliceLayout::batch_major(r.layout.t, r.layout.b), bm_rewards, &bm_values, &r.bootstrap, bm_episodes, r.lambda).unwrap();
             prop_assert_eq!(bits(&got.advantages), bits(&to_batch_major(&tm.advantages, r.layout)), "case {}", k);
             prop_assert_eq!(bits(&got.returns), bits(&to_batch_major(&tm.returns, r.layout)), "case {}", k);
         }
@@ -743,4 +743,22 @@ fn gymnasium_bools_and_bytes_equal_float_flags() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("`terminated`"), "{err}");
+}
+
+#[test]
+fn batch_major_layouts_refuse_non_finite_inputs_when_asked() {
+    // Two columns of three steps, stored one column after the other; a NaN reward at
+    // step 1 of column 1.
+    let layout = SliceLayout::batch_major(3, 2);
+    let mut rewards = vec![1.0f32; 6];
+    rewards[layout.index(1, 1)] = f32::NAN;
+    let values = vec![0.5f32; 6];
+    let constant = Episodes::Constant { gamma: 0.9 };
+    let out = gae(layout, &rewards, &values, &[0.0, 0.0], constant, 0.95).unwrap();
+    assert!(out.advantages[..3].iter().all(|a| a.is_finite()));
+    assert!(out.advantages[3..5].iter().all(|a| a.is_nan()));
+    let err = gae(layout.require_finite(), &rewards, &values, &[0.0, 0.0], constant, 0.95)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("gae") && err.contains("rewards"), "{err}");
 }

@@ -2,9 +2,10 @@
 //! `rlgrad-returns`), following the canonical formulas of
 //! [`crate::kernels::recurrence`].
 //!
-//! Columns are split into chunks (at least 16 wide, so the inner loops vectorize across
-//! adjacent columns) and the chunks run in parallel; each column is scanned sequentially
-//! in `t`. Columns never interact, so every chunking gives the same bits.
+//! Columns are split into chunks (time-major: at least 128 wide, in blocks of 128, 64 and
+//! 16 columns so the inner loops vectorize across adjacent columns) and the chunks run in
+//! parallel; each column is scanned sequentially in `t`. Columns never interact, so every
+//! chunking gives the same bits.
 //!
 //! Data stored batch-major ([`SliceLayout::batch_major`]) are read and written in place:
 //! the same scans, compiled a second time with loads that gather the block's columns at
@@ -251,7 +252,8 @@ const SMALL_BLOCK: usize = 16;
 /// of its columns, `T` values apart: with eight columns the five or six streams of a scan
 /// stay within the first-level TLB and cache, where 16 or 64 columns thrash them
 /// (measured, `[2048, 64]` GAE from Python: 772 us at 16 columns, 284 us at 8, 273 us at
-/// 4, against 68 us time-major).
+/// 4, against 68 us time-major). Eight, within the noise of four, fill a vector of f64
+/// on AVX-512 and half of f32.
 const COLUMN_BLOCK: usize = 8;
 /// Fewest columns a parallel task gets.
 const MIN_TASK_COLUMNS: usize = 128;
@@ -297,7 +299,7 @@ impl<T> Out<T> for Rows<'_, T> {
 struct Columns<'a, T> {
     data: &'a mut [T],
     t: usize,
-    staged: [T; WIDE_BLOCK],
+    staged: [T; COLUMN_BLOCK],
 }
 
 impl<T: Copy> Out<T> for Columns<'_, T> {
@@ -397,9 +399,10 @@ type Chunk<'a, T, const N: usize> = (Range<usize>, [Vec<&'a mut [T]>; N]);
 
 /// Splits the columns of the `[T, B]` outputs `outs` (stored as `storage` says) into one
 /// chunk per task, hands each chunk its part of every output, and runs `kernel` over the
-/// chunks in parallel. Chunks are at least [`MIN_TASK_COLUMNS`] wide (narrower ones would
-/// share cache lines of the outputs between threads) and a grain
-/// ([`crate::grain::Family::Recurrence`]) large.
+/// chunks in parallel. Chunks are a grain ([`crate::grain::Family::Recurrence`]) large and,
+/// time-major, at least [`MIN_TASK_COLUMNS`] wide (narrower ones would share cache lines of
+/// the outputs between threads; batch-major chunks are contiguous ranges and need no
+/// minimum).
 fn run_columns<T, K, const N: usize>(
     par: Par,
     storage: SliceLayout,
@@ -434,7 +437,7 @@ fn run_columns<T, K, const N: usize>(
             let mut rows = parts.map(|data| Columns {
                 data,
                 t: layout.t,
-                staged: [T::default(); WIDE_BLOCK],
+                staged: [T::default(); COLUMN_BLOCK],
             });
             scan_blocks_dispatch(kernel, columns, &mut rows);
         };

@@ -113,18 +113,22 @@ impl TimeMajor {
     }
 }
 
-/// How `[T, B]` data are stored on the host: [`TimeMajor`] (element `(s, j)` at
-/// `s * b + j`, the order of every device kernel), or batch-major (at `j * t + s`: `[B, T]`
-/// arrays, the layout of TorchRL and RLlib, and NumPy's `x.T` of a time-major array),
-/// which the slice-level estimators read and write in place. Every input and output
-/// `[T, B]` buffer of one call is stored in the layout's order; the order changes where
-/// values are, never the arithmetic, so both give the same bits.
+/// How `[T, B]` data (`T` steps of `B` columns) are stored on the host: time-major (a
+/// [`TimeMajor`]; element `(s, j)` at `s * b + j`, the order of every device kernel), or
+/// batch-major ([`SliceLayout::batch_major`]; at `j * t + s`: a `[B, T]` buffer, the layout
+/// of TorchRL and RLlib, and in NumPy `x.T` of a C-ordered `[B, T]` array), which the
+/// slice-level estimators read and write in place. Every input and output `[T, B]` buffer
+/// of one call is stored in the layout's order; the order changes where values are, never
+/// the arithmetic, so both give the same bits.
 ///
 /// ```
 /// use rlgrad_core::kernels::recurrence::{SliceLayout, TimeMajor};
-/// let batch_major = SliceLayout::batch_major(TimeMajor::new(128, 8));
+/// // 8 environments of 128 steps each, one environment after the other.
+/// let batch_major = SliceLayout::batch_major(128, 8);
 /// assert!(batch_major.is_batch_major() && batch_major.shape() == TimeMajor::new(128, 8));
+/// assert_eq!(batch_major.index(5, 2), 2 * 128 + 5);
 /// assert!(!SliceLayout::from(TimeMajor::new(128, 8)).is_batch_major());
+/// assert!(batch_major.require_finite().shape().requires_finite());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SliceLayout {
@@ -133,11 +137,21 @@ pub struct SliceLayout {
 }
 
 impl SliceLayout {
-    /// Data of shape `shape` stored batch-major: element `(s, j)` at `j * shape.t + s`.
-    pub fn batch_major(shape: TimeMajor) -> Self {
+    /// `t` steps of `b` columns stored batch-major, as a `[b, t]` buffer: element
+    /// `(s, j)` at `j * t + s`.
+    pub fn batch_major(t: usize, b: usize) -> Self {
         Self {
-            shape,
+            shape: TimeMajor::new(t, b),
             batch_major: true,
+        }
+    }
+
+    /// This layout, asking the estimators to refuse non-finite inputs
+    /// ([`TimeMajor::require_finite`]).
+    pub fn require_finite(self) -> Self {
+        Self {
+            shape: self.shape.require_finite(),
+            ..self
         }
     }
 

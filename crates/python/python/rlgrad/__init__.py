@@ -1,7 +1,8 @@
 """rlgrad: deterministic numerics for reinforcement learning on NumPy arrays.
 
 - ``rlgrad.returns``: discounted returns, GAE, TD(lambda), n-step, V-trace over
-  time-major ``[T]`` / ``[T, B]`` arrays, exact at episode boundaries.
+  ``[T]`` / ``[T, B]`` arrays (time-major, or batch-major ``x.T`` read in place), exact at
+  episode boundaries.
 - ``rlgrad.mask``: sequence masks, pad/unpad, masked mean/normalize (+ backward),
   RLlib's ``chop_into_sequences``.
 - ``rlgrad.optim``: fused SGD/momentum/Adam/AdamW/RMSprop/Adagrad in PyTorch and Keras

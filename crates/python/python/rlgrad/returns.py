@@ -1,5 +1,6 @@
-"""Return and advantage estimators over time-major ``[T]`` / ``[T, B]`` arrays (axis 0 is
-time), from the Rust crate rlgrad-returns. See each function's docstring for its formula."""
+"""Return and advantage estimators over ``[T]`` / ``[T, B]`` arrays (axis 0 is time;
+C-ordered time-major or Fortran-ordered batch-major arrays are read in place), from the Rust
+crate rlgrad-returns. See each function's docstring for its formula."""
 
 from ._rlgrad import (
     discounted_cumsum,
