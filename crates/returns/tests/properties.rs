@@ -757,8 +757,15 @@ fn batch_major_layouts_refuse_non_finite_inputs_when_asked() {
     let out = gae(layout, &rewards, &values, &[0.0, 0.0], constant, 0.95).unwrap();
     assert!(out.advantages[..3].iter().all(|a| a.is_finite()));
     assert!(out.advantages[3..5].iter().all(|a| a.is_nan()));
-    let err = gae(layout.require_finite(), &rewards, &values, &[0.0, 0.0], constant, 0.95)
-        .unwrap_err()
-        .to_string();
+    let err = gae(
+        layout.require_finite(),
+        &rewards,
+        &values,
+        &[0.0, 0.0],
+        constant,
+        0.95,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("gae") && err.contains("rewards"), "{err}");
 }
