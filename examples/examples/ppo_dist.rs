@@ -13,6 +13,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use rlgrad_core::{Error, Result};
 use rlgrad_dist::{Collective, Local};
@@ -21,7 +22,7 @@ use rlgrad_examples::ppo_dist::{Config, DdPpo};
 
 const USAGE: &str = "\
 usage: ppo_dist [--updates N] [--workers W] [--accumulate K] [--seed N]
-                [--run-dir DIR [--save-every K] [--resume]] [--quiet]
+                [--run-dir DIR [--save-every K] [--resume]] [--timing] [--quiet]
 
 DD-PPO on CartPole-v1 with MLPs (16 environments of 64 steps per update, 4 Adam steps
 on the whole batch per update, one microbatch per environment). Started by mpirun (a
@@ -40,7 +41,10 @@ Every worker count gives the same parameters, bit for bit.
   --save-every K also save after every K-th update
   --resume       continue from the latest checkpoint in DIR, on any number of workers,
                  up to --updates in all: the same bits as a run that never stopped
-  --quiet        only the final line
+  --timing       time each update on rank 0, the ranks starting it together (after
+                 a barrier), and print `median update time: X ms over N updates`
+                 before the final line (the first update, a warm-up, left out)
+  --quiet        only the final line (and the timing line)
 ";
 
 /// What to run, besides the configuration.
@@ -50,10 +54,18 @@ struct Plan {
     run_dir: Option<PathBuf>,
     save_every: Option<u64>,
     resume: bool,
+    timing: bool,
     quiet: bool,
 }
 
-fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<u64> {
+/// What a run ends with.
+struct Finish {
+    fingerprint: u64,
+    /// Each update's time but the first's, with `--timing`.
+    update_times: Vec<Duration>,
+}
+
+fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<Finish> {
     let mut agent = match (&plan.run_dir, plan.resume) {
         (Some(dir), true) => DdPpo::resume(config.clone(), comm, dir)?,
         (Some(dir), false) => {
@@ -63,8 +75,17 @@ fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<u64> {
         (None, _) => DdPpo::new(config.clone(), comm)?,
     }
     .with_accumulation(plan.accumulate)?;
+    let mut update_times = Vec::new();
+    let first = agent.updates() + 1;
     while agent.updates() < plan.updates {
+        if plan.timing {
+            comm.barrier()?;
+        }
+        let start = Instant::now();
         let report = agent.update(comm)?;
+        if plan.timing && report.update > first {
+            update_times.push(start.elapsed());
+        }
         if !plan.quiet && comm.rank() == 0 && (report.update % 10 == 0 || report.update == 1) {
             let mean = report
                 .mean_return
@@ -84,7 +105,10 @@ fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<u64> {
     if let Some(dir) = &plan.run_dir {
         agent.save(comm, dir)?;
     }
-    agent.fingerprint()
+    Ok(Finish {
+        fingerprint: agent.fingerprint()?,
+        update_times,
+    })
 }
 
 /// Whether mpirun (or srun) started this process.
@@ -108,6 +132,7 @@ fn run(mut args: Args) -> Result<()> {
         run_dir: args.value("--run-dir", "a directory")?,
         save_every: args.value("--save-every", "a number of updates >= 1")?,
         resume: args.flag("--resume"),
+        timing: args.flag("--timing"),
         quiet: args.flag("--quiet"),
     };
     args.finish()?;
@@ -136,29 +161,41 @@ fn run(mut args: Args) -> Result<()> {
         seed,
         ..Config::default()
     };
-    let (fingerprint, rank) = if under_mpi() {
+    let (finish, rank) = if under_mpi() {
         mpi_run(&config, &plan)?
     } else {
-        let prints = Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
+        let mut finishes = Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
             train(comm, &config, &plan)
         })?;
-        (prints[0], 0)
+        (finishes.swap_remove(0), 0)
     };
     if rank == 0 {
-        println!("params fingerprint: {fingerprint:016x}");
+        if plan.timing {
+            let mut times = finish.update_times;
+            times.sort_unstable();
+            match times.get(times.len() / 2) {
+                Some(median) => println!(
+                    "median update time: {:.3} ms over {} updates",
+                    median.as_secs_f64() * 1e3,
+                    times.len()
+                ),
+                None => println!("median update time: none (--timing needs two updates or more)"),
+            }
+        }
+        println!("params fingerprint: {:016x}", finish.fingerprint);
     }
     Ok(())
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_run(config: &Config, plan: &Plan) -> Result<(u64, usize)> {
+fn mpi_run(config: &Config, plan: &Plan) -> Result<(Finish, usize)> {
     let comm = rlgrad_dist::Mpi::init()?;
-    let fingerprint = train(&comm, config, plan)?;
-    Ok((fingerprint, comm.rank()))
+    let finish = train(&comm, config, plan)?;
+    Ok((finish, comm.rank()))
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_run(_: &Config, _: &Plan) -> Result<(u64, usize)> {
+fn mpi_run(_: &Config, _: &Plan) -> Result<(Finish, usize)> {
     Err(Error::value(
         "ppo_dist",
         "mpirun",

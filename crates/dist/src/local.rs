@@ -339,7 +339,7 @@ impl Collective for Local {
 
     fn all_to_all(&self, send: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
         let function = "Local::all_to_all";
-        check_all_to_all(function, send, self.size)?;
+        check_all_to_all(function, "send", send.len(), self.size)?;
         self.exchange(
             function,
             Op::AllToAll,

@@ -14,7 +14,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use rlgrad_core::{Error, Result};
 
-use crate::collective::{Collective, check_all_to_all, check_root};
+use crate::collective::{Collective, Packed, check_all_to_all, check_root};
 
 /// The world communicator of an MPI job (feature `mpi`): one process per rank, started by
 /// `mpirun -np W program` (or Slurm's `srun`).
@@ -113,6 +113,14 @@ impl Mpi {
         self.timeout
     }
 
+    /// rsmpi's world communicator, for what the [`Collective`] trait does not offer
+    /// (point-to-point messages, MPI's own `MPI_Allreduce` to compare against, a
+    /// sub-communicator). Collectives called on it directly have no timeout, and ranks
+    /// must call them in the same order as this value's own.
+    pub fn communicator(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
     fn fail(&self, function: &'static str, message: String) -> Error {
         Error::Device {
             function,
@@ -195,19 +203,6 @@ impl Mpi {
         })
     }
 
-    /// Receives the blocks `counts` from every rank into one buffer and splits it.
-    fn split(buffer: Vec<u8>, counts: &[Count]) -> Vec<Vec<u8>> {
-        let mut at = 0;
-        counts
-            .iter()
-            .map(|&c| {
-                let c = c as usize;
-                at += c;
-                buffer[at - c..at].to_vec()
-            })
-            .collect()
-    }
-
     fn displacements(function: &'static str, counts: &[Count]) -> Result<Vec<Count>> {
         let mut at: Count = 0;
         counts
@@ -230,10 +225,22 @@ impl Mpi {
 
 /// `len` zero bytes in a heap allocation even when `len == 0`: the pointer of an empty
 /// `Vec<u8>` is `1`, which Open MPI reads as `MPI_IN_PLACE`.
+/// (Zeroed by the allocator, so that pages of a large buffer are first touched when MPI
+/// writes them, not by a memset before.)
 fn heap(len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len.max(1));
-    v.resize(len, 0);
+    let mut v = vec![0; len.max(1)];
+    v.truncate(len);
     v
+}
+
+/// `bytes`, moved to a heap allocation when empty (see [`heap`]).
+fn on_heap(bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.is_empty() { heap(0) } else { bytes }
+}
+
+/// MPI's counts as lengths.
+fn lengths(counts: &[Count]) -> Vec<usize> {
+    counts.iter().map(|&c| c as usize).collect()
 }
 
 impl Collective for Mpi {
@@ -246,6 +253,18 @@ impl Collective for Mpi {
     }
 
     fn all_gather(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
+        Ok(self.all_gather_packed(send.to_vec())?.into_messages())
+    }
+
+    fn all_to_all(&self, send: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+        check_all_to_all("Mpi::all_to_all", "send", send.len(), self.size())?;
+        let lengths: Vec<usize> = send.iter().map(Vec::len).collect();
+        Ok(self
+            .all_to_all_packed(send.concat(), &lengths)?
+            .into_messages())
+    }
+
+    fn all_gather_packed(&self, send: Vec<u8>) -> Result<Packed> {
         let function = "Mpi::all_gather";
         self.check_usable(function)?;
         let mine = vec![self.count(function, send.len())?];
@@ -260,9 +279,8 @@ impl Collective for Mpi {
         let displs = Self::displacements(function, &counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut buffer = heap(total);
-        // A copy that this value owns: after a timeout MPI may still read it.
-        let mut outgoing = heap(send.len());
-        outgoing.copy_from_slice(send);
+        // Owned here: after a timeout MPI may still read it, and it is leaked.
+        let outgoing = on_heap(send);
         let mut partition = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
         let waited = scope(|scope| {
             let request =
@@ -271,16 +289,17 @@ impl Collective for Mpi {
             self.wait(function, "all-gather", request)
         });
         let (buffer, counts, ..) = Self::settle(waited, (buffer, counts, displs, outgoing))?;
-        Ok(Self::split(buffer, &counts))
+        Packed::new(function, buffer, &lengths(&counts))
     }
 
-    fn all_to_all(&self, send: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+    fn all_to_all_packed(&self, send: Vec<u8>, lengths_out: &[usize]) -> Result<Packed> {
         let function = "Mpi::all_to_all";
         self.check_usable(function)?;
-        check_all_to_all(function, send, self.size())?;
-        let send_counts = send
+        check_all_to_all(function, "lengths", lengths_out.len(), self.size())?;
+        let send = Packed::new(function, send, lengths_out)?;
+        let send_counts = lengths_out
             .iter()
-            .map(|m| self.count(function, m.len()))
+            .map(|&n| self.count(function, n))
             .collect::<Result<Vec<_>>>()?;
         let mut recv_counts = vec![0 as Count; self.size()];
         let waited = scope(|scope| {
@@ -292,10 +311,7 @@ impl Collective for Mpi {
         let (send_counts, recv_counts) = Self::settle(waited, (send_counts, recv_counts))?;
         let send_displs = Self::displacements(function, &send_counts)?;
         let recv_displs = Self::displacements(function, &recv_counts)?;
-        let mut flat = heap(0);
-        for m in send {
-            flat.extend_from_slice(m);
-        }
+        let flat = on_heap(send.into_bytes());
         let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
         let mut buffer = heap(total);
         let outgoing = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
@@ -317,7 +333,7 @@ impl Collective for Mpi {
                 send_displs,
             ),
         )?;
-        Ok(Self::split(buffer, &recv_counts))
+        Packed::new(function, buffer, &lengths(&recv_counts))
     }
 
     fn broadcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {

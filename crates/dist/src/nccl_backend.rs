@@ -388,7 +388,7 @@ impl Collective for Nccl {
 
     fn all_to_all(&self, send: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
         let function = "Nccl::all_to_all";
-        check_all_to_all(function, send, self.size())?;
+        check_all_to_all(function, "send", send.len(), self.size())?;
         self.bind(function)?;
         let size = self.size();
         let mine: Vec<u64> = send.iter().map(|m| m.len() as u64).collect();

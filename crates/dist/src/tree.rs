@@ -6,7 +6,9 @@ use std::ops::Range;
 
 use rlgrad_core::{Error, Float, Result};
 
-use crate::collective::{Collective, Reader, put_floats, put_u64};
+use crate::collective::{
+    Collective, Packed, Reader, add_encoded, decode_into, put_floats, put_u64,
+};
 
 /// The largest power of two strictly below `n` (`n >= 2`): where the canonical tree splits
 /// `n` leaves, as in [`rlgrad_core::reduce::tree_reduce`].
@@ -190,32 +192,53 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
     route: Route,
 ) -> Result<Vec<T>> {
     let workers = comm.size();
+    if workers == 1 {
+        // One rank's roots cover every item: the tree above them needs no exchange.
+        let mut pieces = BTreeMap::new();
+        for (range, values) in roots.roots {
+            pieces.insert(range.start, (range.end, Piece::Owned(values)));
+        }
+        return assemble(function, roots.items, pieces);
+    }
+    let (items, len) = (roots.items, roots.len);
     match route {
         Route::Replicated => {
-            let message = encode(&roots, 0..roots.len);
-            let gathered = comm.all_gather(&message)?;
-            let pieces = decode_all(function, &roots, 0..roots.len, &gathered)?;
-            assemble(function, roots.items, pieces)
+            let mut message = Vec::new();
+            encode(&mut message, &roots, 0..len);
+            drop(roots);
+            let gathered = comm.all_gather_packed(message)?;
+            let pieces = decode_all::<T>(function, (items, len), 0..len, &gathered)?;
+            assemble(function, items, pieces)
         }
         Route::Sharded => {
             let shard = |k: usize| {
-                let bound = |r: usize| (r as u128 * roots.len as u128 / workers as u128) as usize;
+                let bound = |r: usize| (r as u128 * len as u128 / workers as u128) as usize;
                 bound(k)..bound(k + 1)
             };
-            let outgoing: Vec<Vec<u8>> = (0..workers).map(|k| encode(&roots, shard(k))).collect();
-            let incoming = comm.all_to_all(&outgoing)?;
-            drop(outgoing);
+            let width = std::mem::size_of::<T>();
+            let mut outgoing = Vec::with_capacity(
+                workers * (24 + 16 * roots.roots.len()) + roots.roots.len() * len * width,
+            );
+            let mut lengths = Vec::with_capacity(workers);
+            for k in 0..workers {
+                let before = outgoing.len();
+                encode(&mut outgoing, &roots, shard(k));
+                lengths.push(outgoing.len() - before);
+            }
+            drop(roots);
+            let incoming = comm.all_to_all_packed(outgoing, &lengths)?;
             let mine = shard(comm.rank());
-            let pieces = decode_all(function, &roots, mine.clone(), &incoming)?;
-            let reduced = assemble(function, roots.items, pieces)?;
-            let mut message = Vec::new();
+            let pieces = decode_all::<T>(function, (items, len), mine, &incoming)?;
+            let reduced = assemble(function, items, pieces)?;
+            drop(incoming);
+            let mut message = Vec::with_capacity(std::mem::size_of_val(reduced.as_slice()));
             put_floats(&mut message, &reduced);
-            let shards = comm.all_gather(&message)?;
-            let mut out = Vec::with_capacity(roots.len);
+            drop(reduced);
+            let shards = comm.all_gather_packed(message)?;
+            let mut out = vec![T::zero(); len];
             for (from, bytes) in shards.iter().enumerate() {
-                let n = shard(from).len();
                 let mut reader = Reader::new(bytes, function, from);
-                out.extend(reader.floats::<T>(n)?);
+                reader.floats_into(&mut out[shard(from)])?;
                 check_consumed(function, from, reader)?;
             }
             Ok(out)
@@ -223,41 +246,47 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
     }
 }
 
-/// `[items][len][count]([start][end])*count` and then each root's values in `part`.
-fn encode<T: Float>(roots: &Roots<T>, part: Range<usize>) -> Vec<u8> {
-    let mut out =
-        Vec::with_capacity(24 + 16 * roots.roots.len() + part.len() * roots.roots.len() * 8);
-    put_u64(&mut out, roots.items as u64);
-    put_u64(&mut out, roots.len as u64);
-    put_u64(&mut out, roots.roots.len() as u64);
+/// Appends `[items][len][count]([start][end])*count` and then each root's values in
+/// `part`.
+fn encode<T: Float>(out: &mut Vec<u8>, roots: &Roots<T>, part: Range<usize>) {
+    put_u64(out, roots.items as u64);
+    put_u64(out, roots.len as u64);
+    put_u64(out, roots.roots.len() as u64);
     for (range, _) in &roots.roots {
-        put_u64(&mut out, range.start as u64);
-        put_u64(&mut out, range.end as u64);
+        put_u64(out, range.start as u64);
+        put_u64(out, range.end as u64);
     }
     for (_, values) in &roots.roots {
-        put_floats(&mut out, &values[part.clone()]);
+        put_floats(out, &values[part.clone()]);
     }
-    out
 }
 
-/// The roots every rank sent, cut to `part`, keyed by their first item.
-fn decode_all<T: Float>(
+/// A subtree root's values: computed on this rank, or still encoded as another rank sent
+/// them (decoded only where the tree needs a copy).
+enum Piece<'a, T> {
+    Owned(Vec<T>),
+    Encoded(&'a [u8]),
+}
+
+/// The roots every rank sent, cut to `part`, keyed by their first item; `own` is this
+/// rank's `(items, len)`, which every rank must share.
+fn decode_all<'a, T: Float>(
     function: &'static str,
-    own: &Roots<T>,
+    own: (usize, usize),
     part: Range<usize>,
-    messages: &[Vec<u8>],
-) -> Result<BTreeMap<usize, (usize, Vec<T>)>> {
+    messages: &'a Packed,
+) -> Result<BTreeMap<usize, (usize, Piece<'a, T>)>> {
     let mut pieces = BTreeMap::new();
     for (from, bytes) in messages.iter().enumerate() {
         let mut reader = Reader::new(bytes, function, from);
         let (items, len) = (reader.usize()?, reader.usize()?);
-        if (items, len) != (own.items, own.len) {
+        if (items, len) != own {
             return Err(Error::value(
                 function,
                 "microbatches",
                 format_args!(
                     "the same reduction on every rank: this rank reduces {} items of {} values",
-                    own.items, own.len
+                    own.0, own.1
                 ),
                 format_args!("rank {from} reduces {items} items of {len} values"),
             ));
@@ -267,7 +296,7 @@ fn decode_all<T: Float>(
             .map(|_| Ok(reader.usize()?..reader.usize()?))
             .collect::<Result<Vec<_>>>()?;
         for range in ranges {
-            let values = reader.floats::<T>(part.len())?;
+            let values = Piece::Encoded(reader.float_bytes::<T>(part.len())?);
             if pieces.insert(range.start, (range.end, values)).is_some() {
                 return Err(overlap(function, from, range.start));
             }
@@ -277,22 +306,35 @@ fn decode_all<T: Float>(
     Ok(pieces)
 }
 
-/// The canonical tree over `0..items` from the subtree roots in `pieces`.
+/// The canonical tree over `0..items` from the subtree roots in `pieces`. A right child
+/// that arrived encoded is added from its bytes, so only the leftmost root is copied.
 fn assemble<T: Float>(
     function: &'static str,
     items: usize,
-    mut pieces: BTreeMap<usize, (usize, Vec<T>)>,
+    mut pieces: BTreeMap<usize, (usize, Piece<'_, T>)>,
 ) -> Result<Vec<T>> {
+    fn take<'a, T>(
+        range: &Range<usize>,
+        pieces: &mut BTreeMap<usize, (usize, Piece<'a, T>)>,
+    ) -> Option<Piece<'a, T>> {
+        let matches = pieces
+            .get(&range.start)
+            .is_some_and(|(end, _)| *end == range.end);
+        matches.then(|| pieces.remove(&range.start).expect("present").1)
+    }
     fn node<T: Float>(
         function: &'static str,
         range: Range<usize>,
-        pieces: &mut BTreeMap<usize, (usize, Vec<T>)>,
+        pieces: &mut BTreeMap<usize, (usize, Piece<'_, T>)>,
     ) -> Result<Vec<T>> {
-        if pieces
-            .get(&range.start)
-            .is_some_and(|(end, _)| *end == range.end)
-        {
-            return Ok(pieces.remove(&range.start).expect("present").1);
+        match take(&range, pieces) {
+            Some(Piece::Owned(values)) => return Ok(values),
+            Some(Piece::Encoded(bytes)) => {
+                let mut values = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
+                decode_into(&mut values, bytes);
+                return Ok(values);
+            }
+            None => {}
         }
         if range.len() == 1 {
             return Err(Error::Device {
@@ -305,9 +347,14 @@ fn assemble<T: Float>(
             });
         }
         let mid = range.start + split_point(range.len());
-        let left = node(function, range.start..mid, pieces)?;
-        let right = node(function, mid..range.end, pieces)?;
-        Ok(add_into(left, right))
+        let mut left = node(function, range.start..mid, pieces)?;
+        let right = mid..range.end;
+        match take(&right, pieces) {
+            Some(Piece::Encoded(bytes)) => add_encoded(&mut left, bytes),
+            Some(Piece::Owned(values)) => left = add_into(left, values),
+            None => left = add_into(left, node(function, right, pieces)?),
+        }
+        Ok(left)
     }
     let out = node(function, 0..items, &mut pieces)?;
     match pieces.keys().next() {

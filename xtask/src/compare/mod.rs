@@ -20,6 +20,7 @@
 //! [`python`] says how.
 
 mod bench;
+mod dist;
 mod load;
 mod machine;
 mod peers;
@@ -48,7 +49,9 @@ const DEFAULT_ROUNDS: usize = 3;
 /// The options of `cargo xtask compare` (its `--help`).
 pub const OPTIONS: &str = "\
   --only      workloads W0-W7, P3, P4 (default: W0-W7); P3 and P4 are rlgrad's wheel
-              from Python beside W3's and W4's peers (maturin builds the wheel)
+              from Python beside W3's and W4's peers (maturin builds the wheel); D1,
+              alone, is data-parallel training on 1, 2 and 4 MPI processes beside
+              PyTorch DDP on Gloo (needs Open MPI; see xtask/src/compare/dist.rs)
   --threads   thread count of both sides (default: both, 1 then 2)
   --isa       cap both sides' vector instruction set: avx512, avx2 or sse2 (default:
               the CPU's widest; see xtask/src/isa.rs for each peer's switch)
@@ -63,6 +66,8 @@ pub const OPTIONS: &str = "\
 #[derive(Debug)]
 struct Options {
     workloads: Vec<&'static Workload>,
+    /// `--only D1`: the distributed row, which runs alone.
+    dist: bool,
     threads: Vec<usize>,
     isa: IsaSetting,
     quick: bool,
@@ -79,6 +84,7 @@ impl Options {
                 .iter()
                 .filter(|w| !w.is_python())
                 .collect(),
+            dist: false,
             threads: vec![1, 2],
             isa: IsaSetting::new(None)?,
             quick: false,
@@ -95,9 +101,16 @@ impl Options {
             };
             match arg.as_str() {
                 "--only" => {
-                    options.workloads = value()?
-                        .split(',')
-                        .filter(|w| !w.trim().is_empty())
+                    let names = value()?;
+                    let names: Vec<&str> =
+                        names.split(',').filter(|w| !w.trim().is_empty()).collect();
+                    options.dist = names.contains(&dist::ID);
+                    if options.dist && names.len() > 1 {
+                        return Err(format!("--only {}: D1 runs alone", names.join(",")));
+                    }
+                    options.workloads = names
+                        .into_iter()
+                        .filter(|&w| w != dist::ID)
                         .map(workloads::find)
                         .collect::<Result<_, _>>()?;
                 }
@@ -129,7 +142,7 @@ impl Options {
                 }
             }
         }
-        if options.workloads.is_empty() {
+        if options.workloads.is_empty() && !options.dist {
             return Err("--only names no workload".to_owned());
         }
         Ok(options)
@@ -153,6 +166,10 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 pub fn run(args: &[String]) -> Result<(), String> {
     let options = Options::parse(args)?;
     let root = crate::root();
+    if options.dist {
+        let peers = peers::Peers::locate(options.peers.clone(), &root)?;
+        return dist::run(options.quick, options.rounds, &peers, options.verbose);
+    }
     let target = target_dir(&root);
     let runs: Vec<Runs> = options
         .workloads
