@@ -51,6 +51,21 @@ pub trait Collective {
             self.all_to_all(&send.into_messages())?,
         ))
     }
+
+    /// An empty buffer of at least `capacity` bytes to write a message into: a backend
+    /// that keeps memory between collectives hands back one given to
+    /// [`Collective::recycle`], whose pages are mapped already (a first touch of fresh
+    /// memory costs as much as the copy into it). The default allocates.
+    fn message_buffer(&self, capacity: usize) -> Vec<u8> {
+        Vec::with_capacity(capacity)
+    }
+
+    /// Takes back a buffer no longer needed (a message sent, or a [`Packed`]'s through
+    /// [`Packed::into_bytes`]) for [`Collective::message_buffer`] to reuse. The default
+    /// frees it.
+    fn recycle(&self, buffer: Vec<u8>) {
+        drop(buffer);
+    }
 }
 
 /// Messages from every rank, back to back in one buffer, indexed by rank: what

@@ -1,6 +1,6 @@
 //! The `Mpi` backend: one process per rank on the system MPI, through rsmpi.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::mem;
 use std::thread;
@@ -55,6 +55,8 @@ pub struct Mpi {
     timeout: Duration,
     // The collective that timed out: the communicator is unusable from then on.
     broken: Cell<Option<&'static str>>,
+    // Message buffers kept between collectives (`recycle`), their pages mapped already.
+    pool: RefCell<Vec<Vec<u8>>>,
     // Dropped after `world`: finalizes MPI.
     _universe: Universe,
 }
@@ -104,8 +106,26 @@ impl Mpi {
             world: universe.world(),
             timeout,
             broken: Cell::new(None),
+            pool: RefCell::new(Vec::new()),
             _universe: universe,
         })
+    }
+
+    /// Buffers shorter than this are freed, not kept: allocating them costs little.
+    const POOLED_MIN: usize = 1 << 20;
+    /// How many message buffers are kept between collectives, at most (the receive
+    /// and send buffers of the two collectives of a large all-reduce).
+    const POOLED: usize = 4;
+
+    /// A receive buffer of `len` zero bytes, never at the dangling pointer of an empty
+    /// vector (see [`heap`]): a pooled one when it fits, whose pages are mapped already.
+    fn zeroed(&self, len: usize) -> Vec<u8> {
+        if len < Self::POOLED_MIN {
+            return heap(len);
+        }
+        let mut buffer = self.message_buffer(len);
+        buffer.resize(len, 0);
+        buffer
     }
 
     /// The timeout of each collective.
@@ -278,7 +298,7 @@ impl Collective for Mpi {
         let (_, counts) = Self::settle(waited, (mine, counts))?;
         let displs = Self::displacements(function, &counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
-        let mut buffer = heap(total);
+        let mut buffer = self.zeroed(total);
         // Owned here: after a timeout MPI may still read it, and it is leaked.
         let outgoing = on_heap(send);
         let mut partition = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
@@ -288,7 +308,9 @@ impl Collective for Mpi {
                     .immediate_all_gather_varcount_into(scope, &outgoing[..], &mut partition);
             self.wait(function, "all-gather", request)
         });
-        let (buffer, counts, ..) = Self::settle(waited, (buffer, counts, displs, outgoing))?;
+        let (buffer, counts, _, outgoing) =
+            Self::settle(waited, (buffer, counts, displs, outgoing))?;
+        self.recycle(outgoing);
         Packed::new(function, buffer, &lengths(&counts))
     }
 
@@ -313,7 +335,7 @@ impl Collective for Mpi {
         let recv_displs = Self::displacements(function, &recv_counts)?;
         let flat = on_heap(send.into_bytes());
         let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
-        let mut buffer = heap(total);
+        let mut buffer = self.zeroed(total);
         let outgoing = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
         let mut incoming = PartitionMut::new(&mut buffer[..], &recv_counts[..], &recv_displs[..]);
         let waited = scope(|scope| {
@@ -322,7 +344,7 @@ impl Collective for Mpi {
                     .immediate_all_to_all_varcount_into(scope, &outgoing, &mut incoming);
             self.wait(function, "all-to-all", request)
         });
-        let (buffer, recv_counts, ..) = Self::settle(
+        let (buffer, recv_counts, _, flat, ..) = Self::settle(
             waited,
             (
                 buffer,
@@ -333,7 +355,39 @@ impl Collective for Mpi {
                 send_displs,
             ),
         )?;
+        self.recycle(flat);
         Packed::new(function, buffer, &lengths(&recv_counts))
+    }
+
+    /// A pooled buffer when one is large enough (the smallest such), else a new one.
+    fn message_buffer(&self, capacity: usize) -> Vec<u8> {
+        let mut pool = self.pool.borrow_mut();
+        let fitting = (0..pool.len())
+            .filter(|&i| pool[i].capacity() >= capacity)
+            .min_by_key(|&i| pool[i].capacity());
+        match fitting {
+            Some(i) => {
+                let mut buffer = pool.swap_remove(i);
+                buffer.clear();
+                buffer
+            }
+            None => Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Keeps buffers of [`Mpi::POOLED_MIN`] bytes or more, the [`Mpi::POOLED`] largest.
+    fn recycle(&self, buffer: Vec<u8>) {
+        if buffer.capacity() < Self::POOLED_MIN {
+            return;
+        }
+        let mut pool = self.pool.borrow_mut();
+        pool.push(buffer);
+        if pool.len() > Self::POOLED {
+            let smallest = (0..pool.len())
+                .min_by_key(|&i| pool[i].capacity())
+                .expect("a full pool");
+            pool.swap_remove(smallest);
+        }
     }
 
     fn broadcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {

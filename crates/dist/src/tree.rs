@@ -216,7 +216,7 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
                 bound(k)..bound(k + 1)
             };
             let width = std::mem::size_of::<T>();
-            let mut outgoing = Vec::with_capacity(
+            let mut outgoing = comm.message_buffer(
                 workers * (24 + 16 * roots.roots.len()) + roots.roots.len() * len * width,
             );
             let mut lengths = Vec::with_capacity(workers);
@@ -230,8 +230,8 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
             let mine = shard(comm.rank());
             let pieces = decode_all::<T>(function, (items, len), mine, &incoming)?;
             let reduced = assemble(function, items, pieces)?;
-            drop(incoming);
-            let mut message = Vec::with_capacity(std::mem::size_of_val(reduced.as_slice()));
+            comm.recycle(incoming.into_bytes());
+            let mut message = comm.message_buffer(std::mem::size_of_val(reduced.as_slice()));
             put_floats(&mut message, &reduced);
             drop(reduced);
             let shards = comm.all_gather_packed(message)?;
@@ -241,6 +241,7 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
                 reader.floats_into(&mut out[shard(from)])?;
                 check_consumed(function, from, reader)?;
             }
+            comm.recycle(shards.into_bytes());
             Ok(out)
         }
     }
