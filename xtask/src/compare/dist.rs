@@ -295,11 +295,11 @@ fn table(sitting: &DistSitting) -> String {
     );
     for w in &sitting.worlds {
         out += &format!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.2}x | {:.2}x | {:.2} | {:.2} | {:.2}x |\n",
+            "| {} | {} | {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {:.2}x |\n",
             w.world,
-            w.canonical_ms,
-            w.mpi_allreduce_ms,
-            w.torch_allreduce_ms,
+            milliseconds(w.canonical_ms),
+            milliseconds(w.mpi_allreduce_ms),
+            milliseconds(w.torch_allreduce_ms),
             w.canonical_ms / w.mpi_allreduce_ms,
             w.torch_allreduce_ms / w.canonical_ms,
             w.rlgrad_update_ms,
@@ -323,6 +323,15 @@ fn table(sitting: &DistSitting) -> String {
         same(|w| &w.torch_fingerprint)
     );
     out
+}
+
+/// One decimal, or four below 1 ms (W = 1 exchanges nothing).
+fn milliseconds(ms: f64) -> String {
+    if ms >= 1.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.4}")
+    }
 }
 
 fn write(path: &PathBuf, sitting: &DistSitting) -> Result<(), String> {
