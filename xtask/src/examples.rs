@@ -10,11 +10,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::{Machine, Peers, Snapshot, Versions, machine_line, utc_timestamp};
+use crate::compare::{Machine, Peers, Snapshot, Versions, machine_line, utc_now};
 use crate::isa::IsaSetting;
 
 const DEMO_SEED: &str = "42";
@@ -311,13 +310,10 @@ pub fn compare(args: &[String]) -> Result<(), String> {
             ratio,
         });
     }
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let machine = Machine::this_one();
     let versions = Versions::of(&root, torch_version(&python));
     let sitting = Sitting {
-        date: utc_timestamp(now),
+        date: utc_now(),
         machine_line: format!(
             "{}; {}",
             machine_line(&machine, &versions),

@@ -16,11 +16,11 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::compare::report::utc_timestamp;
+use crate::compare::report::utc_now;
 
 /// Where `gpu-build` puts the bundle (git-ignored).
 pub const BUNDLE: &str = "gpu-bin";
@@ -591,11 +591,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .unwrap_or(Value::Null);
-    let seconds = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let report = Report {
-        generated_utc: utc_timestamp(seconds),
+        generated_utc: utc_now(),
         dry_run: options.dry_run,
         machine,
         steps,

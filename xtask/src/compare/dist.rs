@@ -21,7 +21,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -73,34 +72,18 @@ pub fn run(quick: bool, rounds: usize, peers: &Peers, verbose: bool) -> Result<(
     let root = crate::root();
     let (reps, updates) = if quick { (3, 6) } else { (10, 20) };
     let floats = 1usize << 24;
-    crate::cargo(
-        &[
-            "build",
-            "--release",
-            "-p",
-            "rlgrad-dist",
-            "--example",
-            "allreduce_bench",
-        ]
-        .into_iter()
-        .chain(["--features", "mpi"])
-        .collect::<Vec<_>>(),
-        &[],
-    )?;
-    crate::cargo(
-        &[
-            "build",
-            "--release",
-            "-p",
-            "rlgrad-examples",
-            "--example",
-            "ppo_dist",
-        ]
-        .into_iter()
-        .chain(["--features", "mpi"])
-        .collect::<Vec<_>>(),
-        &[],
-    )?;
+    for (package, example) in [
+        ("rlgrad-dist", "allreduce_bench"),
+        ("rlgrad-examples", "ppo_dist"),
+    ] {
+        crate::cargo(
+            &["build", "--release", "-p", package, "--example", example]
+                .into_iter()
+                .chain(["--features", "mpi"])
+                .collect::<Vec<_>>(),
+            &[],
+        )?;
+    }
     let examples = target_dir(&root).join("release/examples");
     let python = peers.venv.join("bin/python");
     let driver = root.join("xtask/src/compare/ddp.py");
@@ -198,11 +181,8 @@ pub fn run(quick: bool, rounds: usize, peers: &Peers, verbose: bool) -> Result<(
         .collect();
     let machine = machine::Machine::this_one();
     let versions = machine::Versions::of(&root, peer_versions);
-    let seconds = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let sitting = DistSitting {
-        generated_utc: report::utc_timestamp(seconds),
+        generated_utc: report::utc_now(),
         machine_line: machine::line(&machine, &versions),
         floats,
         reps,

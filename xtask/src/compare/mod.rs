@@ -31,7 +31,7 @@ mod workloads;
 pub(crate) use load::Snapshot;
 pub(crate) use machine::{Machine, Versions, line as machine_line};
 pub(crate) use peers::Peers;
-pub(crate) use report::utc_timestamp;
+pub(crate) use report::utc_now;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -262,11 +262,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     let machine = machine::Machine::this_one();
     let versions = machine::Versions::of(&root, peer_versions);
-    let seconds = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let sitting = Sitting {
-        generated_utc: report::utc_timestamp(seconds),
+        generated_utc: report::utc_now(),
         command: std::iter::once("cargo xtask compare".to_owned())
             .chain(args.iter().cloned())
             .collect::<Vec<_>>()

@@ -450,6 +450,14 @@ pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
     lines
 }
 
+/// The current time as [`utc_timestamp`] writes it.
+pub fn utc_now() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc_timestamp(seconds)
+}
+
 /// `seconds` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic
 /// Gregorian).
 pub fn utc_timestamp(seconds: u64) -> String {
