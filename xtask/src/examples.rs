@@ -363,7 +363,7 @@ fn timed_run(mut command: Command, summary: &Path, agent: &str) -> Result<Side, 
 }
 
 /// Installs the pinned Gymnasium into the peers' venv unless it is there.
-fn ensure_gymnasium(python: &Path) -> Result<(), String> {
+pub(crate) fn ensure_gymnasium(python: &Path) -> Result<(), String> {
     let version = GYMNASIUM.trim_start_matches("gymnasium==");
     let check = format!(
         "import importlib.metadata as m, sys; sys.exit(m.version('gymnasium') != '{version}')"

@@ -46,7 +46,9 @@ pub trait Collective {
     /// one buffer, in rank order. Errors: those of `all_to_all`, and `lengths` that do not
     /// add up to `send.len()`. The default goes through `all_to_all`.
     fn all_to_all_packed(&self, send: Vec<u8>, lengths: &[usize]) -> Result<Packed> {
-        let send = Packed::new("Collective::all_to_all_packed", send, lengths)?;
+        let function = "Collective::all_to_all_packed";
+        check_all_to_all(function, "lengths", lengths.len(), self.size())?;
+        let send = Packed::new(function, send, lengths)?;
         Ok(Packed::from_messages(
             self.all_to_all(&send.into_messages())?,
         ))
@@ -189,9 +191,10 @@ pub(crate) fn put_floats<T: Float>(out: &mut Vec<u8>, x: &[T]) {
 /// The memory of `x`, which on a little-endian target is its little-endian encoding.
 #[cfg(target_endian = "little")]
 fn float_bytes<T: Float>(x: &[T]) -> &[u8] {
-    // SAFETY: `Float` is sealed to `f32` and `f64`, which have no padding; the bytes are
-    // `size_of_val(x)` long from `x`'s start, `u8` has alignment 1, and the borrow of `x`
-    // keeps them alive and unchanged for the returned lifetime.
+    // SAFETY: `Float` needs the sealed `Element` and `num_traits::Float`, so it is `f32`
+    // or `f64`, which have no padding; the bytes are `size_of_val(x)` long from `x`'s
+    // start, `u8` has alignment 1, and the borrow of `x` keeps them alive and unchanged
+    // for the returned lifetime.
     unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
 }
 
@@ -206,6 +209,7 @@ fn float_bytes_mut<T: Float>(x: &mut [T]) -> &mut [u8] {
 
 /// Decodes what [`put_floats`] wrote into `out`, `bytes` being `out`'s size exactly.
 pub(crate) fn decode_into<T: Float>(out: &mut [T], bytes: &[u8]) {
+    debug_assert_eq!(bytes.len(), std::mem::size_of_val(out));
     #[cfg(target_endian = "little")]
     float_bytes_mut(out).copy_from_slice(bytes);
     #[cfg(not(target_endian = "little"))]
@@ -222,10 +226,11 @@ pub(crate) fn decode_into<T: Float>(out: &mut [T], bytes: &[u8]) {
 /// `left += decoded(right)`, element by element, `right` holding `left.len()` encoded
 /// floats: read in place when they are aligned for `T`, decoded in blocks otherwise.
 pub(crate) fn add_encoded<T: Float>(left: &mut [T], right: &[u8]) {
+    debug_assert_eq!(right.len(), std::mem::size_of_val(left));
     #[cfg(target_endian = "little")]
     {
-        // SAFETY: `Float` is sealed to `f32` and `f64`, for which every bit pattern is a
-        // valid value; `align_to` only yields the correctly aligned middle part.
+        // SAFETY: `Float` is `f32` or `f64` (see `float_bytes`), for which every bit
+        // pattern is a valid value; `align_to` only yields the correctly aligned middle part.
         let (head, values, tail) = unsafe { right.align_to::<T>() };
         if head.is_empty() && tail.is_empty() {
             for (l, r) in left.iter_mut().zip(values) {
@@ -362,25 +367,28 @@ mod tests {
         assert!(err.to_string().contains("rank 2"), "{err}");
     }
 
-    #[test]
-    fn encoded_floats_add_as_decoded_ones_aligned_or_not() {
-        let left: Vec<f32> = (0..2500).map(|i| (i as f32 * 0.37).sin()).collect();
-        let right: Vec<f32> = (0..2500).map(|i| (i as f32 * 0.11).cos() * 1e-3).collect();
-        let expected: Vec<u32> = left
-            .iter()
-            .zip(&right)
-            .map(|(a, b)| (a + b).to_bits())
+    fn check_encoded_sums<T: Float>() {
+        let left: Vec<T> = (0..2500)
+            .map(|i| T::from_f64((i as f64 * 0.37).sin()))
             .collect();
+        let right: Vec<T> = (0..2500)
+            .map(|i| T::from_f64((i as f64 * 0.11).cos() * 1e-3))
+            .collect();
+        let bits = |x: &[T]| x.iter().map(|v| v.to_bits_u64()).collect::<Vec<_>>();
+        let expected: Vec<T> = left.iter().zip(&right).map(|(&a, &b)| a + b).collect();
         for offset in [0, 1] {
             let mut bytes = vec![0u8; offset];
             put_floats(&mut bytes, &right);
             let mut sum = left.clone();
             add_encoded(&mut sum, &bytes[offset..]);
-            assert_eq!(
-                sum.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                expected
-            );
+            assert_eq!(bits(&sum), bits(&expected), "offset {offset}");
         }
+    }
+
+    #[test]
+    fn encoded_floats_add_as_decoded_ones_aligned_or_not() {
+        check_encoded_sums::<f32>();
+        check_encoded_sums::<f64>();
     }
 
     #[test]

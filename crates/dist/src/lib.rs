@@ -63,7 +63,7 @@
 //! dividing `M`) gives about `2P`, what a ring all-reduce sends; an unaligned one sends up
 //! to `2 log2(M)` roots' shards. Memory: the rank keeps at most `log2` of its microbatch
 //! count partial sums while it computes, and its roots. Latency: two collectives per step
-//! (three at the first, which checks the parameter lists). Short vectors (statistics)
+//! (three at the first, which checks the parameter lists; none at `W = 1`). Short vectors (statistics)
 //! travel whole in one all-gather instead; the bits are the same. Measured beside
 //! `MPI_Allreduce` and PyTorch DDP (`cargo xtask compare --only D1`): the crate README.
 //!

@@ -206,7 +206,7 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
             let mut message = Vec::new();
             encode(&mut message, &roots, 0..len);
             drop(roots);
-            let gathered = comm.all_gather_packed(message)?;
+            let gathered = one_per_rank(function, workers, comm.all_gather_packed(message)?)?;
             let pieces = decode_all::<T>(function, (items, len), 0..len, &gathered)?;
             assemble(function, items, pieces)
         }
@@ -226,7 +226,11 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
                 lengths.push(outgoing.len() - before);
             }
             drop(roots);
-            let incoming = comm.all_to_all_packed(outgoing, &lengths)?;
+            let incoming = one_per_rank(
+                function,
+                workers,
+                comm.all_to_all_packed(outgoing, &lengths)?,
+            )?;
             let mine = shard(comm.rank());
             let pieces = decode_all::<T>(function, (items, len), mine, &incoming)?;
             let reduced = assemble(function, items, pieces)?;
@@ -234,7 +238,7 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
             let mut message = comm.message_buffer(std::mem::size_of_val(reduced.as_slice()));
             put_floats(&mut message, &reduced);
             drop(reduced);
-            let shards = comm.all_gather_packed(message)?;
+            let shards = one_per_rank(function, workers, comm.all_gather_packed(message)?)?;
             let mut out = vec![T::zero(); len];
             for (from, bytes) in shards.iter().enumerate() {
                 let mut reader = Reader::new(bytes, function, from);
@@ -245,6 +249,22 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
             Ok(out)
         }
     }
+}
+
+/// `messages` when there is one per rank: a backend that returns more or fewer would
+/// leave parts of the result unwritten or out of range.
+fn one_per_rank(function: &'static str, workers: usize, messages: Packed) -> Result<Packed> {
+    if messages.len() != workers {
+        return Err(Error::Device {
+            function,
+            device: "collective".to_owned(),
+            message: format!(
+                "the backend returned {} messages for a world of {workers} ranks",
+                messages.len()
+            ),
+        });
+    }
+    Ok(messages)
 }
 
 /// Appends `[items][len][count]([start][end])*count` and then each root's values in

@@ -30,6 +30,23 @@ fn collectives(comm: &Mpi) -> Result<()> {
     for (from, g) in got.iter().enumerate() {
         assert_eq!(g, &vec![(from * 10 + rank) as u8; rank + 1]);
     }
+    // The packed forms, which the large reductions use, deliver the same messages.
+    let lengths: Vec<usize> = sent.iter().map(Vec::len).collect();
+    assert_eq!(
+        comm.all_to_all_packed(sent.concat(), &lengths)?
+            .into_messages(),
+        got
+    );
+    assert_eq!(
+        comm.all_gather_packed(vec![rank as u8; rank])?
+            .into_messages(),
+        gathered
+    );
+    // Refused before any rank sends a byte, so every rank gets the same error.
+    let count = comm.all_to_all_packed(Vec::new(), &vec![0; size + 1]);
+    assert_eq!(count.unwrap_err().argument(), Some("lengths"));
+    let sum = comm.all_to_all_packed(vec![0; size + 1], &vec![1; size]);
+    assert_eq!(sum.unwrap_err().argument(), Some("lengths"));
     let mut data = if rank == size - 1 {
         vec![4, 5, 6]
     } else {

@@ -51,8 +51,9 @@ def parse_args():
         ap.error("--floats and --reps must be at least 1, --warmup at least 0")
     if args.mode == "ppo" and args.updates < 2:
         ap.error("--updates must be at least 2 (the first is a warm-up)")
-    if args.mode == "ppo" and args.world > args.envs:
-        ap.error(f"--world {args.world} is more workers than --envs {args.envs}")
+    if args.mode == "ppo" and args.envs % args.world:
+        # DDP averages the ranks' mean losses, the whole batch's mean only for equal shares.
+        ap.error(f"--world {args.world} does not divide --envs {args.envs}")
     return args
 
 
@@ -74,6 +75,8 @@ def worker(rank, args, rendezvous, results):
         if rank == 0:
             result.update(world=args.world, torch=torch.__version__)
             results.put(result)
+        # Gloo aborts a rank whose peer tears down while it still sends or receives.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

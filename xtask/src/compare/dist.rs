@@ -70,7 +70,8 @@ struct Round {
 /// Runs the row, `rounds` times (`quick`: fewer repetitions in each).
 pub fn run(quick: bool, rounds: usize, peers: &Peers, verbose: bool) -> Result<(), String> {
     let root = crate::root();
-    let (reps, updates) = if quick { (3, 6) } else { (10, 20) };
+    // Odd sample counts, so that every side's median is one sample (20 updates time 19).
+    let (reps, updates) = if quick { (3, 6) } else { (11, 20) };
     let floats = 1usize << 24;
     for (package, example) in [
         ("rlgrad-dist", "allreduce_bench"),
@@ -86,6 +87,7 @@ pub fn run(quick: bool, rounds: usize, peers: &Peers, verbose: bool) -> Result<(
     }
     let examples = target_dir(&root).join("release/examples");
     let python = peers.venv.join("bin/python");
+    crate::examples::ensure_gymnasium(&python)?;
     let driver = root.join("xtask/src/compare/ddp.py");
     let mut by_world: BTreeMap<usize, Vec<Round>> = BTreeMap::new();
     let mut peer_versions = BTreeMap::new();

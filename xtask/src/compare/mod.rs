@@ -51,7 +51,8 @@ pub const OPTIONS: &str = "\
   --only      workloads W0-W7, P3, P4 (default: W0-W7); P3 and P4 are rlgrad's wheel
               from Python beside W3's and W4's peers (maturin builds the wheel); D1,
               alone, is data-parallel training on 1, 2 and 4 MPI processes beside
-              PyTorch DDP on Gloo (needs Open MPI; see xtask/src/compare/dist.rs)
+              PyTorch DDP on Gloo, one thread per process (--threads and --isa do not
+              apply; needs Open MPI; see xtask/src/compare/dist.rs)
   --threads   thread count of both sides (default: both, 1 then 2)
   --isa       cap both sides' vector instruction set: avx512, avx2 or sse2 (default:
               the CPU's widest; see xtask/src/isa.rs for each peer's switch)
