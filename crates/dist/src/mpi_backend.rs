@@ -381,7 +381,7 @@ impl Collective for Mpi {
         }
     }
 
-    /// Keeps buffers of [`Mpi::POOLED_MIN`] bytes or more, the [`Mpi::POOLED`] largest.
+    /// Keeps buffers of 1 MiB or more, the four largest.
     fn recycle(&self, buffer: Vec<u8>) {
         if buffer.capacity() < Self::POOLED_MIN {
             return;
