@@ -32,6 +32,7 @@ import time
 
 
 def parse_args():
+    """The command line; a user's mistakes end here as argparse errors, not in a worker's traceback."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["allreduce", "ppo"])
     ap.add_argument("--world", type=int, required=True)
@@ -49,6 +50,9 @@ def parse_args():
         ap.error("--world must be at least 1")
     if args.floats < 1 or args.reps < 1 or args.warmup < 0:
         ap.error("--floats and --reps must be at least 1, --warmup at least 0")
+    too_small = min(args.envs, args.steps, args.epochs, args.hidden) < 1 or args.envs * args.steps < 2
+    if args.mode == "ppo" and too_small:  # the std of the advantages needs two samples
+        ap.error("--envs, --steps, --epochs and --hidden must be at least 1, --envs x --steps at least 2")
     if args.mode == "ppo" and args.updates < 2:
         ap.error("--updates must be at least 2 (the first is a warm-up)")
     if args.mode == "ppo" and args.envs % args.world:
@@ -57,7 +61,7 @@ def parse_args():
     return args
 
 
-def worker(rank, args, rendezvous, results):
+def worker(rank, args, rendezvous, result_path):
     """One rank: one thread, Gloo through the shared file, then the selected measurement."""
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
@@ -74,7 +78,8 @@ def worker(rank, args, rendezvous, results):
         result = allreduce(args, torch, dist) if args.mode == "allreduce" else ppo(args, torch, dist)
         if rank == 0:
             result.update(world=args.world, torch=torch.__version__)
-            results.put(result)
+            with open(result_path, "w") as f:  # a file, not a pipe: no size at which it blocks
+                json.dump(result, f)
         # Gloo aborts a rank whose peer tears down while it still sends or receives.
         dist.barrier()
     finally:
@@ -82,6 +87,7 @@ def worker(rank, args, rendezvous, results):
 
 
 def allreduce(args, torch, dist):
+    """Times the bare collective that DDP's gradient averaging is made of, checked exact."""
     rank, world = dist.get_rank(), args.world
     tensor = torch.empty(args.floats, dtype=torch.float32)
     samples = []
@@ -101,6 +107,7 @@ def allreduce(args, torch, dist):
 
 
 def ppo(args, torch, dist):
+    """Times the DD-PPO update of rlgrad's example; the data depend on the global env index, not W."""
     import gymnasium as gym
     import numpy as np
     from torch import nn
@@ -219,14 +226,15 @@ def ppo(args, torch, dist):
 
 
 def main():
+    """Starts the ranks and prints rank 0's JSON only once every rank has exited cleanly."""
     args = parse_args()
     import torch.multiprocessing as mp
 
     context = mp.get_context("spawn")
-    results = context.SimpleQueue()
     with tempfile.TemporaryDirectory() as tmp:
-        rendezvous = os.path.join(tmp, "rendezvous")
-        processes = [context.Process(target=worker, args=(r, args, rendezvous, results)) for r in range(args.world)]
+        rendezvous, result_path = os.path.join(tmp, "rendezvous"), os.path.join(tmp, "result.json")
+        processes = [context.Process(target=worker, args=(r, args, rendezvous, result_path))
+                     for r in range(args.world)]
         for p in processes:
             p.start()
         for p in processes:
@@ -236,7 +244,8 @@ def main():
             print(f"ddp.py: rank(s) {failed} failed (exit codes {[processes[r].exitcode for r in failed]})",
                   file=sys.stderr)
             sys.exit(1)
-    print(json.dumps(results.get()))
+        with open(result_path) as f:
+            print(json.dumps(json.load(f)))
 
 
 if __name__ == "__main__":
