@@ -3,7 +3,8 @@
 //! `cargo xtask gpu-build` puts everything a GPU machine without a Rust toolchain needs
 //! into `gpu-bin/`: the `rlgrad-cuda` test binaries and rlgrad-dist's NCCL test,
 //! `rlgrad-gpu-bench` (with its PyTorch and JAX scripts embedded), this xtask binary, the
-//! parity vectors, and the runner script `gpu-bin/run`. On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:
+//! parity vectors, the runner script `gpu-bin/run`, and where MPI is installed, the test of
+//! `Nccl::from_mpi` that runs under `mpirun` (`gpu-bin/mpi/`). On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:
 //! every test in a process of its own with `RLGRAD_REQUIRE_GPU=1` (a crash or a hang
 //! fails that test only, and a missing GPU fails instead of skipping), then the parity
 //! suites on the GPU, then the bench; it never stops at a failure, keeps within a time
@@ -24,6 +25,14 @@ use crate::compare::report::utc_now;
 
 /// Where `gpu-build` puts the bundle (git-ignored).
 pub const BUNDLE: &str = "gpu-bin";
+
+/// The bundle's folder of test programs without the libtest harness that run under
+/// `mpirun` (rlgrad-dist's `nccl_mpi`), at each of [`MPI_WORLD_SIZES`].
+const MPI_TESTS: &str = "mpi";
+
+/// The world sizes of the mpirun tests on a GPU machine: one rank, and two (which need two
+/// GPUs; on one, NCCL's refusal must come at once, and the step says it did not run).
+const MPI_WORLD_SIZES: [usize; 2] = [1, 2];
 
 /// The runner script of the bundle: everything resolves relative to its folder.
 const RUN_SCRIPT: &str = "#!/bin/sh\n\
@@ -77,6 +86,26 @@ pub fn build(root: &Path) -> Result<(), String> {
         for (name, path) in crate::test_binaries(args)? {
             copy(&path, &out.join("tests").join(name))?;
         }
+    }
+    // `Nccl::from_mpi`'s test runs under mpirun; building it needs MPI here too.
+    match crate::mpi_missing() {
+        None => {
+            std::fs::create_dir_all(out.join(MPI_TESTS))
+                .map_err(|e| format!("{}: {e}", out.display()))?;
+            let nccl_mpi = [
+                "--release",
+                "-p",
+                "rlgrad-dist",
+                "--features",
+                "mpi,nccl",
+                "--test",
+                "nccl_mpi",
+            ];
+            for (name, path) in crate::test_binaries(&nccl_mpi)? {
+                copy(&path, &out.join(MPI_TESTS).join(name))?;
+            }
+        }
+        Some(why) => println!("gpu-build: the bundle goes without the mpirun tests: {why}"),
     }
     let release = root.join("target/release");
     for binary in ["rlgrad-gpu-bench", "xtask"] {
@@ -491,6 +520,36 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // The bench gets what is left after the tests, at least this much.
     let bench_reserve = Duration::from_secs(if options.quick { 60 } else { 180 });
     let mut steps = Vec::new();
+    // One test in a process of its own, within what the budget leaves before the bench.
+    let run_test = |group: &str, test: &str, mut command: Command| {
+        let left = options
+            .budget
+            .saturating_sub(started.elapsed())
+            .saturating_sub(bench_reserve);
+        let step = if left < Duration::from_secs(5) {
+            Step {
+                group: group.to_owned(),
+                name: test.to_owned(),
+                outcome: Outcome::NotRun,
+                seconds: 0.0,
+                bits: None,
+                detail: vec!["the time budget was spent before this test".to_owned()],
+            }
+        } else {
+            command.envs(environment.iter().map(|(k, v)| (k, v)));
+            judge(
+                group,
+                test,
+                &run_limited(command, left.min(Duration::from_secs(240))),
+            )
+        };
+        println!(
+            "gpu-run: {:<8} {group}::{test} ({:.1} s)",
+            step.outcome.name(),
+            step.seconds
+        );
+        step
+    };
     let mut binaries: Vec<PathBuf> = std::fs::read_dir(options.bundle.join("tests"))
         .map_err(|e| format!("{}/tests: {e}", options.bundle.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -516,36 +575,38 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         };
         for test in tests {
-            let left = options
-                .budget
-                .saturating_sub(started.elapsed())
-                .saturating_sub(bench_reserve);
-            let step = if left < Duration::from_secs(5) {
-                Step {
+            let mut command = Command::new(binary);
+            command.args(["--exact", &test, "--nocapture", "--test-threads", "1"]);
+            steps.push(run_test(&group, &test, command));
+        }
+    }
+    let mpi_binaries: Vec<PathBuf> = std::fs::read_dir(options.bundle.join(MPI_TESTS))
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    let mpirun_missing = crate::mpi_missing().is_some();
+    for binary in &mpi_binaries {
+        let group = binary
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for world in MPI_WORLD_SIZES {
+            let name = format!("mpirun -np {world}");
+            if mpirun_missing {
+                steps.push(Step {
                     group: group.clone(),
-                    name: test.clone(),
+                    name,
                     outcome: Outcome::NotRun,
                     seconds: 0.0,
                     bits: None,
-                    detail: vec!["the time budget was spent before this test".to_owned()],
-                }
-            } else {
-                let mut command = Command::new(binary);
-                command
-                    .args(["--exact", &test, "--nocapture", "--test-threads", "1"])
-                    .envs(environment.iter().map(|(k, v)| (k, v)));
-                judge(
-                    &group,
-                    &test,
-                    &run_limited(command, left.min(Duration::from_secs(240))),
-                )
-            };
-            println!(
-                "gpu-run: {:<8} {group}::{test} ({:.1} s)",
-                step.outcome.name(),
-                step.seconds
-            );
-            steps.push(step);
+                    detail: vec!["`mpirun` not found on this machine".to_owned()],
+                });
+                continue;
+            }
+            // The ranks on this node inherit mpirun's environment (the library path, the
+            // GPU requirement). The workspace's path does not exist on a GPU machine.
+            let mut command = crate::mpirun(world, binary, &[]);
+            command.current_dir(&options.bundle);
+            steps.push(run_test(&group, &name, command));
         }
     }
     let left = |reserve: u64| {

@@ -744,7 +744,11 @@ fn mpirun(world: usize, program: &Path, args: &[&str]) -> Command {
         .arg(program)
         .args(args)
         .current_dir(root());
-    eprintln!("xtask: {command:?}");
+    eprintln!(
+        "xtask: mpirun -np {world} {} {}",
+        program.display(),
+        args.join(" ")
+    );
     command
 }
 

@@ -1,10 +1,13 @@
 //! The `Nccl` backend: one rank per GPU on NVIDIA's NCCL, through cudarc.
 
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
-use cudarc::nccl::{Comm, Id, ReduceOp, group_end, group_start, result::NcclError};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use cudarc::nccl::result::{self as calls, NcclError, NcclStatus};
+use cudarc::nccl::{Id, sys};
 use rlgrad_core::{Error, Result};
 
 use crate::collective::{Collective, check_all_to_all, check_root};
@@ -21,10 +24,18 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// bytes (NVLink and InfiniBand where NCCL finds them); the reduction tree runs where the
 /// gradients are.
 ///
+/// **Timeout.** The communicator runs in NCCL's non-blocking mode, and every wait (for the
+/// other ranks to join, for a collective to be enqueued and to finish on the GPU) polls
+/// NCCL's asynchronous error and gives up after [`Nccl::timeout`] ([`Nccl::DEFAULT_TIMEOUT`]
+/// unless a `*_with_timeout` constructor sets another; `Nccl::from_mpi` takes the `Mpi`'s).
+/// A rank that dies or stalls then makes the others fail with an error naming the step,
+/// the timeout and their own rank (NCCL does not say which rank is missing), and a peer
+/// failure NCCL detects itself (a closed connection) fails at once with NCCL's reason.
+/// Either way the communicator is aborted (`ncclCommAbort`, which also stops its kernels)
+/// and every later call is an error.
+///
 /// `Nccl` is `Send` but not `Sync`: a communicator may move to another thread, but NCCL
-/// forbids two threads calling it at once. NCCL's collectives block without a timeout (the
-/// `Mpi` backend's time out, through MPI's non-blocking collectives): a rank that dies or
-/// stalls stalls the others.
+/// forbids two threads calling it at once.
 ///
 /// The library is loaded at run time: `libnccl.so.2` from the `nvidia-nccl-cu13` wheel
 /// (PyTorch's CUDA 13 builds depend on it) or a system NCCL, on `LD_LIBRARY_PATH`.
@@ -44,9 +55,15 @@ use crate::collective::{Collective, check_all_to_all, check_root};
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
 pub struct Nccl {
-    comm: Comm,
+    /// The communicator; null once aborted.
+    comm: Cell<sys::ncclComm_t>,
+    rank: usize,
+    size: usize,
     stream: Arc<CudaStream>,
     device: usize,
+    timeout: Duration,
+    /// The step whose failure aborted the communicator.
+    aborted_at: Cell<Option<&'static str>>,
 }
 
 // SAFETY: an NCCL communicator and its stream are handles that any thread may use, one
@@ -54,12 +71,24 @@ pub struct Nccl {
 // before every call). `Nccl` is not `Sync`, so no two threads can call it at once.
 unsafe impl Send for Nccl {}
 
+impl Drop for Nccl {
+    fn drop(&mut self) {
+        let comm = self.comm.replace(std::ptr::null_mut());
+        if !comm.is_null() {
+            // Abort rather than finalize: finalizing waits for the other ranks, which may
+            // be gone. SAFETY: the handle is live and dropped once (null from now on).
+            let _ = unsafe { calls::comm_abort(comm) };
+        }
+    }
+}
+
 impl fmt::Debug for Nccl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Nccl")
-            .field("rank", &self.comm.rank())
-            .field("size", &self.comm.world_size())
+            .field("rank", &self.rank)
+            .field("size", &self.size)
             .field("device", &self.device)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -205,13 +234,70 @@ fn stream_on(function: &'static str, device: usize) -> Result<Arc<CudaStream>> {
         .map_err(|e| driver_error(function, format!("cuda:{device}"), e))
 }
 
+/// An error for a zero timeout (every wait would fail at once).
+fn check_timeout(function: &'static str, timeout: Duration) -> Result<()> {
+    if timeout.is_zero() {
+        return Err(Error::value(
+            function,
+            "timeout",
+            "a positive duration",
+            format_args!("{timeout:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// NCCL's `NCCL_CONFIG_INITIALIZER` with `blocking = 0`: NCCL calls return at once
+/// (`ncclInProgress`) and the caller polls, so that every wait can have a deadline. The
+/// other fields are "undefined", NCCL's defaults.
+fn non_blocking_config() -> sys::ncclConfig_t {
+    const UNDEFINED: std::ffi::c_int = std::ffi::c_int::MIN;
+    sys::ncclConfig_t {
+        size: std::mem::size_of::<sys::ncclConfig_t>(),
+        magic: 0xcafe_beef,
+        // NCCL_VERSION(2, 30, 0), the headers cudarc's `nccl` feature binds: an older NCCL
+        // reads the prefix it knows (it copies at most its own `size` of bytes), and the
+        // fields it does not know keep NCCL's defaults anyway.
+        version: 23000,
+        blocking: 0,
+        cgaClusterSize: UNDEFINED,
+        minCTAs: UNDEFINED,
+        maxCTAs: UNDEFINED,
+        netName: std::ptr::null(),
+        splitShare: UNDEFINED,
+        trafficClass: UNDEFINED,
+        commName: std::ptr::null(),
+        collnetEnable: UNDEFINED,
+        CTAPolicy: UNDEFINED,
+        shrinkShare: UNDEFINED,
+        nvlsCTAs: UNDEFINED,
+        nChannelsPerNetPeer: UNDEFINED,
+        nvlinkCentricSched: UNDEFINED,
+        graphUsageMode: UNDEFINED,
+        numRmaCtx: UNDEFINED,
+        maxP2pPeers: UNDEFINED,
+    }
+}
+
 impl Nccl {
+    /// How long [`Nccl::local`], [`Nccl::join`] and their collectives wait for the other
+    /// ranks: ten minutes, above the time a rank spends between two collectives in
+    /// training (an evaluation, a checkpoint). The same as `Mpi::DEFAULT_TIMEOUT`.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
     /// One rank per entry of `devices` (GPU ordinals; rank `r` on `devices[r]`), for
-    /// workers as threads of this process (`ncclCommInitAll`): move each into its thread.
-    /// An error when the libraries cannot be loaded, a GPU cannot be opened, or NCCL
-    /// refuses the list (NCCL allows one rank per GPU in a communicator).
+    /// workers as threads of this process: move each into its thread. Collectives wait at
+    /// most [`Nccl::DEFAULT_TIMEOUT`]. An error when the libraries cannot be loaded, a GPU
+    /// cannot be opened, or NCCL refuses the list (NCCL allows one rank per GPU in a
+    /// communicator).
     pub fn local(devices: &[usize]) -> Result<Vec<Nccl>> {
+        Self::local_with_timeout(devices, Self::DEFAULT_TIMEOUT)
+    }
+
+    /// [`Nccl::local`] whose waits give up after `timeout` (a zero one is an error).
+    pub fn local_with_timeout(devices: &[usize], timeout: Duration) -> Result<Vec<Nccl>> {
         let function = "Nccl::local";
+        check_timeout(function, timeout)?;
         if devices.is_empty() {
             return Err(Error::empty(
                 function,
@@ -224,27 +310,47 @@ impl Nccl {
             .iter()
             .map(|&device| stream_on(function, device))
             .collect::<Result<Vec<_>>>()?;
-        let comms = Comm::from_devices(streams.clone())
-            .map_err(|e| nccl_error(function, format!("GPUs {devices:?}"), e))?;
-        Ok(comms
-            .into_iter()
-            .zip(streams)
-            .zip(devices)
-            .map(|((comm, stream), &device)| Nccl {
-                comm,
-                stream,
-                device,
-            })
-            .collect())
+        let id = NcclId::new()?;
+        let size = devices.len();
+        let mut ranks = Vec::with_capacity(size);
+        // One thread starts every rank's initialization inside a group (NCCL's way for
+        // several GPUs of one thread); each then completes on its own.
+        calls::group_start().map_err(|e| nccl_error(function, format!("GPUs {devices:?}"), e))?;
+        let mut started = Ok(());
+        for (rank, (stream, &device)) in streams.into_iter().zip(devices).enumerate() {
+            let nccl = Nccl::unjoined(rank, size, stream, device, timeout);
+            started = started.and_then(|()| nccl.start_init(function, &id));
+            ranks.push(nccl);
+        }
+        let ended = calls::group_end().map(drop);
+        started?;
+        ended.map_err(|e| nccl_error(function, format!("GPUs {devices:?}"), e))?;
+        let start = Instant::now();
+        for nccl in &ranks {
+            nccl.poll(function, "initialization", start, || Ok(true))?;
+        }
+        Ok(ranks)
     }
 
     /// Rank `rank` of `size` on GPU `device`, joining the communicator that `id` names
-    /// (`ncclCommInitRank`): every rank calls it with the same `id` and `size`, and it
-    /// returns once all have. An error for `rank >= size`, or when the libraries, the GPU
-    /// or NCCL fail.
+    /// (`ncclCommInitRankConfig`): every rank calls it with the same `id` and `size`, and
+    /// it returns once all have, or fails after [`Nccl::DEFAULT_TIMEOUT`]. An error for
+    /// `rank >= size`, or when the libraries, the GPU or NCCL fail.
     pub fn join(device: usize, rank: usize, size: usize, id: &NcclId) -> Result<Nccl> {
+        Self::join_with_timeout(device, rank, size, id, Self::DEFAULT_TIMEOUT)
+    }
+
+    /// [`Nccl::join`] whose waits (for the other ranks to join, and in every collective)
+    /// give up after `timeout` (a zero one is an error).
+    pub fn join_with_timeout(
+        device: usize,
+        rank: usize,
+        size: usize,
+        id: &NcclId,
+        timeout: Duration,
+    ) -> Result<Nccl> {
         let function = "Nccl::join";
-        library(function)?;
+        check_timeout(function, timeout)?;
         if rank >= size {
             return Err(Error::out_of_range(
                 function,
@@ -253,23 +359,17 @@ impl Nccl {
                 rank,
             ));
         }
-        let stream = stream_on(function, device)?;
-        stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| driver_error(function, format!("cuda:{device}"), e))?;
-        let comm = Comm::from_rank(stream.clone(), rank, size, id.0)
-            .map_err(|e| nccl_error(function, format!("rank {rank} on cuda:{device}"), e))?;
-        Ok(Nccl {
-            comm,
-            stream,
-            device,
-        })
+        library(function)?;
+        let nccl = Nccl::unjoined(rank, size, stream_on(function, device)?, device, timeout);
+        nccl.start_init(function, id)?;
+        nccl.poll(function, "initialization", Instant::now(), || Ok(true))?;
+        Ok(nccl)
     }
 
     /// The MPI job's ranks on NCCL: rank 0 makes the [`NcclId`] and broadcasts it over
     /// `mpi`, and every rank joins with its MPI rank and size, on GPU `device` (usually
-    /// the rank's index on its node modulo the node's GPU count). Feature `mpi` too.
+    /// the rank's index on its node modulo the node's GPU count), with the timeout of
+    /// `mpi` ([`crate::Mpi::timeout`]). Feature `mpi` too.
     #[cfg(feature = "mpi")]
     pub fn from_mpi(mpi: &crate::Mpi, device: usize) -> Result<Nccl> {
         let mut id = if mpi.rank() == 0 {
@@ -286,7 +386,13 @@ impl Nccl {
                 got.len(),
             )
         })?;
-        Nccl::join(device, mpi.rank(), mpi.size(), &NcclId::from_bytes(bytes))
+        Nccl::join_with_timeout(
+            device,
+            mpi.rank(),
+            mpi.size(),
+            &NcclId::from_bytes(bytes),
+            mpi.timeout(),
+        )
     }
 
     /// The GPU this rank runs on.
@@ -294,8 +400,61 @@ impl Nccl {
         self.device
     }
 
+    /// How long each wait for the other ranks may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A rank whose communicator is not made yet ([`Nccl::start_init`] makes it).
+    fn unjoined(
+        rank: usize,
+        size: usize,
+        stream: Arc<CudaStream>,
+        device: usize,
+        timeout: Duration,
+    ) -> Nccl {
+        Nccl {
+            comm: Cell::new(std::ptr::null_mut()),
+            rank,
+            size,
+            stream,
+            device,
+            timeout,
+            aborted_at: Cell::new(None),
+        }
+    }
+
+    /// Starts making this rank's communicator (non-blocking: [`Nccl::poll`] completes it).
+    fn start_init(&self, function: &'static str, id: &NcclId) -> Result<()> {
+        self.bind(function)?;
+        let (Ok(size), Ok(rank)) = (i32::try_from(self.size), i32::try_from(self.rank)) else {
+            return Err(Error::out_of_range(
+                function,
+                "size",
+                "at most 2^31 - 1 ranks",
+                self.size,
+            ));
+        };
+        let mut comm = std::ptr::null_mut();
+        let mut config = non_blocking_config();
+        let id = sys::ncclUniqueId {
+            internal: *id.0.internal(),
+        };
+        // SAFETY: `comm` and `config` outlive the call; NCCL copies the config and writes
+        // the handle (null when it fails at once).
+        let started =
+            unsafe { calls::comm_init_rank_config(&mut comm, size, id, rank, &mut config) };
+        self.comm.set(comm);
+        started
+            .map(drop)
+            .map_err(|e| self.fail(function, "initialization", e))
+    }
+
     fn name(&self) -> String {
-        format!("nccl rank {} on cuda:{}", self.comm.rank(), self.device)
+        format!(
+            "nccl rank {} of {} on cuda:{}",
+            self.rank, self.size, self.device
+        )
     }
 
     /// Makes this rank's CUDA context current on the calling thread: NCCL launches on
@@ -307,6 +466,107 @@ impl Nccl {
             .map_err(|e| driver_error(function, self.name(), e))
     }
 
+    /// The live communicator, or the error that says which failure aborted it.
+    fn live(&self, function: &'static str) -> Result<sys::ncclComm_t> {
+        match self.aborted_at.get() {
+            None => Ok(self.comm.get()),
+            Some(step) => Err(Error::Device {
+                function,
+                device: self.name(),
+                message: format!(
+                    "the communicator was aborted when an earlier {step} failed; make a new one"
+                ),
+            }),
+        }
+    }
+
+    /// Aborts the communicator after a failure in `step` (NCCL's rule: a communicator
+    /// with an error, or one abandoned in the middle of a collective, is aborted).
+    fn abort(&self, step: &'static str) {
+        let comm = self.comm.replace(std::ptr::null_mut());
+        self.aborted_at.set(Some(step));
+        if !comm.is_null() {
+            // SAFETY: the handle is live and aborted once (null from now on); aborting
+            // also stops the kernels still waiting for a peer.
+            let _ = unsafe { calls::comm_abort(comm) };
+        }
+    }
+
+    /// NCCL's error `e` in `step`, after aborting the communicator.
+    fn fail(&self, function: &'static str, step: &'static str, e: NcclError) -> Error {
+        let error = nccl_error(function, self.name(), e);
+        self.abort(step);
+        error
+    }
+
+    /// Polls NCCL's asynchronous state until NCCL has finished the calls made (the
+    /// initialization, or enqueueing a collective) and `ready` says the rest is done, or
+    /// until `timeout` has passed since `start`: then the communicator is aborted.
+    fn poll(
+        &self,
+        function: &'static str,
+        step: &'static str,
+        start: Instant,
+        mut ready: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let comm = self.live(function)?;
+        loop {
+            let mut state = sys::ncclResult_t::ncclSuccess;
+            // SAFETY: `comm` is live; NCCL writes the state.
+            let queried = unsafe { sys::ncclCommGetAsyncError(comm, &mut state) }.result();
+            match queried.and_then(|_| state.result()) {
+                Err(e) => return Err(self.fail(function, step, e)),
+                Ok(NcclStatus::InProgress) => {}
+                Ok(_) => {
+                    if ready()? {
+                        return Ok(());
+                    }
+                }
+            }
+            if start.elapsed() >= self.timeout {
+                self.abort(step);
+                return Err(Error::Device {
+                    function,
+                    device: self.name(),
+                    message: format!(
+                        "the {step} did not complete within the timeout of {:?}: a rank is \
+                         dead, stalled, or not calling this collective (NCCL does not say \
+                         which); the communicator is aborted",
+                        self.timeout
+                    ),
+                });
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Runs `enqueue` (NCCL calls on this rank's communicator and stream), then waits,
+    /// within the timeout, until NCCL has enqueued them and the GPU has run them.
+    fn collective(
+        &self,
+        function: &'static str,
+        step: &'static str,
+        enqueue: impl FnOnce(
+            sys::ncclComm_t,
+            sys::cudaStream_t,
+        ) -> std::result::Result<NcclStatus, NcclError>,
+    ) -> Result<()> {
+        let comm = self.live(function)?;
+        self.bind(function)?;
+        let start = Instant::now();
+        enqueue(comm, self.stream.cu_stream() as sys::cudaStream_t)
+            .map_err(|e| self.fail(function, step, e))?;
+        self.poll(function, step, start, || Ok(true))?;
+        let done = self
+            .stream
+            .record_event(None)
+            .map_err(|e| driver_error(function, self.name(), e))?;
+        self.poll(function, step, start, || {
+            done.try_is_complete()
+                .map_err(|e| driver_error(function, self.name(), e))
+        })
+    }
+
     /// `bytes` in device memory, at least one byte long (NCCL and cudarc are simplest
     /// without empty buffers; the exchanged lengths say what is real).
     fn stage(&self, function: &'static str, bytes: &[u8], len: usize) -> Result<CudaSlice<u8>> {
@@ -314,6 +574,13 @@ impl Nccl {
         padded.resize(len.max(1), 0);
         self.stream
             .clone_htod(&padded)
+            .map_err(|e| driver_error(function, self.name(), e))
+    }
+
+    /// `len` (at least one) zeroed bytes of device memory.
+    fn zeroed(&self, function: &'static str, len: usize) -> Result<CudaSlice<u8>> {
+        self.stream
+            .alloc_zeros::<u8>(len.max(1))
             .map_err(|e| driver_error(function, self.name(), e))
     }
 
@@ -329,17 +596,59 @@ impl Nccl {
         Ok(bytes)
     }
 
+    /// `ncclAllGather` of `send` (every rank the same length) into `receive`.
+    fn all_gather_device(
+        &self,
+        function: &'static str,
+        send: &CudaSlice<u8>,
+        receive: &mut CudaSlice<u8>,
+    ) -> Result<()> {
+        let (from, _read) = send.device_ptr(&self.stream);
+        let (to, _written) = receive.device_ptr_mut(&self.stream);
+        let count = send.len();
+        // SAFETY: both buffers live on this rank's stream until the collective completes
+        // (`collective` waits); `receive` holds `count` bytes per rank.
+        self.collective(function, "all-gather", |comm, stream| unsafe {
+            calls::all_gather(
+                from as _,
+                to as _,
+                count,
+                sys::ncclDataType_t::ncclUint8,
+                comm,
+                stream,
+            )
+        })
+    }
+
+    /// `ncclBroadcast` of `buffer` from `root`, in place.
+    fn broadcast_device(
+        &self,
+        function: &'static str,
+        root: usize,
+        buffer: &mut CudaSlice<u8>,
+    ) -> Result<()> {
+        let count = buffer.len();
+        let (pointer, _written) = buffer.device_ptr_mut(&self.stream);
+        // SAFETY: as in `all_gather_device`; the root is below the size (checked).
+        self.collective(function, "broadcast", |comm, stream| unsafe {
+            calls::broadcast(
+                pointer as _,
+                pointer as _,
+                count,
+                sys::ncclDataType_t::ncclUint8,
+                root as i32,
+                comm,
+                stream,
+            )
+        })
+    }
+
     /// Every rank's `values`, indexed by rank (all ranks pass the same count).
     fn gather_lengths(&self, function: &'static str, values: &[u64]) -> Result<Vec<u64>> {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let send = self.stage(function, &bytes, bytes.len())?;
-        let mut receive = self
-            .stream
-            .alloc_zeros::<u8>(bytes.len().max(1) * self.size())
-            .map_err(|e| driver_error(function, self.name(), e))?;
-        self.comm
-            .all_gather(&send, &mut receive)
-            .map_err(|e| nccl_error(function, self.name(), e))?;
+        let mut receive = self.zeroed(function, bytes.len().max(1) * self.size)?;
+        self.all_gather_device(function, &send, &mut receive)?;
         Ok(self
             .fetch(function, &receive)?
             .chunks_exact(8)
@@ -358,27 +667,22 @@ impl Nccl {
 
 impl Collective for Nccl {
     fn rank(&self) -> usize {
-        self.comm.rank()
+        self.rank
     }
 
     fn size(&self) -> usize {
-        self.comm.world_size()
+        self.size
     }
 
     fn all_gather(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
         let function = "Nccl::all_gather";
-        self.bind(function)?;
+        self.live(function)?;
         let lengths = self.gather_lengths(function, &[send.len() as u64])?;
         let block = self.usize_of(function, lengths.iter().copied().max().unwrap_or(0))?;
         let block = block.max(1);
         let staged = self.stage(function, send, block)?;
-        let mut receive = self
-            .stream
-            .alloc_zeros::<u8>(block * self.size())
-            .map_err(|e| driver_error(function, self.name(), e))?;
-        self.comm
-            .all_gather(&staged, &mut receive)
-            .map_err(|e| nccl_error(function, self.name(), e))?;
+        let mut receive = self.zeroed(function, block * self.size)?;
+        self.all_gather_device(function, &staged, &mut receive)?;
         let all = self.fetch(function, &receive)?;
         all.chunks_exact(block)
             .zip(lengths)
@@ -388,14 +692,14 @@ impl Collective for Nccl {
 
     fn all_to_all(&self, send: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
         let function = "Nccl::all_to_all";
-        check_all_to_all(function, "send", send.len(), self.size())?;
-        self.bind(function)?;
-        let size = self.size();
+        check_all_to_all(function, "send", send.len(), self.size)?;
+        self.live(function)?;
+        let size = self.size;
         let mine: Vec<u64> = send.iter().map(|m| m.len() as u64).collect();
         // Row r: what rank r sends to each rank.
         let matrix = self.gather_lengths(function, &mine)?;
         let incoming = (0..size)
-            .map(|source| self.usize_of(function, matrix[source * size + self.rank()]))
+            .map(|source| self.usize_of(function, matrix[source * size + self.rank]))
             .collect::<Result<Vec<_>>>()?;
         let staged = send
             .iter()
@@ -403,29 +707,55 @@ impl Collective for Nccl {
             .collect::<Result<Vec<_>>>()?;
         let mut receive = incoming
             .iter()
-            .map(|&len| {
-                self.stream
-                    .alloc_zeros::<u8>(len.max(1))
-                    .map_err(|e| driver_error(function, self.name(), e))
-            })
+            .map(|&len| self.zeroed(function, len))
             .collect::<Result<Vec<_>>>()?;
-        group_start().map_err(|e| nccl_error(function, self.name(), e))?;
-        let mut enqueued = Ok(());
-        for peer in 0..size {
-            let peer_id = peer as i32;
-            if !send[peer].is_empty() {
-                enqueued = enqueued.and(self.comm.send(&staged[peer], peer_id));
-            }
-            if incoming[peer] > 0 {
-                enqueued = enqueued.and(self.comm.recv(&mut receive[peer], peer_id).map(drop));
-            }
+        {
+            let sends: Vec<_> = staged.iter().map(|b| b.device_ptr(&self.stream)).collect();
+            let receives: Vec<_> = receive
+                .iter_mut()
+                .map(|b| b.device_ptr_mut(&self.stream))
+                .collect();
+            self.collective(function, "all-to-all", |comm, stream| {
+                calls::group_start()?;
+                let mut enqueued = Ok(NcclStatus::Success);
+                for peer in 0..size {
+                    let peer_id = peer as i32;
+                    let uint8 = sys::ncclDataType_t::ncclUint8;
+                    if !send[peer].is_empty() {
+                        // SAFETY: the staged buffer holds `send[peer].len()` bytes and lives
+                        // until the collective completes.
+                        enqueued = enqueued.and(unsafe {
+                            calls::send(
+                                sends[peer].0 as _,
+                                send[peer].len(),
+                                uint8,
+                                peer_id,
+                                comm,
+                                stream,
+                            )
+                        });
+                    }
+                    if incoming[peer] > 0 {
+                        // SAFETY: the receive buffer holds `incoming[peer]` bytes and lives
+                        // until the collective completes.
+                        enqueued = enqueued.and(unsafe {
+                            calls::recv(
+                                receives[peer].0 as _,
+                                incoming[peer],
+                                uint8,
+                                peer_id,
+                                comm,
+                                stream,
+                            )
+                        });
+                    }
+                }
+                // The group is ended whatever happened inside it, so that NCCL's group
+                // state is clean after an error.
+                let ended = calls::group_end();
+                enqueued.and(ended)
+            })?;
         }
-        // The group is ended whatever happened inside it, so that NCCL is usable after an
-        // error.
-        let ended = group_end().map(drop);
-        enqueued
-            .and(ended)
-            .map_err(|e| nccl_error(function, self.name(), e))?;
         receive
             .iter()
             .zip(&incoming)
@@ -439,19 +769,15 @@ impl Collective for Nccl {
 
     fn broadcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
         let function = "Nccl::broadcast";
-        check_root(function, root, self.size())?;
-        self.bind(function)?;
+        check_root(function, root, self.size)?;
+        self.live(function)?;
         let mut length = self.stage(function, &(data.len() as u64).to_le_bytes(), 8)?;
-        self.comm
-            .broadcast_in_place(&mut length, root as i32)
-            .map_err(|e| nccl_error(function, self.name(), e))?;
+        self.broadcast_device(function, root, &mut length)?;
         let length = self.fetch(function, &length)?;
         let len = u64::from_le_bytes(length[..8].try_into().unwrap_or_default());
         let len = self.usize_of(function, len)?;
         let mut staged = self.stage(function, data, len)?;
-        self.comm
-            .broadcast_in_place(&mut staged, root as i32)
-            .map_err(|e| nccl_error(function, self.name(), e))?;
+        self.broadcast_device(function, root, &mut staged)?;
         let mut bytes = self.fetch(function, &staged)?;
         bytes.truncate(len);
         *data = bytes;
@@ -460,11 +786,24 @@ impl Collective for Nccl {
 
     fn barrier(&self) -> Result<()> {
         let function = "Nccl::barrier";
-        self.bind(function)?;
+        self.live(function)?;
         let mut token = self.stage(function, &[1], 1)?;
-        self.comm
-            .all_reduce_in_place(&mut token, &ReduceOp::Max)
-            .map_err(|e| nccl_error(function, self.name(), e))?;
+        let count = token.len();
+        {
+            let (pointer, _written) = token.device_ptr_mut(&self.stream);
+            // SAFETY: as in `all_gather_device`: one byte, reduced in place.
+            self.collective(function, "barrier", |comm, stream| unsafe {
+                calls::all_reduce(
+                    pointer as _,
+                    pointer as _,
+                    count,
+                    sys::ncclDataType_t::ncclUint8,
+                    sys::ncclRedOp_t::ncclMax,
+                    comm,
+                    stream,
+                )
+            })?;
+        }
         self.fetch(function, &token).map(drop)
     }
 }

@@ -3,8 +3,11 @@
 //! all-reduce and a short Adam training with the bits of one worker's accumulation, and
 //! two ranks as threads: on two GPUs when the machine has them, else on one GPU twice,
 //! which NCCL refuses (it allows one rank per GPU; the test then says it did not run, with
-//! NCCL's reason). Without a GPU or the NCCL library each test prints that it was skipped (or
-//! fails, with `RLGRAD_REQUIRE_GPU=1`).
+//! NCCL's reason), and the timeout: a rank that never joins makes the joining one fail after
+//! its timeout, and the GPU stays usable. Without a GPU or the NCCL library each test prints
+//! that it was skipped (or fails, with `RLGRAD_REQUIRE_GPU=1`).
+
+use std::time::{Duration, Instant};
 
 use rlgrad_dist::{Collective, Nccl, NcclId, all_reduce};
 
@@ -112,6 +115,7 @@ fn one_rank_moves_bytes_as_every_backend_and_trains_to_the_bits_of_accumulation(
     };
     let comm = ranks.pop().expect("one rank");
     assert_eq!((comm.rank(), comm.size(), comm.device()), (0, 1, 0));
+    assert_eq!(comm.timeout(), Nccl::DEFAULT_TIMEOUT);
     check_collectives(&comm).unwrap();
     check_all_reduce(&comm).unwrap();
     let data = data();
@@ -162,9 +166,65 @@ fn two_ranks_on_threads_give_the_bits_of_one_worker() {
 }
 
 #[test]
+fn a_rank_that_never_joins_times_out_and_the_gpu_stays_usable() {
+    let Some(mut ranks) = local_or_skip(&[0]) else {
+        return;
+    };
+    let other = ranks.pop().expect("one rank");
+    let timeout = Duration::from_millis(1500);
+    // Rank 0 of 2 joins; rank 1 never does.
+    let id = NcclId::new().unwrap();
+    let start = Instant::now();
+    let message = Nccl::join_with_timeout(0, 0, 2, &id, timeout)
+        .unwrap_err()
+        .to_string();
+    let waited = start.elapsed();
+    println!("the join gave up after {waited:?} (timeout {timeout:?}): {message}");
+    assert!(
+        message.contains("Nccl::join")
+            && message.contains("initialization")
+            && message.contains("1.5s")
+            && message.contains("rank 0 of 2"),
+        "{message}"
+    );
+    assert!(
+        waited >= timeout && waited < timeout + Duration::from_secs(30),
+        "{waited:?}"
+    );
+    // Another communicator on the same GPU is untouched, and a new one works.
+    check_collectives(&other).unwrap();
+    let fresh = Nccl::local_with_timeout(&[0], Duration::from_secs(60))
+        .unwrap()
+        .pop()
+        .expect("one rank");
+    assert_eq!(fresh.timeout(), Duration::from_secs(60));
+    check_collectives(&fresh).unwrap();
+}
+
+#[test]
 fn bad_arguments_are_errors_without_a_gpu_too() {
     let message = Nccl::local(&[]).unwrap_err().to_string();
     assert!(message.contains("Nccl::local"), "{message}");
+    let message = Nccl::local_with_timeout(&[0], Duration::ZERO)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("Nccl::local") && message.contains("timeout"),
+        "{message}"
+    );
+    let zeros = NcclId::from_hex(&"00".repeat(128)).unwrap();
+    let message = Nccl::join_with_timeout(0, 0, 1, &zeros, Duration::ZERO)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("Nccl::join") && message.contains("timeout"),
+        "{message}"
+    );
+    let message = Nccl::join(0, 2, 2, &zeros).unwrap_err().to_string();
+    assert!(
+        message.contains("Nccl::join") && message.contains("rank"),
+        "{message}"
+    );
     let message = NcclId::from_hex("12ab").unwrap_err().to_string();
     assert!(message.contains("NcclId::from_hex"), "{message}");
 }
