@@ -160,7 +160,10 @@ pub fn run(quick: bool, rounds: usize, peers: &Peers, verbose: bool) -> Result<(
     let worlds: Vec<WorldResult> = by_world
         .into_iter()
         .map(|(world, rounds)| {
-            let median = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
+            // Never empty: a world has a round or is not in the map.
+            let median = |f: fn(&Round) -> f64| {
+                report::median(&rounds.iter().map(f).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+            };
             let agreed = |f: fn(&Round) -> &str| {
                 let first = f(&rounds[0]);
                 if rounds.iter().all(|r| f(r) == first) {
@@ -259,11 +262,6 @@ fn json_number(json: &serde_json::Value, key: &str) -> Result<f64, String> {
     json[key]
         .as_f64()
         .ok_or_else(|| format!("ddp.py's JSON has no number `{key}`: {json}"))
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 fn table(sitting: &DistSitting) -> String {

@@ -107,7 +107,7 @@ pub struct PeerResult {
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
-fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
