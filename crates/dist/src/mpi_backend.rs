@@ -26,9 +26,9 @@ use crate::collective::{Collective, Packed, check_all_to_all, check_root};
 ///
 /// It keeps the buffers of large messages (1 MiB or more, the four largest) between
 /// collectives and receives into them, since writing freshly mapped memory costs as much
-/// as the copy: a process reducing a 16M-float gradient on 2 ranks holds up to about
-/// 220 MiB of them (two messages of 64 MiB each way, one of 32 MiB) until the value is
-/// dropped.
+/// as the copy: a process reducing a 16M-float gradient on 2 ranks holds about 160 MiB
+/// of them (32 MiB each way in the all-to-all, 32 MiB sent and 64 MiB received by the
+/// all-gather) until the value is dropped.
 ///
 /// Each collective waits at most [`Mpi::timeout`] ([`Mpi::DEFAULT_TIMEOUT`], ten minutes,
 /// unless [`Mpi::with_timeout`] sets another) for the other ranks: it starts the
