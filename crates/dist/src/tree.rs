@@ -215,29 +215,14 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
         {
             return Ok(own.pop().expect("one root").1);
         }
-        let sources = Sources::own(function, rank, &own, 0..len)?;
-        let mut out = Vec::with_capacity(len);
-        Plan::new(function, items, sources.by_start)?.run(&sources.list, len, &mut |block| {
-            out.extend_from_slice(block)
-        });
-        return Ok(out);
+        return Sources::new(function, rank, (items, len), &own, 0..len, None)?.collect();
     }
     match route {
         Route::Replicated => {
             let mut message = Vec::new();
             encode(&mut message, (items, len), &own, 0..len);
             let gathered = one_per_rank(function, workers, comm.all_gather_packed(message)?)?;
-            let mut sources = Sources::own(function, rank, &own, 0..len)?;
-            for (from, bytes) in gathered.iter().enumerate() {
-                if from != rank {
-                    sources.decode(function, (items, len), 0..len, from, bytes)?;
-                }
-            }
-            let mut out = Vec::with_capacity(len);
-            Plan::new(function, items, sources.by_start)?.run(&sources.list, len, &mut |block| {
-                out.extend_from_slice(block)
-            });
-            Ok(out)
+            Sources::new(function, rank, (items, len), &own, 0..len, Some(&gathered))?.collect()
         }
         Route::Sharded => {
             let shard = |k: usize| {
@@ -264,24 +249,23 @@ pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
                 workers,
                 comm.all_to_all_packed(outgoing, &lengths)?,
             )?;
-            let mut sources = Sources::own(function, rank, &own, mine.clone())?;
-            for (from, bytes) in incoming.iter().enumerate() {
-                if from != rank {
-                    sources.decode(function, (items, len), mine.clone(), from, bytes)?;
-                }
-            }
+            let sources = Sources::new(
+                function,
+                rank,
+                (items, len),
+                &own,
+                mine.clone(),
+                Some(&incoming),
+            )?;
             let mut message = comm.message_buffer(mine.len() * width);
-            Plan::new(function, items, sources.by_start)?.run(
-                &sources.list,
-                mine.len(),
-                &mut |block| put_floats(&mut message, block),
-            );
+            sources.sum(&mut |block| put_floats(&mut message, block))?;
             comm.recycle(incoming.into_bytes());
             let shards = one_per_rank(function, workers, comm.all_gather_packed(message)?)?;
             // The sum goes into this rank's first root, whose pages are mapped already.
-            let mut out = match own.is_empty() {
-                true => vec![T::zero(); len],
-                false => own.swap_remove(0).1,
+            let mut out = if own.is_empty() {
+                vec![T::zero(); len]
+            } else {
+                own.swap_remove(0).1
             };
             drop(own);
             for (from, bytes) in shards.iter().enumerate() {
@@ -339,44 +323,66 @@ enum Source<'a, T> {
     Encoded(&'a [u8]),
 }
 
-/// The subtree roots of every rank: their values, and by first item `(end, index into
-/// list)`.
+/// The subtree roots of every rank, cut to the part being reduced: their values, and by
+/// first item `(end, index into list)`.
 struct Sources<'a, T> {
+    function: &'static str,
+    items: usize,
+    part_len: usize,
     list: Vec<Source<'a, T>>,
     by_start: BTreeMap<usize, (usize, usize)>,
 }
 
 impl<'a, T: Float> Sources<'a, T> {
-    /// This rank's (`rank`'s) roots, cut to `part`.
-    fn own(
+    /// The roots of this rank (`rank`, reducing `shape = (items, len)`), `own`, and those
+    /// the other ranks sent in `received` (this rank's own message skipped), cut to `part`.
+    fn new(
         function: &'static str,
         rank: usize,
-        roots: &'a [(Range<usize>, Vec<T>)],
+        shape: (usize, usize),
+        own: &'a [(Range<usize>, Vec<T>)],
         part: Range<usize>,
+        received: Option<&'a Packed>,
     ) -> Result<Self> {
         let mut sources = Sources {
-            list: Vec::with_capacity(roots.len()),
+            function,
+            items: shape.0,
+            part_len: part.len(),
+            list: Vec::with_capacity(own.len()),
             by_start: BTreeMap::new(),
         };
-        for (range, values) in roots {
-            sources.insert(function, rank, range, Source::Values(&values[part.clone()]))?;
+        for (range, values) in own {
+            sources.insert(rank, range, Source::Values(&values[part.clone()]))?;
+        }
+        for (from, bytes) in received.into_iter().flat_map(Packed::iter).enumerate() {
+            if from != rank {
+                sources.decode(shape, part.clone(), from, bytes)?;
+            }
         }
         Ok(sources)
     }
 
-    fn insert(
-        &mut self,
-        function: &'static str,
-        from: usize,
-        range: &Range<usize>,
-        source: Source<'a, T>,
-    ) -> Result<()> {
+    /// The canonical tree's sum of the roots, handed to `emit` block by block, in order.
+    /// Errors: roots that do not cover every item exactly once.
+    fn sum(self, emit: &mut dyn FnMut(&[T])) -> Result<()> {
+        Plan::new(self.function, self.items, self.by_start)?.run(&self.list, self.part_len, emit);
+        Ok(())
+    }
+
+    /// [`Sources::sum`] in a new vector.
+    fn collect(self) -> Result<Vec<T>> {
+        let mut out = Vec::with_capacity(self.part_len);
+        self.sum(&mut |block| out.extend_from_slice(block))?;
+        Ok(out)
+    }
+
+    fn insert(&mut self, from: usize, range: &Range<usize>, source: Source<'a, T>) -> Result<()> {
         if self
             .by_start
             .insert(range.start, (range.end, self.list.len()))
             .is_some()
         {
-            return Err(overlap(function, from, range.start));
+            return Err(overlap(self.function, from, range.start));
         }
         self.list.push(source);
         Ok(())
@@ -386,12 +392,12 @@ impl<'a, T: Float> Sources<'a, T> {
     /// `(items, len)`, which every rank must share.
     fn decode(
         &mut self,
-        function: &'static str,
         own: (usize, usize),
         part: Range<usize>,
         from: usize,
         bytes: &'a [u8],
     ) -> Result<()> {
+        let function = self.function;
         let mut reader = Reader::new(bytes, function, from);
         let (items, len) = (reader.usize()?, reader.usize()?);
         if (items, len) != own {
@@ -411,7 +417,7 @@ impl<'a, T: Float> Sources<'a, T> {
             .collect::<Result<Vec<_>>>()?;
         for range in ranges {
             let values = Source::Encoded(reader.float_bytes::<T>(part.len())?);
-            self.insert(function, from, &range, values)?;
+            self.insert(from, &range, values)?;
         }
         check_consumed(function, from, reader)
     }
