@@ -26,9 +26,9 @@ use crate::collective::{Collective, Packed, check_all_to_all, check_root};
 ///
 /// It keeps the buffers of large messages (1 MiB or more, the four largest) between
 /// collectives and receives into them, since writing freshly mapped memory costs as much
-/// as the copy: a process reducing a 16M-float gradient on 2 ranks holds up to about
-/// 220 MiB of them (two messages of 64 MiB each way, one of 32 MiB) until the value is
-/// dropped.
+/// as the copy: a process reducing a 16M-float gradient on 2 ranks holds about 160 MiB
+/// of them (32 MiB each way in the all-to-all, 32 MiB sent and 64 MiB received by the
+/// all-gather) until the value is dropped.
 ///
 /// Each collective waits at most [`Mpi::timeout`] ([`Mpi::DEFAULT_TIMEOUT`], ten minutes,
 /// unless [`Mpi::with_timeout`] sets another) for the other ranks: it starts the
@@ -123,15 +123,30 @@ impl Mpi {
     /// and send buffers of the two collectives of a large all-reduce).
     const POOLED: usize = 4;
 
-    /// A receive buffer of `len` zero bytes, never at the dangling pointer of an empty
-    /// vector (see [`heap`]): a pooled one when it fits, whose pages are mapped already.
-    fn zeroed(&self, len: usize) -> Vec<u8> {
+    /// A receive buffer of `len` bytes, never at the dangling pointer of an empty vector
+    /// (see [`heap`]): a pooled one when it fits, whose pages are mapped already, else
+    /// zeros. A pooled buffer keeps the bytes of its last message, which MPI overwrites:
+    /// only the part beyond them is zeroed (a memset of 64 MiB costs about 5 ms).
+    fn receive_buffer(&self, len: usize) -> Vec<u8> {
         if len < Self::POOLED_MIN {
             return heap(len);
         }
-        let mut buffer = self.message_buffer(len);
-        buffer.resize(len, 0);
-        buffer
+        match self.pooled(len) {
+            Some(mut buffer) => {
+                buffer.resize(len, 0);
+                buffer
+            }
+            None => heap(len),
+        }
+    }
+
+    /// The smallest pooled buffer of at least `capacity` bytes, with its last contents.
+    fn pooled(&self, capacity: usize) -> Option<Vec<u8>> {
+        let mut pool = self.pool.borrow_mut();
+        let fitting = (0..pool.len())
+            .filter(|&i| pool[i].capacity() >= capacity)
+            .min_by_key(|&i| pool[i].capacity())?;
+        Some(pool.swap_remove(fitting))
     }
 
     /// The timeout of each collective.
@@ -304,7 +319,7 @@ impl Collective for Mpi {
         let (_, counts) = Self::settle(waited, (mine, counts))?;
         let displs = Self::displacements(function, &counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
-        let mut buffer = self.zeroed(total);
+        let mut buffer = self.receive_buffer(total);
         // Owned here: after a timeout MPI may still read it, and it is leaked.
         let outgoing = on_heap(send);
         let mut partition = PartitionMut::new(&mut buffer[..], &counts[..], &displs[..]);
@@ -341,7 +356,7 @@ impl Collective for Mpi {
         let recv_displs = Self::displacements(function, &recv_counts)?;
         let flat = on_heap(send.into_bytes());
         let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
-        let mut buffer = self.zeroed(total);
+        let mut buffer = self.receive_buffer(total);
         let outgoing = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
         let mut incoming = PartitionMut::new(&mut buffer[..], &recv_counts[..], &recv_displs[..]);
         let waited = scope(|scope| {
@@ -367,13 +382,8 @@ impl Collective for Mpi {
 
     /// A pooled buffer when one is large enough (the smallest such), else a new one.
     fn message_buffer(&self, capacity: usize) -> Vec<u8> {
-        let mut pool = self.pool.borrow_mut();
-        let fitting = (0..pool.len())
-            .filter(|&i| pool[i].capacity() >= capacity)
-            .min_by_key(|&i| pool[i].capacity());
-        match fitting {
-            Some(i) => {
-                let mut buffer = pool.swap_remove(i);
+        match self.pooled(capacity) {
+            Some(mut buffer) => {
                 buffer.clear();
                 buffer
             }

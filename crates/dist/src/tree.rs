@@ -145,10 +145,15 @@ pub(crate) fn push_node<V>(
 
 /// `left += right`, element by element: the combine of vectors in the canonical tree.
 pub(crate) fn add_into<T: Float>(mut left: Vec<T>, right: Vec<T>) -> Vec<T> {
-    for (l, r) in left.iter_mut().zip(right) {
-        *l = *l + r;
-    }
+    add_assign(&mut left, &right);
     left
+}
+
+/// `left[i] = left[i] + right[i]` for every `i`.
+fn add_assign<T: Float>(left: &mut [T], right: &[T]) {
+    for (l, r) in left.iter_mut().zip(right) {
+        *l = *l + *r;
+    }
 }
 
 /// How the subtree roots travel.
@@ -185,61 +190,84 @@ pub(crate) struct Roots<T> {
 /// The subtree roots of `roots.items` items every rank owns a contiguous range of,
 /// evaluated and then reduced over all ranks: the canonical tree's sum over every item,
 /// identical on every rank and for every world size.
+///
+/// The tree above the roots is evaluated block by block ([`Plan`]), reading every root
+/// once where it lies (this rank's own vectors, the others' in the bytes received) and
+/// writing each block of the sum once; a large result is written into this rank's first
+/// root, whose pages are mapped already.
 pub(crate) fn all_reduce_roots<T: Float, C: Collective + ?Sized>(
     comm: &C,
     function: &'static str,
     roots: Roots<T>,
     route: Route,
 ) -> Result<Vec<T>> {
-    let workers = comm.size();
+    let (workers, rank) = (comm.size(), comm.rank());
+    let Roots {
+        items,
+        len,
+        roots: mut own,
+    } = roots;
     if workers == 1 {
-        // One rank's roots cover every item: the tree above them needs no exchange.
-        let mut pieces = BTreeMap::new();
-        for (range, values) in roots.roots {
-            pieces.insert(range.start, (range.end, Piece::Owned(values)));
+        // One rank's roots cover every item: the tree above them needs no exchange, and
+        // when they are one root (what `push_node` leaves) it is the sum.
+        if let [(range, _)] = own.as_slice()
+            && *range == (0..items)
+        {
+            return Ok(own.pop().expect("one root").1);
         }
-        return assemble(function, roots.items, pieces);
+        return Sources::new(function, rank, (items, len), &own, 0..len, None)?.collect();
     }
-    let (items, len) = (roots.items, roots.len);
     match route {
         Route::Replicated => {
             let mut message = Vec::new();
-            encode(&mut message, &roots, 0..len);
-            drop(roots);
+            encode(&mut message, (items, len), &own, 0..len);
             let gathered = one_per_rank(function, workers, comm.all_gather_packed(message)?)?;
-            let pieces = decode_all::<T>(function, (items, len), 0..len, &gathered)?;
-            assemble(function, items, pieces)
+            Sources::new(function, rank, (items, len), &own, 0..len, Some(&gathered))?.collect()
         }
         Route::Sharded => {
             let shard = |k: usize| {
                 let bound = |r: usize| (r as u128 * len as u128 / workers as u128) as usize;
                 bound(k)..bound(k + 1)
             };
+            let mine = shard(rank);
             let width = std::mem::size_of::<T>();
+            // This rank's own shard stays where it is; every other rank gets its shard
+            // of each root.
             let mut outgoing = comm.message_buffer(
-                workers * (24 + 16 * roots.roots.len()) + roots.roots.len() * len * width,
+                (workers - 1) * (24 + 16 * own.len()) + own.len() * (len - mine.len()) * width,
             );
             let mut lengths = Vec::with_capacity(workers);
             for k in 0..workers {
                 let before = outgoing.len();
-                encode(&mut outgoing, &roots, shard(k));
+                if k != rank {
+                    encode(&mut outgoing, (items, len), &own, shard(k));
+                }
                 lengths.push(outgoing.len() - before);
             }
-            drop(roots);
             let incoming = one_per_rank(
                 function,
                 workers,
                 comm.all_to_all_packed(outgoing, &lengths)?,
             )?;
-            let mine = shard(comm.rank());
-            let pieces = decode_all::<T>(function, (items, len), mine, &incoming)?;
-            let reduced = assemble(function, items, pieces)?;
+            let sources = Sources::new(
+                function,
+                rank,
+                (items, len),
+                &own,
+                mine.clone(),
+                Some(&incoming),
+            )?;
+            let mut message = comm.message_buffer(mine.len() * width);
+            sources.sum(&mut |block| put_floats(&mut message, block))?;
             comm.recycle(incoming.into_bytes());
-            let mut message = comm.message_buffer(std::mem::size_of_val(reduced.as_slice()));
-            put_floats(&mut message, &reduced);
-            drop(reduced);
             let shards = one_per_rank(function, workers, comm.all_gather_packed(message)?)?;
-            let mut out = vec![T::zero(); len];
+            // The sum goes into this rank's first root, whose pages are mapped already.
+            let mut out = if own.is_empty() {
+                vec![T::zero(); len]
+            } else {
+                own.swap_remove(0).1
+            };
+            drop(own);
             for (from, bytes) in shards.iter().enumerate() {
                 let mut reader = Reader::new(bytes, function, from);
                 reader.floats_into(&mut out[shard(from)])?;
@@ -268,37 +296,108 @@ fn one_per_rank(function: &'static str, workers: usize, messages: Packed) -> Res
 }
 
 /// Appends `[items][len][count]([start][end])*count` and then each root's values in
-/// `part`.
-fn encode<T: Float>(out: &mut Vec<u8>, roots: &Roots<T>, part: Range<usize>) {
-    put_u64(out, roots.items as u64);
-    put_u64(out, roots.len as u64);
-    put_u64(out, roots.roots.len() as u64);
-    for (range, _) in &roots.roots {
+/// `part`; `shape` is `(items, len)`.
+fn encode<T: Float>(
+    out: &mut Vec<u8>,
+    shape: (usize, usize),
+    roots: &[(Range<usize>, Vec<T>)],
+    part: Range<usize>,
+) {
+    put_u64(out, shape.0 as u64);
+    put_u64(out, shape.1 as u64);
+    put_u64(out, roots.len() as u64);
+    for (range, _) in roots {
         put_u64(out, range.start as u64);
         put_u64(out, range.end as u64);
     }
-    for (_, values) in &roots.roots {
+    for (_, values) in roots {
         put_floats(out, &values[part.clone()]);
     }
 }
 
-/// A subtree root's values: computed on this rank, or still encoded as another rank sent
-/// them (decoded only where the tree needs a copy).
-enum Piece<'a, T> {
-    Owned(Vec<T>),
+/// Where a subtree root's values are, cut to the part of the vector being reduced.
+enum Source<'a, T> {
+    /// Computed on this rank.
+    Values(&'a [T]),
+    /// Encoded, as another rank sent them.
     Encoded(&'a [u8]),
 }
 
-/// The roots every rank sent, cut to `part`, keyed by their first item; `own` is this
-/// rank's `(items, len)`, which every rank must share.
-fn decode_all<'a, T: Float>(
+/// The subtree roots of every rank, cut to the part being reduced: their values, and by
+/// first item `(end, index into list)`.
+struct Sources<'a, T> {
     function: &'static str,
-    own: (usize, usize),
-    part: Range<usize>,
-    messages: &'a Packed,
-) -> Result<BTreeMap<usize, (usize, Piece<'a, T>)>> {
-    let mut pieces = BTreeMap::new();
-    for (from, bytes) in messages.iter().enumerate() {
+    items: usize,
+    part_len: usize,
+    list: Vec<Source<'a, T>>,
+    by_start: BTreeMap<usize, (usize, usize)>,
+}
+
+impl<'a, T: Float> Sources<'a, T> {
+    /// The roots of this rank (`rank`, reducing `shape = (items, len)`), `own`, and those
+    /// the other ranks sent in `received` (this rank's own message skipped), cut to `part`.
+    fn new(
+        function: &'static str,
+        rank: usize,
+        shape: (usize, usize),
+        own: &'a [(Range<usize>, Vec<T>)],
+        part: Range<usize>,
+        received: Option<&'a Packed>,
+    ) -> Result<Self> {
+        let mut sources = Sources {
+            function,
+            items: shape.0,
+            part_len: part.len(),
+            list: Vec::with_capacity(own.len()),
+            by_start: BTreeMap::new(),
+        };
+        for (range, values) in own {
+            sources.insert(rank, range, Source::Values(&values[part.clone()]))?;
+        }
+        for (from, bytes) in received.into_iter().flat_map(Packed::iter).enumerate() {
+            if from != rank {
+                sources.decode(shape, part.clone(), from, bytes)?;
+            }
+        }
+        Ok(sources)
+    }
+
+    /// The canonical tree's sum of the roots, handed to `emit` block by block, in order.
+    /// Errors: roots that do not cover every item exactly once.
+    fn sum(self, emit: &mut dyn FnMut(&[T])) -> Result<()> {
+        Plan::new(self.function, self.items, self.by_start)?.run(&self.list, self.part_len, emit);
+        Ok(())
+    }
+
+    /// [`Sources::sum`] in a new vector.
+    fn collect(self) -> Result<Vec<T>> {
+        let mut out = Vec::with_capacity(self.part_len);
+        self.sum(&mut |block| out.extend_from_slice(block))?;
+        Ok(out)
+    }
+
+    fn insert(&mut self, from: usize, range: &Range<usize>, source: Source<'a, T>) -> Result<()> {
+        if self
+            .by_start
+            .insert(range.start, (range.end, self.list.len()))
+            .is_some()
+        {
+            return Err(overlap(self.function, from, range.start));
+        }
+        self.list.push(source);
+        Ok(())
+    }
+
+    /// Adds the roots rank `from` sent in `bytes`, cut to `part`; `own` is this rank's
+    /// `(items, len)`, which every rank must share.
+    fn decode(
+        &mut self,
+        own: (usize, usize),
+        part: Range<usize>,
+        from: usize,
+        bytes: &'a [u8],
+    ) -> Result<()> {
+        let function = self.function;
         let mut reader = Reader::new(bytes, function, from);
         let (items, len) = (reader.usize()?, reader.usize()?);
         if (items, len) != own {
@@ -317,70 +416,130 @@ fn decode_all<'a, T: Float>(
             .map(|_| Ok(reader.usize()?..reader.usize()?))
             .collect::<Result<Vec<_>>>()?;
         for range in ranges {
-            let values = Piece::Encoded(reader.float_bytes::<T>(part.len())?);
-            if pieces.insert(range.start, (range.end, values)).is_some() {
-                return Err(overlap(function, from, range.start));
-            }
+            let values = Source::Encoded(reader.float_bytes::<T>(part.len())?);
+            self.insert(from, &range, values)?;
         }
-        check_consumed(function, from, reader)?;
+        check_consumed(function, from, reader)
     }
-    Ok(pieces)
 }
 
-/// The canonical tree over `0..items` from the subtree roots in `pieces`. A right child
-/// that arrived encoded is added from its bytes, so only the leftmost root is copied.
-fn assemble<T: Float>(
-    function: &'static str,
-    items: usize,
-    mut pieces: BTreeMap<usize, (usize, Piece<'_, T>)>,
-) -> Result<Vec<T>> {
-    fn take<'a, T>(
-        range: &Range<usize>,
-        pieces: &mut BTreeMap<usize, (usize, Piece<'a, T>)>,
-    ) -> Option<Piece<'a, T>> {
-        let matches = pieces
-            .get(&range.start)
-            .is_some_and(|(end, _)| *end == range.end);
-        matches.then(|| pieces.remove(&range.start).expect("present").1)
-    }
-    fn node<T: Float>(
+/// The additions of the canonical tree over `0..items` above the subtree roots, in the
+/// order of a depth-first evaluation, on `slots` blocks of values: run block by block,
+/// so that each root is read once and no partial sum is a vector of its own.
+struct Plan {
+    ops: Vec<Op>,
+    slots: usize,
+}
+
+/// One step of a [`Plan`]; `source` indexes [`Sources::list`].
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// `slot = source`.
+    Load { slot: usize, source: usize },
+    /// `slot = slot + source`.
+    Add { slot: usize, source: usize },
+    /// `slot = slot + (slot + 1)`.
+    AddNext { slot: usize },
+}
+
+impl Plan {
+    /// Values per block: the slots stay in the core's first-level cache.
+    const BLOCK: usize = 2048;
+
+    /// The plan of the canonical tree over `0..items` from the roots in `by_start`
+    /// (`start -> (end, source)`), which must cover every item exactly once.
+    fn new(
         function: &'static str,
-        range: Range<usize>,
-        pieces: &mut BTreeMap<usize, (usize, Piece<'_, T>)>,
-    ) -> Result<Vec<T>> {
-        match take(&range, pieces) {
-            Some(Piece::Owned(values)) => return Ok(values),
-            Some(Piece::Encoded(bytes)) => {
-                let mut values = vec![T::zero(); bytes.len() / std::mem::size_of::<T>()];
-                decode_into(&mut values, bytes);
-                return Ok(values);
+        items: usize,
+        mut by_start: BTreeMap<usize, (usize, usize)>,
+    ) -> Result<Plan> {
+        fn take(
+            by_start: &mut BTreeMap<usize, (usize, usize)>,
+            range: &Range<usize>,
+        ) -> Option<usize> {
+            let matches = by_start
+                .get(&range.start)
+                .is_some_and(|(end, _)| *end == range.end);
+            matches.then(|| by_start.remove(&range.start).expect("present").1)
+        }
+        fn node(
+            function: &'static str,
+            range: Range<usize>,
+            slot: usize,
+            by_start: &mut BTreeMap<usize, (usize, usize)>,
+            plan: &mut Plan,
+        ) -> Result<()> {
+            plan.slots = plan.slots.max(slot + 1);
+            if let Some(source) = take(by_start, &range) {
+                plan.ops.push(Op::Load { slot, source });
+                return Ok(());
             }
-            None => {}
+            if range.len() == 1 {
+                return Err(Error::Device {
+                    function,
+                    device: "collective".to_owned(),
+                    message: format!(
+                        "no rank sent item {}: the ranks disagree on the world size or on who owns what",
+                        range.start
+                    ),
+                });
+            }
+            let mid = range.start + split_point(range.len());
+            node(function, range.start..mid, slot, by_start, plan)?;
+            let right = mid..range.end;
+            match take(by_start, &right) {
+                Some(source) => plan.ops.push(Op::Add { slot, source }),
+                None => {
+                    node(function, right, slot + 1, by_start, plan)?;
+                    plan.ops.push(Op::AddNext { slot });
+                }
+            }
+            Ok(())
         }
-        if range.len() == 1 {
-            return Err(Error::Device {
-                function,
-                device: "collective".to_owned(),
-                message: format!(
-                    "no rank sent item {}: the ranks disagree on the world size or on who owns what",
-                    range.start
-                ),
-            });
+        let mut plan = Plan {
+            ops: Vec::new(),
+            slots: 0,
+        };
+        node(function, 0..items, 0, &mut by_start, &mut plan)?;
+        match by_start.keys().next() {
+            None => Ok(plan),
+            Some(&start) => Err(overlap(function, usize::MAX, start)),
         }
-        let mid = range.start + split_point(range.len());
-        let mut left = node(function, range.start..mid, pieces)?;
-        let right = mid..range.end;
-        match take(&right, pieces) {
-            Some(Piece::Encoded(bytes)) => add_encoded(&mut left, bytes),
-            Some(Piece::Owned(values)) => left = add_into(left, values),
-            None => left = add_into(left, node(function, right, pieces)?),
-        }
-        Ok(left)
     }
-    let out = node(function, 0..items, &mut pieces)?;
-    match pieces.keys().next() {
-        None => Ok(out),
-        Some(&start) => Err(overlap(function, usize::MAX, start)),
+
+    /// The sum of `sources` (each `len` values), handed to `emit` in blocks, in order.
+    fn run<T: Float>(&self, sources: &[Source<'_, T>], len: usize, emit: &mut dyn FnMut(&[T])) {
+        let block = Self::BLOCK;
+        let width = std::mem::size_of::<T>();
+        let mut slots = vec![T::zero(); self.slots * block];
+        for start in (0..len).step_by(block) {
+            let part = start..(start + block).min(len);
+            let n = part.len();
+            let bytes = part.start * width..part.end * width;
+            for op in &self.ops {
+                match *op {
+                    Op::Load { slot, source } => {
+                        let to = &mut slots[slot * block..][..n];
+                        match &sources[source] {
+                            Source::Values(v) => to.copy_from_slice(&v[part.clone()]),
+                            Source::Encoded(b) => decode_into(to, &b[bytes.clone()]),
+                        }
+                    }
+                    Op::Add { slot, source } => {
+                        let to = &mut slots[slot * block..][..n];
+                        match &sources[source] {
+                            Source::Values(v) => add_assign(to, &v[part.clone()]),
+                            Source::Encoded(b) => add_encoded(to, &b[bytes.clone()]),
+                        }
+                    }
+                    Op::AddNext { slot } => {
+                        let (to, next) = slots.split_at_mut((slot + 1) * block);
+                        add_assign(&mut to[slot * block..][..n], &next[..n]);
+                    }
+                }
+            }
+            emit(&slots[..n]);
+        }
     }
 }
 
