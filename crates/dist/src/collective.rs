@@ -159,6 +159,19 @@ pub(crate) fn check_all_to_all(
     Ok(())
 }
 
+/// An error for a zero `timeout` of a backend's waits (every wait would fail at once).
+pub(crate) fn check_timeout(function: &'static str, timeout: std::time::Duration) -> Result<()> {
+    if timeout.is_zero() {
+        return Err(Error::value(
+            function,
+            "timeout",
+            "a positive duration",
+            format_args!("{timeout:?}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The checks every backend makes on the arguments of [`Collective::broadcast`].
 pub(crate) fn check_root(function: &'static str, root: usize, size: usize) -> Result<()> {
     if root >= size {

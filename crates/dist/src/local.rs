@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rlgrad_core::{Error, Result};
 
-use crate::collective::{Collective, check_all_to_all, check_root};
+use crate::collective::{Collective, check_all_to_all, check_root, check_timeout};
 
 /// Which collective a message belongs to, so that ranks calling different collectives get
 /// an error instead of each other's bytes.
@@ -377,15 +377,7 @@ fn check_group(function: &'static str, workers: usize, timeout: Duration) -> Res
     if workers == 0 {
         return Err(Error::value(function, "workers", "at least one worker", 0));
     }
-    if timeout.is_zero() {
-        return Err(Error::value(
-            function,
-            "timeout",
-            "a positive duration",
-            format_args!("{timeout:?}"),
-        ));
-    }
-    Ok(())
+    check_timeout(function, timeout)
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

@@ -14,7 +14,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use rlgrad_core::{Error, Result};
 
-use crate::collective::{Collective, Packed, check_all_to_all, check_root};
+use crate::collective::{Collective, Packed, check_all_to_all, check_root, check_timeout};
 
 /// The world communicator of an MPI job (feature `mpi`): one process per rank, started by
 /// `mpirun -np W program` (or Slurm's `srun`).
@@ -95,14 +95,7 @@ impl Mpi {
     /// already in this process.
     pub fn with_timeout(timeout: Duration) -> Result<Mpi> {
         let function = "Mpi::with_timeout";
-        if timeout.is_zero() {
-            return Err(Error::value(
-                function,
-                "timeout",
-                "a positive duration",
-                format_args!("{timeout:?}"),
-            ));
-        }
+        check_timeout(function, timeout)?;
         let universe = mpi::initialize().ok_or_else(|| Error::Device {
             function,
             device: "mpi".to_owned(),

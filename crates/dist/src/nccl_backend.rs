@@ -10,7 +10,7 @@ use cudarc::nccl::result::{self as calls, NcclError, NcclStatus};
 use cudarc::nccl::{Id, sys};
 use rlgrad_core::{Error, Result};
 
-use crate::collective::{Collective, check_all_to_all, check_root};
+use crate::collective::{Collective, check_all_to_all, check_root, check_timeout};
 
 /// A rank of an NCCL communicator (feature `nccl`): one GPU per rank, ranks as threads of
 /// one process ([`Nccl::local`]) or as processes joined by an [`NcclId`] ([`Nccl::join`],
@@ -232,19 +232,6 @@ fn stream_on(function: &'static str, device: usize) -> Result<Arc<CudaStream>> {
     context
         .new_stream()
         .map_err(|e| driver_error(function, format!("cuda:{device}"), e))
-}
-
-/// An error for a zero timeout (every wait would fail at once).
-fn check_timeout(function: &'static str, timeout: Duration) -> Result<()> {
-    if timeout.is_zero() {
-        return Err(Error::value(
-            function,
-            "timeout",
-            "a positive duration",
-            format_args!("{timeout:?}"),
-        ));
-    }
-    Ok(())
 }
 
 /// NCCL's `NCCL_CONFIG_INITIALIZER` with `blocking = 0`: NCCL calls return at once
