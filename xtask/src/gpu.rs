@@ -520,6 +520,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // The bench gets what is left after the tests, at least this much.
     let bench_reserve = Duration::from_secs(if options.quick { 60 } else { 180 });
     let mut steps = Vec::new();
+    let not_run = |group: &str, name: &str, why: String| Step {
+        group: group.to_owned(),
+        name: name.to_owned(),
+        outcome: Outcome::NotRun,
+        seconds: 0.0,
+        bits: None,
+        detail: vec![why],
+    };
     // One test in a process of its own, within what the budget leaves before the bench.
     let run_test = |group: &str, test: &str, mut command: Command| {
         let left = options
@@ -527,14 +535,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .saturating_sub(started.elapsed())
             .saturating_sub(bench_reserve);
         let step = if left < Duration::from_secs(5) {
-            Step {
-                group: group.to_owned(),
-                name: test.to_owned(),
-                outcome: Outcome::NotRun,
-                seconds: 0.0,
-                bits: None,
-                detail: vec!["the time budget was spent before this test".to_owned()],
-            }
+            not_run(
+                group,
+                test,
+                "the time budget was spent before this test".to_owned(),
+            )
         } else {
             command.envs(environment.iter().map(|(k, v)| (k, v)));
             judge(
@@ -580,31 +585,35 @@ pub fn run(args: &[String]) -> Result<(), String> {
             steps.push(run_test(&group, &test, command));
         }
     }
-    let mpi_binaries: Vec<PathBuf> = std::fs::read_dir(options.bundle.join(MPI_TESTS))
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    let mpirun_missing = crate::mpi_missing().is_some();
+    let mpi_binaries: Vec<PathBuf> = match std::fs::read_dir(options.bundle.join(MPI_TESTS)) {
+        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => {
+            steps.push(not_run(
+                MPI_TESTS,
+                "(the mpirun tests)",
+                "the bundle has none: gpu-build found no MPI to build them with".to_owned(),
+            ));
+            Vec::new()
+        }
+    };
+    let mpirun_missing = crate::mpirun_missing();
     for binary in &mpi_binaries {
         let group = binary
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // Absolute: mpirun runs in the bundle's folder (the workspace's path does not
+        // exist on a GPU machine), where a relative path would not resolve.
+        let binary = std::path::absolute(binary).unwrap_or_else(|_| binary.clone());
         for world in MPI_WORLD_SIZES {
             let name = format!("mpirun -np {world}");
-            if mpirun_missing {
-                steps.push(Step {
-                    group: group.clone(),
-                    name,
-                    outcome: Outcome::NotRun,
-                    seconds: 0.0,
-                    bits: None,
-                    detail: vec!["`mpirun` not found on this machine".to_owned()],
-                });
+            if let Some(why) = &mpirun_missing {
+                steps.push(not_run(&group, &name, why.clone()));
                 continue;
             }
             // The ranks on this node inherit mpirun's environment (the library path, the
-            // GPU requirement). The workspace's path does not exist on a GPU machine.
-            let mut command = crate::mpirun(world, binary, &[]);
+            // GPU requirement).
+            let mut command = crate::mpirun(world, &binary, &[]);
             command.current_dir(&options.bundle);
             steps.push(run_test(&group, &name, command));
         }

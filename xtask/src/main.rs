@@ -523,18 +523,25 @@ fn proptest(args: &[String]) -> Result<(), String> {
 /// Why the MPI backend of rlgrad-dist cannot be built or run here (`None` when it can):
 /// rsmpi's build needs `mpicc` and libclang, the tests need `mpirun`.
 fn mpi_missing() -> Option<String> {
-    for (tool, arg) in [("mpicc", "--showme:version"), ("mpirun", "--version")] {
-        let found = Command::new(tool)
-            .arg(arg)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            return Some(format!(
-                "`{tool}` not found (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev)"
-            ));
-        }
-    }
-    None
+    tool_missing("mpicc", "--showme:version").or_else(mpirun_missing)
+}
+
+/// Why `mpirun` cannot run here (`None` when it can): what running MPI programs needs.
+fn mpirun_missing() -> Option<String> {
+    tool_missing("mpirun", "--version")
+}
+
+/// Why `tool arg` does not run here, naming the Debian packages of MPI.
+fn tool_missing(tool: &str, arg: &str) -> Option<String> {
+    let found = Command::new(tool)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (!found).then(|| {
+        format!(
+            "`{tool}` not found (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev)"
+        )
+    })
 }
 
 /// What an `--all-features` build leaves out: rlgrad-dist, whose `mpi` feature needs MPI,

@@ -29,10 +29,12 @@ use crate::collective::{Collective, check_all_to_all, check_root, check_timeout}
 /// NCCL's asynchronous error and gives up after [`Nccl::timeout`] ([`Nccl::DEFAULT_TIMEOUT`]
 /// unless a `*_with_timeout` constructor sets another; `Nccl::from_mpi` takes the `Mpi`'s).
 /// A rank that dies or stalls then makes the others fail with an error naming the step,
-/// the timeout and their own rank (NCCL does not say which rank is missing), and a peer
-/// failure NCCL detects itself (a closed connection) fails at once with NCCL's reason.
-/// Either way the communicator is aborted (`ncclCommAbort`, which also stops its kernels)
-/// and every later call is an error.
+/// the timeout and their own rank (NCCL does not say which rank is missing); a peer
+/// failure NCCL detects itself (over a network transport, a closed connection) may fail
+/// sooner, with NCCL's reason. Either way the communicator is aborted (`ncclCommAbort`,
+/// which also stops its kernels) and every later call is an error. Tested on one GPU
+/// through the join (a rank that never joins); a collective stalled by a missing peer
+/// needs two GPUs and has not run.
 ///
 /// `Nccl` is `Send` but not `Sync`: a communicator may move to another thread, but NCCL
 /// forbids two threads calling it at once.
@@ -234,6 +236,10 @@ fn stream_on(function: &'static str, device: usize) -> Result<Arc<CudaStream>> {
         .map_err(|e| driver_error(function, format!("cuda:{device}"), e))
 }
 
+/// How long a wait polls NCCL without pause, and then how long it sleeps between polls.
+const POLL_SPIN: Duration = Duration::from_millis(1);
+const POLL_SLEEP: Duration = Duration::from_micros(100);
+
 /// NCCL's `NCCL_CONFIG_INITIALIZER` with `blocking = 0`: NCCL calls return at once
 /// (`ncclInProgress`) and the caller polls, so that every wait can have a deadline. The
 /// other fields are "undefined", NCCL's defaults.
@@ -432,9 +438,11 @@ impl Nccl {
         let started =
             unsafe { calls::comm_init_rank_config(&mut comm, size, id, rank, &mut config) };
         self.comm.set(comm);
+        // Not aborted here: inside `local`'s group an abort would make the group's end
+        // block on the other ranks' initialization. Dropping the rank aborts it.
         started
             .map(drop)
-            .map_err(|e| self.fail(function, "initialization", e))
+            .map_err(|e| nccl_error(function, self.name(), e))
     }
 
     fn name(&self) -> String {
@@ -517,13 +525,20 @@ impl Nccl {
                     device: self.name(),
                     message: format!(
                         "the {step} did not complete within the timeout of {:?}: a rank is \
-                         dead, stalled, or not calling this collective (NCCL does not say \
-                         which); the communicator is aborted",
+                         dead, stalled, or not taking part (NCCL does not say which); the \
+                         communicator is aborted",
                         self.timeout
                     ),
                 });
             }
-            std::thread::yield_now();
+            // NCCL's proxy thread and the GPU make the progress, not this loop: after a
+            // millisecond it sleeps, so that a rank waiting long (for a peer's evaluation)
+            // does not keep a core busy.
+            if start.elapsed() < POLL_SPIN {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(POLL_SLEEP);
+            }
         }
     }
 
@@ -543,15 +558,24 @@ impl Nccl {
         let start = Instant::now();
         enqueue(comm, self.stream.cu_stream() as sys::cudaStream_t)
             .map_err(|e| self.fail(function, step, e))?;
-        self.poll(function, step, start, || Ok(true))?;
-        let done = self
-            .stream
-            .record_event(None)
-            .map_err(|e| driver_error(function, self.name(), e))?;
-        self.poll(function, step, start, || {
-            done.try_is_complete()
-                .map_err(|e| driver_error(function, self.name(), e))
-        })
+        let finished = self
+            .poll(function, step, start, || Ok(true))
+            .and_then(|()| {
+                let done = self
+                    .stream
+                    .record_event(None)
+                    .map_err(|e| driver_error(function, self.name(), e))?;
+                self.poll(function, step, start, || {
+                    done.try_is_complete()
+                        .map_err(|e| driver_error(function, self.name(), e))
+                })
+            });
+        if finished.is_err() {
+            // Whatever failed (NCCL, the timeout, CUDA's event), the collective may still
+            // be in flight: only an abort makes the communicator's state known.
+            self.abort(step);
+        }
+        finished
     }
 
     /// `bytes` in device memory, at least one byte long (NCCL and cudarc are simplest

@@ -28,26 +28,27 @@ fn main() {
     let timeout = Duration::from_secs(60);
     let mpi = Mpi::with_timeout(timeout).expect("MPI initializes");
     let (rank, size) = (mpi.rank(), mpi.size());
-    let joined = Nccl::from_mpi(&mpi, rank % gpus);
-    if size > gpus {
-        // NCCL allows one rank per GPU: the ranks sharing one must fail, with its reason.
-        let message = joined
-            .expect_err("NCCL refuses two ranks on one GPU")
-            .to_string();
-        assert!(message.contains("Nccl::join"), "{message}");
-        if rank == 0 {
-            // Not run, whatever RLGRAD_REQUIRE_GPU says: it promises a GPU, not two.
-            let why = format!(
-                "W = {size} on {gpus} GPU(s): every rank failed at once, as NCCL allows one \
-                 rank per GPU: {message}"
-            );
-            if let Ok(line) = rlgrad_cuda::skip_outcome(false, "GPU per rank", &why) {
-                println!("{line}");
+    let comm = match Nccl::from_mpi(&mpi, rank % gpus) {
+        Ok(comm) => comm,
+        Err(refused) if size > gpus => {
+            // NCCL allows one rank per GPU (unless told otherwise): the ranks sharing one
+            // must fail, with its reason, rather than hang.
+            let message = refused.to_string();
+            assert!(message.contains("Nccl::join"), "{message}");
+            if rank == 0 {
+                // Not run, whatever RLGRAD_REQUIRE_GPU says: it promises a GPU, not two.
+                let why = format!(
+                    "W = {size} on {gpus} GPU(s): every rank failed at once, as NCCL allows \
+                     one rank per GPU: {message}"
+                );
+                if let Ok(line) = rlgrad_cuda::skip_outcome(false, "GPU per rank", &why) {
+                    println!("{line}");
+                }
             }
+            return;
         }
-        return;
-    }
-    let comm = joined.expect("every rank joins");
+        Err(failed) => panic!("rank {rank} of {size} could not join: {failed}"),
+    };
     assert_eq!(
         (comm.rank(), comm.size(), comm.timeout()),
         (rank, size, timeout)
