@@ -250,7 +250,9 @@ fn non_blocking_config() -> sys::ncclConfig_t {
         magic: 0xcafe_beef,
         // NCCL_VERSION(2, 30, 0), the headers cudarc's `nccl` feature binds: an older NCCL
         // reads the prefix it knows (it copies at most its own `size` of bytes), and the
-        // fields it does not know keep NCCL's defaults anyway.
+        // fields it does not know keep NCCL's defaults anyway. It must stay below 2.30.5:
+        // from that version on, NCCL reads one more field, which this struct does not have
+        // (its bytes would be the struct's tail padding, not a defined value).
         version: 23000,
         blocking: 0,
         cgaClusterSize: UNDEFINED,

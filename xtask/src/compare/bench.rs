@@ -1,5 +1,6 @@
 //! The rlgrad side: the bench binaries of `rlgrad-benches`, built once and then run
-//! directly (no cargo between rounds), at one thread count (`RLGRAD_BENCH_THREADS`), with
+//! directly (no cargo between rounds), at the thread counts asked for, in that order
+//! (`RLGRAD_BENCH_THREADS`), with
 //! criterion's results under `CRITERION_HOME`; their `compare-check` lines and criterion's
 //! `estimates.json` (median point estimate, ns) and `benchmark.json` (throughput bytes).
 
@@ -118,10 +119,12 @@ pub fn parse_check(line: &str) -> Option<(String, Check)> {
     ))
 }
 
-/// Runs `executable` at `threads` on the benches `ids` (exact criterion ids).
+/// Runs `executable` on the benches `ids` (exact criterion ids) at each count of `threads`
+/// in turn (a bench times each case at every count before the next case, or every case at
+/// one count before the next count).
 pub fn run(
     executable: &Path,
-    threads: usize,
+    threads: &[usize],
     quick: bool,
     ids: &[String],
     criterion_home: &Path,
@@ -141,7 +144,7 @@ pub fn run(
         .arg("--noplot")
         .args(if quick { QUICK_ARGS } else { &[] })
         .arg(&filter)
-        .env("RLGRAD_BENCH_THREADS", threads.to_string())
+        .env("RLGRAD_BENCH_THREADS", thread_list(threads))
         .env("CRITERION_HOME", criterion_home)
         .envs(env)
         .current_dir(crate::root().join("benches"))
@@ -190,6 +193,15 @@ pub fn run(
         other_cores,
         started,
     })
+}
+
+/// `[2, 1]` as `RLGRAD_BENCH_THREADS` spells it: `2,1`.
+fn thread_list(threads: &[usize]) -> String {
+    threads
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Criterion's files of one bench: `<home>/<group>/<function>/new/`, with the characters

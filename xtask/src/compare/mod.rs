@@ -3,10 +3,13 @@
 //!
 //! For each selected workload and thread count, the peers' `run.sh` and the matching
 //! rlgrad bench run in turn, a few rounds (peer, rlgrad, peer, rlgrad, ...), so both see
-//! the same machine; within a round every thread count runs in turn, so that rlgrad's
-//! time with 2 threads can be paired with its time with 1 from minutes before (one line
-//! per case: `W3 [2048,64] rlgrad 2t/1t: 0.98x the time (paired rounds ...)`). The bench
-//! runs in a rayon pool of exactly that many threads
+//! the same machine; within a round every thread count runs in turn. With 1 and 2 threads
+//! both asked for, each round ends with one more rlgrad process that times every case at
+//! both counts (1 first in odd rounds, 2 first in even ones), and the `2t/1t` line of
+//! each case compares the counts within those processes (`W3 [2048,64] rlgrad 2t/1t:
+//! 1.00x the time (same process, order alternating ...)`): two processes of the same
+//! binary differ by more than the effect measured ([`report::SameProcessRound`]). The
+//! bench runs in a rayon pool of exactly that many threads
 //! (`RLGRAD_BENCH_THREADS`) and checks each compared case against float64 before timing
 //! it; the peer drivers check theirs the same way. A case whose check failed on either
 //! side gets no ratio, and the table says which side and why. Output: one table per
@@ -229,6 +232,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 title: workload.title,
                 rlgrad_bench: None,
                 by_threads: Vec::new(),
+                same_process: Vec::new(),
             });
             continue;
         };
@@ -239,9 +243,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .iter()
             .map(|&threads| ThreadRounds::new(threads))
             .collect();
+        let compares_counts =
+            options.threads.contains(&1) && options.threads.iter().any(|&t| t > 1);
+        let mut same_process = Vec::new();
         for round in 1..=options.rounds {
             for rounds in &mut by_count {
                 runner.round(workload, side, round, rounds, &options, &mut peer_versions);
+            }
+            if compares_counts && matches!(side.runs, Runs::Bench(_)) {
+                same_process.push(runner.same_process_round(workload, side, round, &options));
             }
         }
         let by_threads = by_count
@@ -253,6 +263,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             title: workload.title,
             rlgrad_bench: Some(side.runs.name()),
             by_threads,
+            same_process,
         };
         println!();
         for by_threads in &result.by_threads {
@@ -460,7 +471,7 @@ impl Runner {
             }
             None => bench::run(
                 &self.executables[side.runs.name()],
-                threads,
+                &[threads],
                 options.quick,
                 &ids,
                 &self.criterion_home,
@@ -476,6 +487,71 @@ impl Runner {
         rounds.peer_files.push(file.display().to_string());
         rounds.peer_rounds.push(peer_round);
         rounds.rlgrad_rounds.push(rlgrad_round);
+    }
+
+    /// The bench of `workload` timing every case at every thread count in one process, 1
+    /// first in odd rounds and last in even ones, for the `2t/1t` lines
+    /// ([`report::SameProcessRound`]).
+    fn same_process_round(
+        &self,
+        workload: &Workload,
+        side: &workloads::RlgradSide,
+        round: usize,
+        options: &Options,
+    ) -> report::SameProcessRound {
+        let mut order = options.threads.clone();
+        if round.is_multiple_of(2) {
+            order.reverse();
+        }
+        let ids: Vec<String> = (order.iter())
+            .flat_map(|&threads| side.cases.iter().map(move |c| c.bench_id(threads)))
+            .collect();
+        let order_text = (order.iter().map(|t| format!("{t}t")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        print!(
+            "{} {order_text} in one process, round {round} of {}:",
+            workload.id, options.rounds
+        );
+        let _ = std::io::stdout().flush();
+        let clock = Instant::now();
+        let mut result = report::SameProcessRound {
+            order: order.clone(),
+            median_ns: BTreeMap::new(),
+            problems: Vec::new(),
+        };
+        match bench::run(
+            &self.executables[side.runs.name()],
+            &order,
+            options.quick,
+            &ids,
+            &self.criterion_home,
+            &options.isa.rlgrad_env,
+            options.verbose,
+        ) {
+            Ok(run) => {
+                result.problems.extend(run.failure.clone());
+                for &threads in &order {
+                    let RlgradRound { estimates, .. } =
+                        rlgrad_estimates(run.clone(), side.cases, threads, &self.criterion_home);
+                    for (id, estimate) in estimates {
+                        match estimate {
+                            Ok(estimate) => {
+                                result.median_ns.insert(id, estimate.median_ns);
+                            }
+                            Err(e) => result.problems.push(format!("{id}: {e}")),
+                        }
+                    }
+                }
+            }
+            Err(e) => result.problems.push(e),
+        }
+        print!(" {:.0} s", clock.elapsed().as_secs_f64());
+        if !result.problems.is_empty() {
+            print!(" ({})", result.problems.join("; "));
+        }
+        println!();
+        result
     }
 }
 

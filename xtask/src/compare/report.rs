@@ -56,6 +56,23 @@ pub struct WorkloadResult {
     /// The bench target of the rlgrad side; `None`: no rlgrad side yet.
     pub rlgrad_bench: Option<&'static str>,
     pub by_threads: Vec<ThreadsResult>,
+    /// The runs behind the `2t/1t` lines, one per round; empty for the Python workloads,
+    /// whose thread counts are compared across rounds.
+    pub same_process: Vec<SameProcessRound>,
+}
+
+/// One bench process that timed every case of a workload at every thread count, in
+/// `order` (1 then 2 in odd rounds, 2 then 1 in even ones), so that the thread counts are
+/// compared on the same memory: between two processes of the same binary, where the
+/// allocator and the kernel place a memory-bound kernel's arrays moves its time by more
+/// than the effect measured (W3 [128,1024]: 30.1-34.7 us over six runs on an AMD EPYC).
+#[derive(Debug, Clone, Serialize)]
+pub struct SameProcessRound {
+    pub order: Vec<usize>,
+    /// criterion's median by bench id, for the ids the run measured.
+    pub median_ns: BTreeMap<String, f64>,
+    /// Why the run, or some of its estimates, gave no figure.
+    pub problems: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -407,10 +424,11 @@ pub fn summary_lines(workload: &WorkloadResult) -> Vec<String> {
 }
 
 /// rlgrad's time with more threads over its time with one, for every case measured both
-/// ways: the median of the rounds paired in order (the rounds interleave the thread
-/// counts, so a pair ran minutes apart at most) and the pairs' range, which tells a
-/// slowdown from the machine's drift. Only the medians are compared when a side lost a
-/// round.
+/// ways: the median of the per-round ratios and their range, which tells a slowdown from
+/// noise. The ratios come from [`WorkloadResult::same_process`] when the workload has those
+/// runs (both counts in one process, the order alternating between rounds), otherwise
+/// from the rounds of the tables paired in order (separate processes minutes apart; only
+/// the medians are compared when a side lost a round).
 pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
     let Some(one) = workload.by_threads.iter().find(|t| t.threads == 1) else {
         return Vec::new();
@@ -418,17 +436,31 @@ pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
     let mut lines = Vec::new();
     for more in workload.by_threads.iter().filter(|t| t.threads > 1) {
         for (base, case) in one.cases.iter().zip(&more.cases) {
-            let (Some(base), Some(with_more)) = (&base.rlgrad, &case.rlgrad) else {
+            let (ratios, method) = if workload.same_process.is_empty() {
+                let (Some(base), Some(with_more)) = (&base.rlgrad, &case.rlgrad) else {
+                    continue;
+                };
+                let ratios = if base.rounds_ns.len() == with_more.rounds_ns.len() {
+                    (base.rounds_ns.iter().zip(&with_more.rounds_ns))
+                        .map(|(one, more)| more / one)
+                        .collect()
+                } else {
+                    vec![with_more.median_ns / base.median_ns]
+                };
+                (ratios, "paired rounds")
+            } else {
+                let ratios: Vec<f64> = (workload.same_process.iter())
+                    .filter_map(|run| {
+                        let one = run.median_ns.get(&base.rlgrad_bench)?;
+                        let more = run.median_ns.get(&case.rlgrad_bench)?;
+                        Some(more / one)
+                    })
+                    .collect();
+                (ratios, "same process, order alternating")
+            };
+            let Some(ratio) = median(&ratios) else {
                 continue;
             };
-            let ratios: Vec<f64> = if base.rounds_ns.len() == with_more.rounds_ns.len() {
-                (base.rounds_ns.iter().zip(&with_more.rounds_ns))
-                    .map(|(one, more)| more / one)
-                    .collect()
-            } else {
-                vec![with_more.median_ns / base.median_ns]
-            };
-            let ratio = median(&ratios).expect("a case with results has a round");
             let (low, high) = ratios
                 .iter()
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), &r| {
@@ -442,8 +474,11 @@ pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
                 "within the rounds' spread"
             };
             lines.push(format!(
-                "{} {} rlgrad {}t/1t: {ratio:.2}x the time (paired rounds {low:.2}-{high:.2}x: {verdict})",
-                workload.id, case.case, more.threads
+                "{} {} rlgrad {}t/1t: {ratio:.2}x the time ({method} {low:.2}-{high:.2}x, {} rounds: {verdict})",
+                workload.id,
+                case.case,
+                more.threads,
+                ratios.len()
             ));
         }
     }
@@ -616,6 +651,7 @@ mod tests {
                 peer_files: Vec::new(),
                 cases,
             }],
+            same_process: Vec::new(),
         }
     }
 
@@ -673,6 +709,7 @@ mod tests {
             title: "MLP step",
             rlgrad_bench: None,
             by_threads: Vec::new(),
+            same_process: Vec::new(),
         };
         assert_eq!(summary_lines(&w6), ["W6: no rlgrad side yet"]);
     }
@@ -681,6 +718,7 @@ mod tests {
     fn thread_lines_pair_the_rounds_and_say_when_more_threads_lost_every_round() {
         let with_rounds = |threads: usize, rounds_ns: Vec<f64>| {
             let mut case = formatted_case(true);
+            case.rlgrad_bench = format!("returns_f32/2048x64/gae/{threads}t");
             case.rlgrad = Some(RlgradResult {
                 median_ns: median(&rounds_ns).unwrap(),
                 rounds_ns,
@@ -701,16 +739,46 @@ mod tests {
         assert_eq!(
             thread_lines(&workload),
             [
-                "W3 [2048,64] rlgrad 2t/1t: 1.05x the time (paired rounds 1.04-1.10x: slower in every round)"
+                "W3 [2048,64] rlgrad 2t/1t: 1.05x the time (paired rounds 1.04-1.10x, 3 rounds: slower in every round)"
             ]
         );
         workload.by_threads[1] = with_rounds(2, vec![95.0, 125.0, 99.0]);
         assert_eq!(
             thread_lines(&workload),
             [
-                "W3 [2048,64] rlgrad 2t/1t: 0.95x the time (paired rounds 0.90-1.04x: within the rounds' spread)"
+                "W3 [2048,64] rlgrad 2t/1t: 0.95x the time (paired rounds 0.90-1.04x, 3 rounds: within the rounds' spread)"
             ]
         );
+
+        // With same-process runs, their ratios replace the tables' rounds; a run that lost
+        // one of the two ids counts no round.
+        let run = |order: [usize; 2], one: Option<f64>, two: f64| SameProcessRound {
+            order: order.to_vec(),
+            median_ns: one
+                .map(|one| ("returns_f32/2048x64/gae/1t".to_owned(), one))
+                .into_iter()
+                .chain([("returns_f32/2048x64/gae/2t".to_owned(), two)])
+                .collect(),
+            problems: Vec::new(),
+        };
+        workload.same_process = vec![
+            run([1, 2], Some(100.0), 99.0),
+            run([2, 1], Some(110.0), 108.9),
+            run([1, 2], None, 50.0),
+        ];
+        assert_eq!(
+            thread_lines(&workload),
+            [
+                "W3 [2048,64] rlgrad 2t/1t: 0.99x the time (same process, order alternating 0.99-0.99x, 2 rounds: faster in every round)"
+            ]
+        );
+        workload.same_process.truncate(0);
+        workload.same_process.push(run([1, 2], None, 50.0));
+        assert!(
+            thread_lines(&workload).is_empty(),
+            "no same-process round with both counts, no line"
+        );
+
         workload.by_threads.remove(0);
         assert!(
             thread_lines(&workload).is_empty(),
