@@ -99,6 +99,14 @@ const IN_PLACE_ROWS: usize = 256;
 /// Outputs narrower than this (and taller than wide) are computed as `c^T = b^T a^T`, so
 /// that the microkernel's wide side runs along the long side of `c`.
 const NARROW: usize = 16;
+/// Products of at most this many rows (after that turn: the first layer's `x^T @ dy` and
+/// `dy @ w^T` of an agent whose observations or actions have 3 or 4 values) run an `f32`
+/// tile of 4 rows instead of the 8-row (AVX-512) or 6-row (AVX2) one, whose rows past the
+/// product's would repeat its last row: 3 rows fill 3/4 of its multiply-adds instead of
+/// 3/8 or 1/2. AVX-512's has 4 vectors a row (16 chains, 21 of the 32 registers); AVX2's
+/// has 2, as its 16 registers hold no more than 12 chains beside a step of `B`.
+#[cfg(target_arch = "x86_64")]
+const SHORT_ROWS: usize = 4;
 
 /// `c = a @ b` for `a: [m, k]`, `b: [k, n]` and a dense row-major `c: [m, n]`, in the
 /// canonical order (`k >= 1`), then the `epilogue` if any (its bias holds `n` values).
@@ -161,7 +169,7 @@ fn dispatch<T: Float>(
         (m, n, a, b, (n, 1))
     };
     // (A matrix-vector product packs blocks of `GEMV_ROWS` rows of `A` in the same buffer.)
-    let (kc, nc) = (KC.min(k), NC.min(n.next_multiple_of(32)).max(GEMV_ROWS));
+    let (kc, nc) = (KC.min(k), NC.min(n.next_multiple_of(64)).max(GEMV_ROWS));
     with_pack::<T, _>(kc * nc, |b_pack| {
         let operands = Operands {
             m,
@@ -218,7 +226,7 @@ mod x86 {
     use std::any::TypeId;
     use std::arch::x86_64::*;
 
-    use super::{ARows, BPanel, GEMV_ROWS, Microkernel, Operands, blocked};
+    use super::{ARows, BPanel, GEMV_ROWS, Microkernel, Operands, SHORT_ROWS, blocked};
     use crate::Float;
 
     /// Whether `T` is `U`.
@@ -325,6 +333,19 @@ mod x86 {
         _mm512_fmadd_ps
     );
     fma_kernel!(
+        Avx512F32Short,
+        f32,
+        __m512,
+        16,
+        4,
+        4,
+        _mm512_setzero_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_set1_ps,
+        _mm512_fmadd_ps
+    );
+    fma_kernel!(
         Avx512F64,
         f64,
         __m512d,
@@ -343,6 +364,19 @@ mod x86 {
         __m256,
         8,
         6,
+        2,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_set1_ps,
+        _mm256_fmadd_ps
+    );
+    fma_kernel!(
+        Avx2F32Short,
+        f32,
+        __m256,
+        8,
+        4,
         2,
         _mm256_setzero_ps,
         _mm256_loadu_ps,
@@ -424,6 +458,24 @@ mod x86 {
             let columns = transposed(std::array::from_fn(|i| _mm512_loadu_ps(rows[i])));
             for (j, column) in columns.into_iter().enumerate() {
                 _mm512_storeu_ps(dst.add(j * dst_stride), column);
+            }
+        }
+    }
+
+    /// `dst[j * dst_stride + i] = rows[i][j]` for `i, j < 8`: an 8 x 8 block of `f32`
+    /// transposed in registers.
+    ///
+    /// # Safety
+    ///
+    /// The CPU supports AVX2; each `rows[i]` points at 8 readable `f32`, and
+    /// `dst + j * dst_stride` at 8 writable `f32` for every `j < 8`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose_8x8(rows: [*const f32; 8], dst: *mut f32, dst_stride: usize) {
+        // SAFETY: the caller's contract covers every load and store.
+        unsafe {
+            let columns = transposed_8x8(std::array::from_fn(|i| _mm256_loadu_ps(rows[i])));
+            for (j, column) in columns.into_iter().enumerate() {
+                _mm256_storeu_ps(dst.add(j * dst_stride), column);
             }
         }
     }
@@ -577,7 +629,9 @@ mod x86 {
 
     #[target_feature(enable = "avx512f,fma")]
     pub(super) fn avx512<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
-        if same::<T, f32>() {
+        if same::<T, f32>() && operands.m <= SHORT_ROWS {
+            avx512_short(cast(operands), cast_out(c));
+        } else if same::<T, f32>() {
             blocked::<f32, Avx512F32, 8, 32>(cast(operands), cast_out(c));
         } else {
             blocked::<f64, Avx512F64, 6, 16>(cast(operands), cast_out(c));
@@ -586,11 +640,28 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn avx2<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
-        if same::<T, f32>() {
+        if same::<T, f32>() && operands.m <= SHORT_ROWS {
+            avx2_short(cast(operands), cast_out(c));
+        } else if same::<T, f32>() {
             blocked::<f32, Avx2F32, 6, 16>(cast(operands), cast_out(c));
         } else {
             blocked::<f64, Avx2F64, 6, 8>(cast(operands), cast_out(c));
         }
+    }
+
+    // The short tiles are functions of their own, never inlined, so that the main tile's
+    // function is compiled as it was without them (inlining both into one function made
+    // AVX2's `[256, 3] @ [3, 400]` a third slower).
+    #[target_feature(enable = "avx512f,fma")]
+    #[inline(never)]
+    fn avx512_short(operands: Operands<'_, f32>, c: &mut [f32]) {
+        blocked::<f32, Avx512F32Short, 4, 64>(operands, c);
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline(never)]
+    fn avx2_short(operands: Operands<'_, f32>, c: &mut [f32]) {
+        blocked::<f32, Avx2F32Short, 4, 16>(operands, c);
     }
 }
 
@@ -633,7 +704,7 @@ fn with_pack<T: Float, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> R {
 }
 
 /// The blocked product with the `MR x NR` microkernel `K` (`MR` divides [`MC`],
-/// `NR` divides 32 and [`NC`]).
+/// `NR` divides 64 and [`NC`]).
 #[inline(always)]
 fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize>(
     operands: Operands<'_, T>,
@@ -870,10 +941,34 @@ fn scatter_line<T: Copy>(
 /// Contiguous lines of `data` laid side by side: `steps[p * width + lane] =
 /// data[starts[lane] + p]` for every step `p < steps.len() / width` and every
 /// `lane < starts.len()` (other lanes are left as they are). A transposition: for `f32`
-/// on a CPU with AVX-512 it runs in 16 x 16 blocks in registers, since the scalar copy
-/// (or the scatter LLVM makes of it) costs a cycle or more per element.
+/// it runs in 16 x 16 blocks in registers on a CPU with AVX-512 and in 8 x 8 blocks with
+/// AVX2, since the scalar copy (or the scatter LLVM makes of it) costs a cycle or more per
+/// element.
 #[inline(always)]
 fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], width: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let isa = crate::simd::isa();
+    #[cfg(not(target_arch = "x86_64"))]
+    let isa = ();
+    interleave_lines_in(isa, data, starts, steps, width);
+}
+
+/// The instruction set `interleave_lines_in` transposes with.
+#[cfg(target_arch = "x86_64")]
+type TransposeIsa = Isa;
+#[cfg(not(target_arch = "x86_64"))]
+type TransposeIsa = ();
+
+/// [`interleave_lines`] with the register transposes of `isa` (which the CPU supports).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn interleave_lines_in<T: Float>(
+    isa: TransposeIsa,
+    data: &[T],
+    starts: &[usize],
+    steps: &mut [T],
+    width: usize,
+) {
     let count = steps.len() / width;
     if count == 0 {
         return;
@@ -882,30 +977,38 @@ fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], wid
     for &start in starts {
         assert!(start + count <= data.len(), "the lines lie inside the data");
     }
-    // (Set by the AVX-512 blocks below; other CPUs copy every element.)
+    // (Set by the register transposes below; other CPUs copy every element.)
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_lanes = 0;
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_steps = 0;
     #[cfg(target_arch = "x86_64")]
     if let (Some(data), Some(steps)) = (crate::lanes::as_f32(data), crate::lanes::as_f32_mut(steps))
-        && crate::simd::enabled(Isa::Avx512)
     {
-        done_lanes = starts.len() / 16 * 16;
-        done_steps = count / 16 * 16;
-        for lane in (0..done_lanes).step_by(16) {
-            for p in (0..done_steps).step_by(16) {
-                // SAFETY: the CPU supports AVX-512F (checked just above); lines
-                // `lane..lane + 16` hold steps `p..p + 16` (every line holds `count`
-                // steps, asserted above), and `steps` holds 16 steps of `width >= lane +
-                // 16` lanes from step `p` (`p + 16 <= count`, `lane + 16 <= starts.len()
-                // <= width`).
-                unsafe {
-                    x86::transpose_16x16(
-                        std::array::from_fn(|i| data.as_ptr().add(starts[lane + i] + p)),
-                        steps.as_mut_ptr().add(p * width + lane),
-                        width,
-                    );
+        let block = match isa {
+            Isa::Avx512 => Some(16),
+            Isa::Avx2 => Some(8),
+            Isa::Baseline => None,
+        };
+        if let Some(block) = block {
+            done_lanes = starts.len() / block * block;
+            done_steps = count / block * block;
+            for lane in (0..done_lanes).step_by(block) {
+                for p in (0..done_steps).step_by(block) {
+                    let dst = steps[p * width + lane..].as_mut_ptr();
+                    let rows = |i: usize| data[starts[lane + i] + p..].as_ptr();
+                    // SAFETY: `isa` is supported by the CPU (the caller's contract) and
+                    // picked the block size; lines `lane..lane + block` hold steps `p..p +
+                    // block` (every line holds `count` steps, asserted above), and `steps`
+                    // holds `block` steps of `width >= lane + block` lanes from step `p`
+                    // (`p + block <= count`, `lane + block <= starts.len() <= width`).
+                    unsafe {
+                        if block == 16 {
+                            x86::transpose_16x16(std::array::from_fn(rows), dst, width);
+                        } else {
+                            x86::transpose_8x8(std::array::from_fn(rows), dst, width);
+                        }
+                    }
                 }
             }
         }
@@ -1138,16 +1241,26 @@ mod tests {
     }
 
     /// Every element of `interleave_lines` against its definition, over line and step
-    /// counts around the 16 x 16 blocks, in f32 (the transposing kernel where the CPU has
-    /// AVX-512) and f64.
+    /// counts around the 8 x 8 and 16 x 16 blocks, in f32 (the register transposes of
+    /// every instruction set the CPU has) and f64.
     fn check_interleave<T: Float>() {
+        #[cfg(target_arch = "x86_64")]
+        let isas = Isa::ALL.into_iter().filter(|isa| isa.is_supported());
+        #[cfg(not(target_arch = "x86_64"))]
+        let isas = [()];
+        for isa in isas {
+            check_interleave_in::<T>(isa);
+        }
+    }
+
+    fn check_interleave_in<T: Float>(isa: TransposeIsa) {
         let data: Vec<T> = (0..5000).map(|i| T::from_usize(i)).collect();
-        for lanes in [1, 15, 16, 17, 32] {
-            for count in [1, 15, 16, 17, 40] {
+        for lanes in [1, 7, 8, 9, 15, 16, 17, 32] {
+            for count in [1, 7, 8, 9, 15, 16, 17, 40] {
                 let width = 32;
                 let starts: Vec<usize> = (0..lanes).map(|l| 7 + l * 113).collect();
                 let mut steps = vec![T::nan(); count * width];
-                interleave_lines(&data, &starts, &mut steps, width);
+                interleave_lines_in(isa, &data, &starts, &mut steps, width);
                 for p in 0..count {
                     for lane in 0..width {
                         let got = steps[p * width + lane];
@@ -1156,7 +1269,7 @@ mod tests {
                             assert_eq!(
                                 got.to_bits_u64(),
                                 want.to_bits_u64(),
-                                "{lanes} lines, {count} steps, step {p}, lane {lane}"
+                                "{isa:?}: {lanes} lines, {count} steps, step {p}, lane {lane}"
                             );
                         } else {
                             assert!(got.is_nan(), "lane {lane} past the lines was written");
@@ -1197,6 +1310,12 @@ mod tests {
             (70, 1, 16),
             (300, 7, 700),
             (2, 40, 3),
+            // The short tiles: edge panels of 64 columns, two `k` blocks, a transposed
+            // product of 3 rows, a single row.
+            (3, 400, 300),
+            (256, 3, 400),
+            (4, 130, 17),
+            (1, 100, 50),
             // Parallel over rows with several blocks of B along both k and n.
             (60, 1100, 300),
         ] {
