@@ -157,11 +157,13 @@ fn dispatch<T: Float>(
 ) {
     // Every output is the same chain in either orientation; pick the one without waste
     // (a matrix-vector product and an outer product have kernels of their own).
-    let transpose = n < NARROW && m > n && n > 1 && k > 1;
+    // (A product of few steps runs row by row in either orientation.)
+    let transpose = n < NARROW && m > n && n > 1 && k > FEW_STEPS;
     // The blocked product of a row-major `c` applies the epilogue to each block of rows
-    // once its last `k` block is done, while the rows are in cache; other outputs (written
-    // transposed, matrix-vector and outer products) get it in a pass at the end.
-    let in_tiles = !transpose && n > 1 && k > 1;
+    // once its last `k` block is done, and the product of few steps to each row, while the
+    // rows are in cache; other outputs (written transposed, matrix-vector products) get it
+    // in a pass at the end.
+    let in_tiles = !transpose && n > 1;
     let original_n = n;
     let (m, n, a, b, c_strides) = if transpose {
         (n, m, b.transposed(), a.transposed(), (1, n))
@@ -720,9 +722,10 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         c_strides: (row_stride, col_stride),
         epilogue,
     } = operands;
-    debug_assert!(epilogue.is_none() || (col_stride == 1 && k > 1 && n > 1));
-    if k == 1 {
-        return outer_product(m, n, a, b, c, row_stride, col_stride);
+    debug_assert!(epilogue.is_none() || (col_stride == 1 && n > 1));
+    if k == 1 || (k <= FEW_STEPS && n > 1) {
+        let strides = (row_stride, col_stride);
+        return few_steps(m, n, k, a, b, c, strides, epilogue);
     }
     if n == 1 {
         return matrix_vector(m, k, a, b, c, row_stride, b_pack);
@@ -781,30 +784,72 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
     }
 }
 
-/// `c = a @ b` for `k = 1`: every output is `fma(a[i, 0], b[0, j], -0)`, the exact product
-/// rounded once.
+/// Products of at most this many steps (`k`: a first layer's 3 or 4 inputs, or the
+/// outer product of `k = 1`) run [`few_steps`] instead of the tiles: with so few
+/// multiply-adds per output, a tile's set-up and stores cost more than its FMAs.
+const FEW_STEPS: usize = 4;
+
+/// `c = a @ b` for `k <=` [`FEW_STEPS`], row by row: each output is its whole chain over
+/// the `k` steps, written once (`k` a constant of the loop, so that it runs on full
+/// vectors of outputs), with `B`'s `k` rows (a few KB) in L1; then the `epilogue` on the
+/// row while it is in cache (only with a row-major `c`).
 #[inline(always)]
-fn outer_product<T: Float>(
+#[allow(clippy::too_many_arguments)]
+fn few_steps<T: Float>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
+    c: &mut [T],
+    strides: (usize, usize),
+    epilogue: Option<Epilogue<'_, T>>,
+) {
+    match k {
+        1 => few_steps_of::<T, 1>(m, n, a, b, c, strides, epilogue),
+        2 => few_steps_of::<T, 2>(m, n, a, b, c, strides, epilogue),
+        3 => few_steps_of::<T, 3>(m, n, a, b, c, strides, epilogue),
+        4 => few_steps_of::<T, 4>(m, n, a, b, c, strides, epilogue),
+        _ => unreachable!("few_steps runs products of 1 to FEW_STEPS steps"),
+    }
+}
+
+/// [`few_steps`] for `k = K`.
+#[inline(always)]
+fn few_steps_of<T: Float, const K: usize>(
     m: usize,
     n: usize,
     a: Strided<'_, T>,
     b: Strided<'_, T>,
     c: &mut [T],
-    row_stride: usize,
-    col_stride: usize,
+    (row_stride, col_stride): (usize, usize),
+    epilogue: Option<Epilogue<'_, T>>,
 ) {
+    debug_assert!(epilogue.is_none() || col_stride == 1);
     for i in 0..m {
-        let ai = a.data[a.offset + i * a.row_stride];
+        let a_row: [T; K] =
+            std::array::from_fn(|p| a.data[a.offset + i * a.row_stride + p * a.col_stride]);
         if col_stride == 1 && b.col_stride == 1 {
+            let b_rows: [&[T]; K] = std::array::from_fn(|p| {
+                let start = b.offset + p * b.row_stride;
+                &b.data[start..start + n]
+            });
             let row = &mut c[i * row_stride..i * row_stride + n];
-            let b_row = &b.data[b.offset..b.offset + n];
-            for (out, &bj) in row.iter_mut().zip(b_row) {
-                *out = ai.mul_add(bj, T::neg_zero());
+            for (j, out) in row.iter_mut().enumerate() {
+                let mut acc = T::neg_zero();
+                for (&ap, b_row) in a_row.iter().zip(&b_rows) {
+                    acc = ap.mul_add(b_row[j], acc);
+                }
+                *out = acc;
+            }
+            if let Some(epilogue) = epilogue {
+                epilogue.apply(row, 0);
             }
         } else {
             for j in 0..n {
-                let bj = b.data[b.offset + j * b.col_stride];
-                c[i * row_stride + j * col_stride] = ai.mul_add(bj, T::neg_zero());
+                let b_at = |p: usize| b.data[b.offset + p * b.row_stride + j * b.col_stride];
+                let chain = (0..K).fold(T::neg_zero(), |acc, p| a_row[p].mul_add(b_at(p), acc));
+                c[i * row_stride + j * col_stride] = chain;
             }
         }
     }
@@ -1316,6 +1361,10 @@ mod tests {
             (256, 3, 400),
             (4, 130, 17),
             (1, 100, 50),
+            // Few steps: whole chunks of 64 and a rest, and a narrow product left unturned.
+            (256, 400, 3),
+            (100, 130, 4),
+            (256, 3, 4),
             // Parallel over rows with several blocks of B along both k and n.
             (60, 1100, 300),
         ] {
