@@ -1,5 +1,7 @@
+use std::cell::RefCell;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -72,6 +74,7 @@ impl Par {
                 .enumerate()
                 .for_each(|(i, c)| f(i, c));
         } else {
+            wake_idle_pollers();
             let per_task = chunks.div_ceil(self.threads());
             data.par_chunks_mut(chunk_len)
                 .enumerate()
@@ -92,6 +95,7 @@ impl Par {
         if self.threads() == 1 || chunks <= 1 {
             (0..chunks).for_each(|i| f(range_of(i)));
         } else {
+            wake_idle_pollers();
             let per_task = chunks.div_ceil(self.threads());
             (0..chunks)
                 .into_par_iter()
@@ -110,6 +114,7 @@ impl Par {
         if self.threads() == 1 || items.len() <= 1 {
             items.into_iter().for_each(f);
         } else {
+            wake_idle_pollers();
             let per_task = items.len().div_ceil(self.threads());
             items.into_par_iter().with_min_len(per_task).for_each(f);
         }
@@ -126,6 +131,7 @@ impl Par {
         if self.threads() == 1 {
             (a(), b())
         } else {
+            wake_idle_pollers();
             rayon::join(a, b)
         }
     }
@@ -149,6 +155,12 @@ const MIN_POLL_INTERVAL: Duration = Duration::from_nanos(250);
 /// logical CPUs share a core (SMT), a worker that keeps polling takes the core's issue
 /// slots from the thread running the serial code between kernels.
 const MAX_POLL_INTERVAL: Duration = Duration::from_micros(4);
+/// How long a worker of [`keep_workers_awake`] polls without finding work before it
+/// stops, until the next parallel kernel of `op`'s thread starts it again: far longer
+/// than the serial stretches between the kernels of a training step, so that a step
+/// whose kernels split keeps its workers polling, while one whose kernels all run inline
+/// (below their grain) ends up with its other CPUs idle, as on one thread.
+const IDLE_LIMIT: Duration = Duration::from_millis(1);
 
 /// Spins with `pause` (which hands the core to an SMT sibling) for about `interval`.
 fn pause_for(interval: Duration) {
@@ -160,11 +172,76 @@ fn pause_for(interval: Duration) {
     }
 }
 
+/// One [`keep_workers_awake`] call, shared by its pollers.
+struct Awake {
+    /// Set when `op` has returned (or panicked): the pollers stop.
+    done: AtomicBool,
+    /// Pollers spawned and not yet ended (running, or queued in the pool).
+    live: AtomicUsize,
+    /// Pollers that stopped for lack of work, for the next parallel kernel to start again.
+    idle: AtomicUsize,
+    /// The rayon index of `op`'s thread, which must never poll.
+    owner: Option<usize>,
+}
+
+impl Awake {
+    /// Queues one poller in the current pool.
+    fn spawn_poller(self: &Arc<Self>) {
+        self.live.fetch_add(1, Ordering::AcqRel);
+        let awake = Arc::clone(self);
+        rayon::spawn(move || awake.poll());
+    }
+
+    /// Runs queued work until `op` ends, or until nothing came for [`IDLE_LIMIT`].
+    fn poll(&self) {
+        // `op`'s own thread may pick up a poller while it waits inside a kernel (a join
+        // runs local jobs); it must not poll, and the next kernel queues the poller again.
+        if rayon::current_thread_index() == self.owner {
+            self.idle.fetch_add(1, Ordering::AcqRel);
+        } else {
+            let mut interval = MIN_POLL_INTERVAL;
+            let mut last_work = Instant::now();
+            while !self.done.load(Ordering::Acquire) {
+                if rayon::yield_now() == Some(rayon::Yield::Executed) {
+                    interval = MIN_POLL_INTERVAL;
+                    last_work = Instant::now();
+                    continue;
+                }
+                if last_work.elapsed() >= IDLE_LIMIT {
+                    self.idle.fetch_add(1, Ordering::AcqRel);
+                    break;
+                }
+                pause_for(interval);
+                interval = (interval * 2).min(MAX_POLL_INTERVAL);
+            }
+        }
+        self.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+thread_local! {
+    /// The [`keep_workers_awake`] call whose `op` runs on this thread, if any.
+    static AWAKE: RefCell<Option<Arc<Awake>>> = const { RefCell::new(None) };
+}
+
+/// Starts again the pollers of the [`keep_workers_awake`] call running on this thread
+/// that stopped for lack of work; every kernel calls it before it splits. Without such a
+/// call (or such pollers) it only reads a thread-local.
+pub(crate) fn wake_idle_pollers() {
+    AWAKE.with(|awake| {
+        if let Some(awake) = &*awake.borrow() {
+            for _ in 0..awake.idle.swap(0, Ordering::AcqRel) {
+                awake.spawn_poller();
+            }
+        }
+    });
+}
+
 /// Runs `op` in the current rayon pool (the global one, or the one entered with
 /// `ThreadPool::install`) with the pool's other workers kept awake: instead of going to
-/// sleep between parallel kernels, they poll for work until `op` returns. OpenMP's
-/// active wait policy (`OMP_WAIT_POLICY=active`, Intel's `KMP_BLOCKTIME`), which the
-/// BLAS and deep-learning runtimes behind PyTorch and TensorFlow use, for rayon.
+/// sleep between parallel kernels, they poll for work. OpenMP's active wait policy
+/// (`OMP_WAIT_POLICY=active`, Intel's `KMP_BLOCKTIME`), which the BLAS and deep-learning
+/// runtimes behind PyTorch and TensorFlow use, for rayon.
 ///
 /// A training step runs hundreds of kernels, and the parallel ones are separated by
 /// serial stretches long enough for rayon's idle workers to fall asleep; waking one costs
@@ -172,11 +249,17 @@ fn pause_for(interval: Duration) {
 /// microseconds more, per kernel. Measured on a 2-CPU VM, one TD3 iteration with 2 threads
 /// (`W7`): 2.6-3.9 ms from run to run without, 2.6-2.8 ms with.
 ///
+/// Like `KMP_BLOCKTIME`, the wait is bounded: a worker that found no work for a
+/// millisecond goes back to rayon's sleep, and the next kernel of `op`'s thread that
+/// splits sets it polling again (paying one wake-up, as without this function). So work
+/// whose kernels all run inline, below their grain, leaves the other CPUs idle, and runs
+/// as on one thread.
+///
 /// Results do not change (partitions never depend on timing or on which thread runs a
-/// piece). The cost: the other workers' CPUs are busy for all of `op`, even while `op`
-/// runs serial code; use it around a training loop on CPUs the process has to itself.
-/// `op` runs on a worker of the pool (the calling thread when it is one); a panic in
-/// `op` is resumed here after the workers stopped polling.
+/// piece). The cost: the other workers' CPUs are busy while `op` runs kernels that split,
+/// and through its serial code between them; use it around a training loop on CPUs the
+/// process has to itself. `op` runs on a worker of the pool (the calling thread when it
+/// is one); a panic in `op` is resumed here after the workers stopped polling.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -196,36 +279,39 @@ fn pause_for(interval: Duration) {
 /// assert_eq!(covered, 100 * 1000);
 /// ```
 pub fn keep_workers_awake<R: Send>(op: impl FnOnce() -> R + Send) -> R {
-    /// Sets the flag when dropped, so that the pollers stop even when `op` panics (the
-    /// scope would otherwise wait for them forever).
-    struct Done<'a>(&'a AtomicBool);
-    impl Drop for Done<'_> {
+    /// Stops the pollers and waits for every one to end when dropped, so that none
+    /// outlives `op`, even when `op` panics; restores this thread's previous call.
+    struct Stop {
+        awake: Arc<Awake>,
+        outer: Option<Arc<Awake>>,
+    }
+    impl Drop for Stop {
         fn drop(&mut self) {
-            self.0.store(true, Ordering::Release);
+            self.awake.done.store(true, Ordering::Release);
+            // A poller still queued on this thread's deque runs (and ends at once) here.
+            while self.awake.live.load(Ordering::Acquire) > 0 {
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::hint::spin_loop();
+                }
+            }
+            AWAKE.with(|awake| *awake.borrow_mut() = self.outer.take());
         }
     }
-    let done = &AtomicBool::new(false);
-    rayon::scope(|scope| {
-        let owner = rayon::current_thread_index();
+    // A scope only to run on a worker of the pool (the calling thread when it is one):
+    // the pollers are spawned with `rayon::spawn`, so that a later kernel can start one
+    // again, and counted by `Stop`.
+    rayon::scope(|_| {
+        let awake = Arc::new(Awake {
+            done: AtomicBool::new(false),
+            live: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            owner: rayon::current_thread_index(),
+        });
         for _ in 1..rayon::current_num_threads() {
-            scope.spawn(move |_| {
-                // `op`'s own thread may pick up a poller while it waits inside a kernel
-                // (a join runs local jobs); it must not poll until `op` ends.
-                if rayon::current_thread_index() == owner {
-                    return;
-                }
-                let mut interval = MIN_POLL_INTERVAL;
-                while !done.load(Ordering::Acquire) {
-                    if rayon::yield_now() == Some(rayon::Yield::Executed) {
-                        interval = MIN_POLL_INTERVAL;
-                        continue;
-                    }
-                    pause_for(interval);
-                    interval = (interval * 2).min(MAX_POLL_INTERVAL);
-                }
-            });
+            awake.spawn_poller();
         }
-        let _done = Done(done);
+        let outer = AWAKE.with(|slot| slot.borrow_mut().replace(Arc::clone(&awake)));
+        let _stop = Stop { awake, outer };
         op()
     })
 }
@@ -262,6 +348,59 @@ mod tests {
             assert_eq!(pool.install(|| keep_workers_awake(sum_in_pieces)), 50_000);
         }
         assert_eq!(keep_workers_awake(|| 7), 7);
+    }
+
+    /// Workers that find no work for `IDLE_LIMIT` stop polling, and the next kernel that
+    /// splits starts them again; its work is done either way, and none is left behind.
+    #[test]
+    fn idle_pollers_stop_and_the_next_kernel_starts_them_again() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let awake = pool.install(|| {
+            let awake = keep_workers_awake(|| {
+                let awake = AWAKE.with(|slot| slot.borrow().clone().expect("set for op"));
+                // Nothing splits: both pollers stop after the idle limit.
+                while awake.idle.load(Ordering::Acquire) < 2 {
+                    assert!(Instant::now() < deadline, "the pollers never stopped");
+                    std::thread::sleep(IDLE_LIMIT);
+                }
+                while awake.live.load(Ordering::Acquire) > 0 {
+                    assert!(Instant::now() < deadline, "a stopped poller never ended");
+                    std::thread::yield_now();
+                }
+                // A kernel that splits starts them again (seen before they can stop
+                // again, unless this thread was held for an idle limit: then retry).
+                let restarted = (0..100).any(|_| {
+                    let seen = AtomicUsize::new(0);
+                    Par::rayon(3).for_each_range(3000, 10, |range| {
+                        seen.fetch_add(range.len(), Ordering::Relaxed);
+                    });
+                    assert_eq!(seen.into_inner(), 3000);
+                    let restarted = awake.idle.load(Ordering::Acquire) < 2;
+                    while awake.idle.load(Ordering::Acquire) < 2 {
+                        assert!(Instant::now() < deadline, "restarted pollers never stopped");
+                        std::thread::sleep(IDLE_LIMIT);
+                    }
+                    restarted
+                });
+                assert!(restarted, "no kernel started the idle pollers again");
+                awake
+            });
+            assert!(
+                AWAKE.with(|slot| slot.borrow().is_none()),
+                "the call is forgotten when it returns"
+            );
+            awake
+        });
+        assert_eq!(
+            awake.live.load(Ordering::Acquire),
+            0,
+            "no poller outlives op"
+        );
+        assert!(awake.done.load(Ordering::Acquire));
     }
 
     #[test]

@@ -146,6 +146,7 @@ pub fn update<T: Float>(
         }
         return Ok(());
     }
+    crate::par::wake_idle_pollers();
     let chunks = param.len().div_ceil(CHUNK);
     let per_task = chunks.div_ceil(par.threads());
     let pieces = param
