@@ -65,7 +65,7 @@ pub struct WorkloadResult {
 /// `order` (1 then 2 in odd rounds, 2 then 1 in even ones), so that the thread counts are
 /// compared on the same memory: between two processes of the same binary, where the
 /// allocator and the kernel place a memory-bound kernel's arrays moves its time by more
-/// than the effect measured (W3 [128,1024]: 30.1-34.7 us over six runs on an AMD EPYC).
+/// than the effect measured (`W3 [128,1024]`: 30.1-34.7 us over six runs on an AMD EPYC).
 #[derive(Debug, Clone, Serialize)]
 pub struct SameProcessRound {
     pub order: Vec<usize>,
