@@ -321,32 +321,44 @@ mod x86 {
         };
     }
 
-    fma_kernel!(
-        Avx512F32,
-        f32,
-        __m512,
-        16,
-        8,
-        2,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
-    fma_kernel!(
-        Avx512F32Short,
-        f32,
-        __m512,
-        16,
-        4,
-        4,
-        _mm512_setzero_ps,
-        _mm512_loadu_ps,
-        _mm512_storeu_ps,
-        _mm512_set1_ps,
-        _mm512_fmadd_ps
-    );
+    /// An `f32` [`fma_kernel`] of AVX-512's or AVX2's intrinsics.
+    macro_rules! f32_kernel {
+        (avx512, $name:ident, $rows:literal, $vecs:literal) => {
+            fma_kernel!(
+                $name,
+                f32,
+                __m512,
+                16,
+                $rows,
+                $vecs,
+                _mm512_setzero_ps,
+                _mm512_loadu_ps,
+                _mm512_storeu_ps,
+                _mm512_set1_ps,
+                _mm512_fmadd_ps
+            );
+        };
+        (avx2, $name:ident, $rows:literal, $vecs:literal) => {
+            fma_kernel!(
+                $name,
+                f32,
+                __m256,
+                8,
+                $rows,
+                $vecs,
+                _mm256_setzero_ps,
+                _mm256_loadu_ps,
+                _mm256_storeu_ps,
+                _mm256_set1_ps,
+                _mm256_fmadd_ps
+            );
+        };
+    }
+
+    f32_kernel!(avx512, Avx512F32, 8, 2);
+    f32_kernel!(avx512, Avx512F32Short, 4, 4);
+    f32_kernel!(avx2, Avx2F32, 6, 2);
+    f32_kernel!(avx2, Avx2F32Short, 4, 2);
     fma_kernel!(
         Avx512F64,
         f64,
@@ -359,32 +371,6 @@ mod x86 {
         _mm512_storeu_pd,
         _mm512_set1_pd,
         _mm512_fmadd_pd
-    );
-    fma_kernel!(
-        Avx2F32,
-        f32,
-        __m256,
-        8,
-        6,
-        2,
-        _mm256_setzero_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps
-    );
-    fma_kernel!(
-        Avx2F32Short,
-        f32,
-        __m256,
-        8,
-        4,
-        2,
-        _mm256_setzero_ps,
-        _mm256_loadu_ps,
-        _mm256_storeu_ps,
-        _mm256_set1_ps,
-        _mm256_fmadd_ps
     );
     fma_kernel!(
         Avx2F64,
