@@ -157,8 +157,8 @@ fn dispatch<T: Float>(
 ) {
     // Every output is the same chain in either orientation; pick the one without waste
     // (a matrix-vector product and an outer product have kernels of their own).
-    // (A product of few steps runs row by row in either orientation.)
-    let transpose = n < NARROW && m > n && n > 1 && k > FEW_STEPS;
+    // (A product of few steps of a row-major `B` runs row by row in either orientation.)
+    let transpose = n < NARROW && m > n && n > 1 && k > 1 && !(k <= FEW_STEPS && b.col_stride == 1);
     // The blocked product of a row-major `c` applies the epilogue to each block of rows
     // once its last `k` block is done, and the product of few steps to each row, while the
     // rows are in cache; other outputs (written transposed, matrix-vector products) get it
@@ -709,7 +709,7 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         epilogue,
     } = operands;
     debug_assert!(epilogue.is_none() || (col_stride == 1 && n > 1));
-    if k == 1 || (k <= FEW_STEPS && n > 1) {
+    if k == 1 || (k <= FEW_STEPS && n > 1 && b.col_stride == 1 && col_stride == 1) {
         let strides = (row_stride, col_stride);
         return few_steps(m, n, k, a, b, c, strides, epilogue);
     }
@@ -836,6 +836,9 @@ fn few_steps_of<T: Float, const K: usize>(
                 let b_at = |p: usize| b.data[b.offset + p * b.row_stride + j * b.col_stride];
                 let chain = (0..K).fold(T::neg_zero(), |acc, p| a_row[p].mul_add(b_at(p), acc));
                 c[i * row_stride + j * col_stride] = chain;
+            }
+            if let Some(epilogue) = epilogue {
+                epilogue.apply(&mut c[i * row_stride..i * row_stride + n], 0);
             }
         }
     }
@@ -1315,6 +1318,53 @@ mod tests {
     fn interleaved_lines_are_the_transposition() {
         check_interleave::<f32>();
         check_interleave::<f64>();
+    }
+
+    /// A product with a bias and activation gives the bits of the product, the add and the
+    /// activation one after the other, in every path: few steps with `B` row-major or
+    /// transposed (`k = 1` and 3), and the tiles.
+    #[test]
+    fn the_epilogue_is_applied_on_every_path() {
+        let mut rng = crate::Rng::new(3, "gemm epilogue");
+        for (m, n, k) in [(5, 70, 1), (5, 70, 3), (9, 40, 20)] {
+            let a: Vec<f32> = (0..m * k).map(|_| rng.normal(0.0, 1.0)).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| rng.normal(0.0, 1.0)).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rng.normal(0.0, 1.0)).collect();
+            let sa = Strided {
+                data: &a,
+                offset: 0,
+                row_stride: k,
+                col_stride: 1,
+            };
+            let b_row_major = Strided {
+                data: &b,
+                offset: 0,
+                row_stride: n,
+                col_stride: 1,
+            };
+            let b_t: Vec<f32> = (0..n * k).map(|x| b[(x % k) * n + x / k]).collect();
+            let b_transposed = Strided {
+                data: &b_t,
+                offset: 0,
+                row_stride: 1,
+                col_stride: k,
+            };
+            let want: Vec<f32> = reference(m, n, k, &a, &b)
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| (x + bias[i % n]).max(0.0))
+                .collect();
+            for sb in [b_row_major, b_transposed] {
+                let epilogue = Epilogue {
+                    bias: &bias,
+                    activation: Some(UnaryOp::Relu),
+                };
+                let mut c = vec![f32::NAN; m * n];
+                gemm(m, n, k, sa, sb, &mut c, Par::Seq, Some(epilogue));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&c), bits(&want), "{m}x{n}x{k}, B strides {sb:?}");
+            }
+        }
     }
 
     #[test]
