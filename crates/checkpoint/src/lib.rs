@@ -76,6 +76,8 @@
 //!
 //! [safetensors]: https://huggingface.co/docs/safetensors
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod atomic;
 mod checkpoint;
 mod dtype;

@@ -14,7 +14,9 @@
 )]
 #![cfg_attr(
     not(feature = "mpi"),
-    doc = "  and `Mpi` (the system MPI through rsmpi, behind the feature `mpi`, with a timeout too)."
+    doc = "  and `Mpi` (the system MPI through rsmpi, behind the feature `mpi`, with a timeout too;",
+    doc = "  these docs were built without it: `cargo doc -p rlgrad-dist --features mpi` documents",
+    doc = "  it where MPI is installed)."
 )]
 //! - [`all_reduce`] and [`GradientReducer`]: the canonical sum over microbatches; the
 //!   reducer works on a named parameter list, checks at the first step that every rank
@@ -115,6 +117,8 @@
 //! }
 //! # Ok::<(), rlgrad_core::Error>(())
 //! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod collective;
 mod grads;

@@ -74,6 +74,8 @@
 //! - [`VecEnv`]'s environment `i` equals environment `i` stepped alone, bit for bit, and
 //!   the wrapper allocates nothing after construction.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod cartpole;
 mod pendulum;
 mod seeding;

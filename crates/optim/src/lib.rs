@@ -104,6 +104,8 @@
 //! leaves the parameters, the gradients and the optimizer's state as they were (tested
 //! with random rules, schedules, parameter sets and non-finite values).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod clip;
 pub mod converge;
 mod optimizer;

@@ -98,6 +98,8 @@
 //! window of a transition follows its own environment row by row. Push the steps of one
 //! environment per buffer, or of all environments together, never interleaved.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod buffer;
 #[cfg(feature = "checkpoint")]
 mod checkpoint;

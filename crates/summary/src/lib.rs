@@ -51,6 +51,8 @@
 //!   histogram values, unwritable paths ([`Error::Io`](rlgrad_core::Error::Io)), and
 //!   damaged files given to [`read_scalars`].
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod cadence;
 mod csv_writer;
 mod events;
