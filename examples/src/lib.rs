@@ -22,7 +22,7 @@
 //! # Guarantees
 //!
 //! - The same seed gives the same bits at every thread count: every kernel underneath
-//!   has one order of floating-point operations (`tests/determinism.rs` trains each agent
+//!   has one order of floating-point operations (`tests/integration/determinism.rs` trains each agent
 //!   briefly with 1 and 2 threads and compares the whole final state, parameters,
 //!   optimizer slots, random streams, environments and buffers, byte for byte).
 //! - A run paused and resumed from its checkpoint ends with the bits of an uninterrupted

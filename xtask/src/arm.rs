@@ -19,12 +19,11 @@ const SYSROOT: &str = "/usr/aarch64-linux-gnu";
 const INSTALL: &str = "rustup target add aarch64-unknown-linux-gnu; Debian: apt-get install \
                        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user";
 
-/// The crates whose tests run under emulation: the core with every kernel, the algorithm
-/// crates and tensors. Autodiff's whole suite would double the cold cross build (it is its
-/// largest part; autodiff's kernels are the core's, tested here): only its golden test
-/// runs, and the rest (I/O,
-/// environments, examples) has no per-ISA code.
-const CRATES: [&str; 5] = [
+/// The crates whose tests run under emulation in the deep run (`test-arm --all`): the
+/// core with every kernel, the algorithm crates and tensors. Autodiff's whole suite would
+/// double the cold cross build (autodiff's kernels are the core's): only its golden test
+/// runs, and the rest (I/O, environments, examples) has no per-ISA code.
+const ALL_CRATES: [&str; 5] = [
     "rlgrad-core",
     "rlgrad-returns",
     "rlgrad-mask",
@@ -32,11 +31,22 @@ const CRATES: [&str; 5] = [
     "rlgrad-tensor",
 ];
 
-/// Clippy on the whole workspace for aarch64, then the tests of [`CRATES`] and
-/// autodiff's golden training run under qemu (unit and integration tests: doc tests
-/// cannot run cross). Where a tool is missing it
-/// fails under `CI=true` and otherwise prints why it skipped.
-pub fn test() -> Result<(), String> {
+/// The CI-sized run's crates: the only crate with `target_arch` code is the core, whose
+/// tests (with its golden test: every kernel family's output bits at every ISA) hold the
+/// NEON paths to the canonical bits; the algorithm crates call the same kernels.
+const CI_CRATES: [&str; 1] = ["rlgrad-core"];
+
+/// `cargo xtask test-arm [--all]`: clippy for aarch64 and the tests of [`CI_CRATES`]
+/// (with `--all`: the whole workspace's clippy and [`ALL_CRATES`]' tests) and autodiff's
+/// golden training run under qemu (unit and integration tests: doc tests cannot run
+/// cross). Where a tool is missing it fails under `CI=true` and otherwise prints why it
+/// skipped.
+pub fn test(args: &[String]) -> Result<(), String> {
+    let all = match args {
+        [] => false,
+        [flag] if flag == "--all" => true,
+        _ => return Err(format!("usage: cargo xtask test-arm [--all], got {args:?}")),
+    };
     if let Some(missing) = missing() {
         let why = format!("{missing} (install: {INSTALL})");
         if std::env::var("CI").is_ok_and(|ci| ci == "true") {
@@ -55,21 +65,19 @@ pub fn test() -> Result<(), String> {
         // The cross build is most of this step's time; panics still name file and line.
         ("CARGO_PROFILE_TEST_DEBUG", "false"),
     ];
-    crate::cargo(
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--target",
-            TARGET,
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &envs,
-    )?;
+    let crates: &[&str] = if all { &ALL_CRATES } else { &CI_CRATES };
+    let mut clippy = vec!["clippy", "--all-targets", "--target", TARGET];
+    if all {
+        clippy.push("--workspace");
+    } else {
+        for name in crates {
+            clippy.extend(["-p", name]);
+        }
+    }
+    clippy.extend(["--", "-D", "warnings"]);
+    crate::cargo(&clippy, &envs)?;
     let mut args = vec!["test", "--target", TARGET];
-    for name in CRATES {
+    for name in crates {
         args.extend(["-p", name]);
     }
     args.push("--tests");

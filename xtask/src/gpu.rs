@@ -48,21 +48,38 @@ if ! \"$here/xtask\" --help >/dev/null 2>&1; then\n\
 fi\n\
 exec \"$here/xtask\" gpu-run --bundle \"$here\" --out \"${OUT:-$here/gpu-report}\" \"$@\"\n";
 
-/// `cargo xtask gpu-build`.
-pub fn build(root: &Path) -> Result<(), String> {
+/// `cargo xtask gpu-build [--profile P]`: the bundle's binaries in cargo profile `P`,
+/// `release` unless told (CI's dry run takes `test`, the profile its tests were built in,
+/// so that the bundle reuses them instead of building everything a second time).
+pub fn build(args: &[String]) -> Result<(), String> {
+    let profile = match args {
+        [] => "release",
+        [flag, profile] if flag == "--profile" => profile.as_str(),
+        _ => {
+            return Err(format!(
+                "usage: cargo xtask gpu-build [--profile P], got {args:?}"
+            ));
+        }
+    };
+    let root = crate::root();
     let out = root.join(BUNDLE);
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(out.join("tests")).map_err(|e| format!("{}: {e}", out.display()))?;
     crate::cargo(
         &[
             "build",
-            "--release",
+            "--profile",
+            profile,
             "-p",
             "rlgrad-cuda",
+            "-p",
+            crate::tools::BINARY,
             "-p",
             "xtask",
             "--bin",
             "rlgrad-gpu-bench",
+            "--bin",
+            crate::tools::BINARY,
             "--bin",
             "xtask",
         ],
@@ -73,43 +90,55 @@ pub fn build(root: &Path) -> Result<(), String> {
             .map(|_| ())
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
     };
-    let nccl_test = [
-        "--release",
+    // The CUDA crate's tests beside the tools binary: together their dependencies have the
+    // features the workspace's tests build them with, so that in the test profile the
+    // tests already built are reused.
+    let cuda_tests = [
+        "--profile",
+        profile,
         "-p",
-        "rlgrad-dist",
-        "--features",
-        "nccl",
-        "--test",
-        "nccl",
+        "rlgrad-cuda",
+        "-p",
+        crate::tools::BINARY,
     ];
-    for args in [&["--release", "-p", "rlgrad-cuda"][..], &nccl_test] {
-        for (name, path) in crate::test_binaries(args)? {
-            copy(&path, &out.join("tests").join(name))?;
-        }
+    for test in crate::built_executables(&cuda_tests)?
+        .into_iter()
+        .filter(|b| b.kind == "test" && b.package_dir == Path::new("crates/cuda"))
+    {
+        copy(&test.path, &out.join("tests").join(&test.name))?;
     }
-    // `Nccl::from_mpi`'s test runs under mpirun; building it needs MPI here too.
-    match crate::mpi_missing() {
-        None => {
-            std::fs::create_dir_all(out.join(MPI_TESTS))
-                .map_err(|e| format!("{}: {e}", out.display()))?;
-            let nccl_mpi = [
-                "--release",
-                "-p",
-                "rlgrad-dist",
-                "--features",
-                "mpi,nccl",
-                "--test",
-                "nccl_mpi",
-            ];
-            for (name, path) in crate::test_binaries(&nccl_mpi)? {
-                copy(&path, &out.join(MPI_TESTS).join(name))?;
-            }
-        }
+    // rlgrad-dist's NCCL tests in the selection `cargo xtask test` builds them in; the test
+    // of `Nccl::from_mpi` runs under mpirun, and building it needs MPI here too.
+    let mpi_missing = crate::mpi_missing();
+    let mut dist_tests = vec!["test", "--no-run", "--profile", profile];
+    dist_tests.extend(crate::workspace_selection(&mpi_missing));
+    dist_tests.extend(["--test", "nccl"]);
+    if mpi_missing.is_none() {
+        dist_tests.extend(["--test", "nccl_mpi"]);
+        std::fs::create_dir_all(out.join(MPI_TESTS))
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    let built = crate::built_executables(&dist_tests)?;
+    copy(
+        crate::find_test(&built, "crates/dist", "nccl")?,
+        &out.join("tests").join("nccl"),
+    )?;
+    match &mpi_missing {
+        None => copy(
+            crate::find_test(&built, "crates/dist", "nccl_mpi")?,
+            &out.join(MPI_TESTS).join("nccl_mpi"),
+        )?,
         Some(why) => println!("gpu-build: the bundle goes without the mpirun tests: {why}"),
     }
-    let release = root.join("target/release");
-    for binary in ["rlgrad-gpu-bench", "xtask"] {
-        copy(&release.join(binary), &out.join(binary))?;
+    // Cargo's folder for a profile: `dev` and `test` build into `debug/`.
+    let folder = match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        other => other,
+    };
+    let built = crate::compare::target_dir(&root).join(folder);
+    for binary in ["rlgrad-gpu-bench", "xtask", crate::tools::BINARY] {
+        copy(&built.join(binary), &out.join(binary))?;
     }
     let parity = out.join("parity");
     std::fs::create_dir_all(&parity).map_err(|e| format!("{}: {e}", parity.display()))?;
@@ -337,6 +366,22 @@ fn failure_excerpt(output: &str) -> Vec<String> {
         .collect()
 }
 
+/// The environment variable that turns a GPU test's skip into a failure
+/// (`rlgrad_cuda::REQUIRE_GPU`).
+const REQUIRE_GPU: &str = "RLGRAD_REQUIRE_GPU";
+
+/// The `(compared, differing)` counts of a line written by `rlgrad_cuda::bits_line`
+/// (`rlgrad-bits: compared N, differing M`), `None` for any other line. The counts may
+/// follow other text on the line: libtest prints `test name ... ` before running a test
+/// and its `ok` after, so what the test prints when it ends shares libtest's line.
+fn parse_bits_line(line: &str) -> Option<(u64, u64)> {
+    const MARKER: &str = "rlgrad-bits: compared ";
+    let rest = line.trim_end();
+    let rest = &rest[rest.find(MARKER)? + MARKER.len()..];
+    let (compared, differing) = rest.split_once(", differing ")?;
+    Some((compared.parse().ok()?, differing.parse().ok()?))
+}
+
 /// A step's outcome from its process: passed, failed (with the excerpt), or not run when
 /// it passed by skipping (the `SKIPPED (no ...)` line of `rlgrad_cuda::skip`).
 fn judge(group: &str, name: &str, finished: &Finished) -> Step {
@@ -350,7 +395,7 @@ fn judge(group: &str, name: &str, finished: &Finished) -> Step {
     let bits = finished
         .output
         .lines()
-        .filter_map(rlgrad_cuda::parse_bits_line)
+        .filter_map(parse_bits_line)
         .reduce(|a, b| (a.0 + b.0, a.1 + b.1));
     let (outcome, detail) = match finished.success {
         None => (
@@ -456,10 +501,10 @@ fn loadable(_: &str) -> bool {
 fn child_environment(options: &Options) -> Vec<(String, String)> {
     let mut environment = Vec::new();
     if !options.dry_run {
-        environment.push((rlgrad_cuda::REQUIRE_GPU.to_owned(), "1".to_owned()));
+        environment.push((REQUIRE_GPU.to_owned(), "1".to_owned()));
     }
     let mut folders = Vec::new();
-    if rlgrad_cuda::nvrtc_available().is_err() {
+    if !loadable("libnvrtc.so.13") {
         folders.extend(library_candidates("libnvrtc.so.13").into_iter().next());
     }
     if !loadable("libnccl.so.2") {
@@ -481,7 +526,7 @@ fn child_environment(options: &Options) -> Vec<(String, String)> {
 /// What the report says about the machine, asked in a child (which gets the library
 /// path) so that this process opens no GPU context beside the tests'.
 fn machine_facts(options: &Options, environment: &[(String, String)]) -> Value {
-    let mut command = Command::new(options.bundle.join("xtask"));
+    let mut command = Command::new(options.bundle.join(crate::tools::BINARY));
     command
         .arg("gpu-facts")
         .envs(environment.iter().map(|(k, v)| (k, v)));
@@ -489,24 +534,6 @@ fn machine_facts(options: &Options, environment: &[(String, String)]) -> Value {
     let text = finished.output.lines().find(|l| l.starts_with('{'));
     text.and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_else(|| json!({ "error": failure_excerpt(&finished.output) }))
-}
-
-/// `cargo xtask gpu-facts`: one JSON line with the GPU, the driver, NVRTC and the compile
-/// target, or the reason there is none (a dry run's report says it).
-pub fn facts(args: &[String]) -> Result<(), String> {
-    crate::no_options("gpu-facts", args)?;
-    let nvrtc = rlgrad_cuda::nvrtc_version().map(|v| v.to_string());
-    let facts = match rlgrad_cuda::Cuda::new(0) {
-        Ok(gpu) => json!({
-            "gpu": gpu.model(),
-            "target": gpu.target().label(),
-            "driver": gpu.driver_version().to_string(),
-            "nvrtc": nvrtc,
-        }),
-        Err(why) => json!({ "gpu": Value::Null, "why": why.to_string(), "nvrtc": nvrtc }),
-    };
-    println!("{facts}");
-    Ok(())
 }
 
 /// `cargo xtask gpu-run`.
@@ -624,7 +651,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .saturating_sub(started.elapsed())
             .saturating_sub(Duration::from_secs(reserve))
     };
-    let mut parity = Command::new(options.bundle.join("xtask"));
+    let mut parity = Command::new(options.bundle.join(crate::tools::BINARY));
     parity
         .arg("parity")
         .arg(options.bundle.join("parity"))
@@ -898,6 +925,29 @@ mod tests {
     }
 
     #[test]
+    fn bit_counts_survive_the_trip_through_a_test_log() {
+        // The text rlgrad_cuda::bits_line writes (its test pins it too).
+        assert_eq!(
+            parse_bits_line("rlgrad-bits: compared 12345, differing 0"),
+            Some((12_345, 0))
+        );
+        assert_eq!(
+            parse_bits_line("  rlgrad-bits: compared 7, differing 2\r"),
+            Some((7, 2))
+        );
+        assert_eq!(
+            parse_bits_line("rlgrad-bits: compared x, differing 2"),
+            None
+        );
+        assert_eq!(parse_bits_line("test foo ... ok"), None);
+        // What libtest makes of it (`--exact t --nocapture`, seen on the first GPU run).
+        assert_eq!(
+            parse_bits_line("test t ... rlgrad-bits: compared 5, differing 0"),
+            Some((5, 0))
+        );
+    }
+
+    #[test]
     fn a_step_passes_fails_times_out_or_did_not_run() {
         let passed = judge(
             "kernels",
@@ -930,7 +980,7 @@ mod tests {
             "t",
             &finished(
                 Some(false),
-                "noise\nthread 't' panicked at tests/kernels.rs:9:5:\nunary: 3 of 35 elements differ\nrlgrad-bits: compared 35, differing 3",
+                "noise\nthread 't' panicked at tests/integration/kernels.rs:9:5:\nunary: 3 of 35 elements differ\nrlgrad-bits: compared 35, differing 3",
             ),
         );
         assert_eq!(failed.outcome, Outcome::Failed);

@@ -1,7 +1,8 @@
 //! `--isa` of `cargo xtask compare` and `examples-compare`: both sides capped to one vector
 //! instruction set, so that an AVX-512 machine also measures what AVX2 and SSE users get.
 //!
-//! rlgrad's side gets `RLGRAD_MAX_ISA` ([`rlgrad_core::simd`]). The peers get the switches
+//! rlgrad's side gets `RLGRAD_MAX_ISA` (`rlgrad_core::simd`); which levels this CPU has,
+//! and what a level's name means, rlgrad-core's `isa` example says. The peers get the switches
 //! their libraries read: PyTorch's `ATEN_CPU_CAPABILITY`, XLA's `--xla_cpu_max_isa`,
 //! oneDNN's `ONEDNN_MAX_CPU_ISA` (PyTorch's and TensorFlow's), MKL's
 //! `MKL_ENABLE_INSTRUCTIONS` and NumPy's `NPY_DISABLE_CPU_FEATURES`. Two limits, recorded
@@ -10,8 +11,8 @@
 //! Eigen kernels run the instruction set the wheel was compiled for whatever the cap.
 
 use std::collections::BTreeMap;
+use std::process::Command;
 
-use rlgrad_core::simd::{self, Isa};
 use serde::Serialize;
 
 /// The instruction set a sitting ran in, and how each side was told.
@@ -33,36 +34,69 @@ pub struct IsaSetting {
 
 impl IsaSetting {
     /// The setting for `--isa VALUE` (`None`: the CPU's widest, uncapped). An error when
-    /// the value names no level or one this CPU cannot run.
+    /// the value names no level or one this CPU cannot run (rlgrad-core's `isa` example,
+    /// built in release, says which).
     pub fn new(value: Option<&str>) -> Result<Self, String> {
-        let cpu = simd::detected();
-        let Some(value) = value else {
-            return Ok(Self {
-                cpu: cpu.name().to_owned(),
-                level: cpu.name().to_owned(),
+        let mut args = vec![
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "rlgrad-core",
+            "--example",
+            "isa",
+        ];
+        if let Some(value) = value {
+            args.extend(["--", value]);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let output = Command::new(cargo)
+            .args(&args)
+            .current_dir(crate::root())
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !output.status.success() {
+            let why = String::from_utf8_lossy(&output.stderr);
+            let why = why.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+            return Err(format!("--isa: {}", why.trim_start_matches("Error: ")));
+        }
+        let probe = String::from_utf8_lossy(&output.stdout);
+        let field = |name: &str| {
+            probe
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("rlgrad-core's isa example printed no `{name}`: {probe}"))
+        };
+        Ok(Self::from_levels(
+            &field("cpu")?,
+            value.map(|_| field("level")).transpose()?,
+        ))
+    }
+
+    /// The setting for a CPU whose widest level is `cpu`, capped to `level` (a level's
+    /// name as rlgrad-core gives it) or not capped.
+    fn from_levels(cpu: &str, level: Option<String>) -> Self {
+        let Some(level) = level else {
+            return Self {
+                cpu: cpu.to_owned(),
+                level: cpu.to_owned(),
                 capped: false,
                 rlgrad_env: BTreeMap::new(),
                 peer_env: BTreeMap::new(),
                 limits: Vec::new(),
-            });
+            };
         };
-        let level: Isa = value.parse().map_err(|e| format!("--isa: {e}"))?;
-        if !level.is_supported() {
-            return Err(format!(
-                "--isa {level}: this CPU's widest level is {cpu}; measure {level} on a CPU \
-                 that has it"
-            ));
-        }
-        let rlgrad_env = BTreeMap::from([("RLGRAD_MAX_ISA".to_owned(), level.name().to_owned())]);
-        let (peer_env, limits) = peer_switches(level);
-        Ok(Self {
-            cpu: cpu.name().to_owned(),
-            level: level.name().to_owned(),
+        let rlgrad_env = BTreeMap::from([("RLGRAD_MAX_ISA".to_owned(), level.clone())]);
+        let (peer_env, limits) = peer_switches(&level);
+        Self {
+            cpu: cpu.to_owned(),
+            level,
             capped: true,
             rlgrad_env,
             peer_env,
             limits,
-        })
+        }
     }
 
     /// `ISA avx2 (capped; the CPU has avx512)` or `ISA avx512`, for the machine line.
@@ -75,8 +109,9 @@ impl IsaSetting {
     }
 }
 
-/// The peers' environment for `level`, and what it cannot cap.
-fn peer_switches(level: Isa) -> (BTreeMap<String, String>, Vec<String>) {
+/// The peers' environment for `level` (`avx512`, `avx2`, or the baseline's name), and
+/// what it cannot cap.
+fn peer_switches(level: &str) -> (BTreeMap<String, String>, Vec<String>) {
     if !cfg!(target_arch = "x86_64") {
         return (
             BTreeMap::new(),
@@ -85,21 +120,21 @@ fn peer_switches(level: Isa) -> (BTreeMap<String, String>, Vec<String>) {
     }
     // (PyTorch, XLA, oneDNN, MKL, NumPy's dispatch groups above the level)
     let (aten, xla, onednn, mkl, numpy_off) = match level {
-        Isa::Avx512 => (
+        "avx512" => (
             "avx512",
             "AVX512",
             "AVX512_CORE",
             "AVX512",
             "AVX512_ICL AVX512_SPR",
         ),
-        Isa::Avx2 => (
+        "avx2" => (
             "avx2",
             "AVX2",
             "AVX2",
             "AVX2",
             "X86_V4 AVX512_ICL AVX512_SPR",
         ),
-        Isa::Baseline => (
+        _ => (
             "default",
             "SSE4_2",
             "SSE41",
@@ -128,7 +163,7 @@ fn peer_switches(level: Isa) -> (BTreeMap<String, String>, Vec<String>) {
          ops obey ONEDNN_MAX_CPU_ISA"
             .to_owned(),
     ];
-    if level == Isa::Baseline {
+    if !matches!(level, "avx512" | "avx2") {
         limits.push(
             "the peers' wheels are built for x86-64-v2, so they run SSE4.2 where rlgrad runs \
              SSE2"
@@ -143,34 +178,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn no_flag_is_the_cpu_uncapped() {
-        let setting = IsaSetting::new(None).unwrap();
+    fn no_cap_is_the_cpu_uncapped() {
+        let setting = IsaSetting::from_levels("avx512", None);
         assert!(!setting.capped && setting.rlgrad_env.is_empty() && setting.peer_env.is_empty());
-        assert_eq!(setting.level, simd::detected().name());
+        assert_eq!(setting.level, "avx512");
+        assert_eq!(setting.describe(), "ISA avx512");
     }
 
     #[test]
     fn a_cap_tells_both_sides() {
-        let setting = IsaSetting::new(Some("baseline")).unwrap();
-        assert_eq!(setting.rlgrad_env["RLGRAD_MAX_ISA"], Isa::Baseline.name());
+        let setting = IsaSetting::from_levels("avx512", Some("sse2".to_owned()));
+        assert_eq!(setting.rlgrad_env["RLGRAD_MAX_ISA"], "sse2");
         assert!(setting.capped);
+        assert_eq!(setting.describe(), "ISA sse2 (capped; the CPU has avx512)");
         if cfg!(target_arch = "x86_64") {
             assert_eq!(setting.peer_env["ATEN_CPU_CAPABILITY"], "default");
             assert!(setting.peer_env["XLA_FLAGS"].ends_with("--xla_cpu_max_isa=SSE4_2"));
             assert!(setting.limits.iter().any(|l| l.contains("SSE4.2")));
-        }
-    }
-
-    #[test]
-    fn bad_or_unsupported_levels_are_errors() {
-        let error = IsaSetting::new(Some("avx3")).unwrap_err();
-        assert!(
-            error.contains("--isa") && error.contains("`avx3`"),
-            "{error}"
-        );
-        if simd::detected() < Isa::Avx512 {
-            let error = IsaSetting::new(Some("avx512")).unwrap_err();
-            assert!(error.contains("widest level"), "{error}");
+            let avx2 = IsaSetting::from_levels("avx512", Some("avx2".to_owned()));
+            assert_eq!(avx2.peer_env["ONEDNN_MAX_CPU_ISA"], "AVX2");
+            assert!(!avx2.limits.iter().any(|l| l.contains("SSE4.2")));
         }
     }
 }

@@ -4,7 +4,7 @@
 //! cargo xtask demo                    the actor-critic trained on CartPole, curve and logs in runs/demo
 //! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity, pytest,
 //!                                     then test-arm
-//! cargo xtask test-arm                clippy for aarch64, the core and algorithm crates' tests under qemu
+//! cargo xtask test-arm [--all]        clippy for aarch64, the core's tests (--all: and the algorithm crates') under qemu
 //! cargo xtask pytest                  the Python wheel built into target/python/venv, its pytest suite
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
 //! cargo xtask parity [DIR] [--suite S]...
@@ -25,13 +25,13 @@
 
 mod arm;
 mod compare;
-mod converge;
 mod examples;
 mod gpu;
 mod interop;
 mod isa;
-mod parity;
 mod python;
+mod stages;
+mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -96,16 +96,17 @@ const SUBCOMMANDS: &[Subcommand] = &[
         run: |args| no_options("test", args).and_then(|()| test()),
     },
     Subcommand {
-        synopsis: "test-arm",
+        synopsis: "test-arm [--all]",
         about: &[
             "clippy -D warnings for aarch64-unknown-linux-gnu, and the",
-            "tests of core, returns, mask, optim and tensor cross-built",
-            "and run under qemu-aarch64 (the NEON paths, the same bits);",
-            "without the cross tools it says what to install and skips",
-            "(fails under CI=true)",
+            "core's tests and autodiff's golden run cross-built and run",
+            "under qemu-aarch64 (the NEON paths, the same bits); --all:",
+            "clippy on the whole workspace and the tests of returns,",
+            "mask, optim and tensor too; without the cross tools it says",
+            "what to install and skips (fails under CI=true)",
         ],
-        options: "",
-        run: |args| no_options("test-arm", args).and_then(|()| arm::test()),
+        options: "  --all       the deep run: every crate with kernels, the whole workspace's clippy\n",
+        run: arm::test,
     },
     Subcommand {
         synopsis: "pytest",
@@ -152,15 +153,15 @@ const SUBCOMMANDS: &[Subcommand] = &[
         run: gpu_bench,
     },
     Subcommand {
-        synopsis: "gpu-build",
+        synopsis: "gpu-build [--profile P]",
         about: &[
             "the GPU bundle in gpu-bin/: the CUDA test binaries, the",
-            "bench, xtask (--release), the parity vectors and the",
-            "runner gpu-bin/run; prints the one command to run on a",
-            "GPU machine",
+            "bench, xtask and rlgrad-tools (in cargo profile P, default",
+            "release), the parity vectors and the runner gpu-bin/run;",
+            "prints the one command to run on a GPU machine",
         ],
-        options: "",
-        run: |args| no_options("gpu-build", args).and_then(|()| gpu::build(&root())),
+        options: "  --profile P   the cargo profile (CI's dry run: test, reusing its tests)\n",
+        run: gpu::build,
     },
     Subcommand {
         synopsis: "gpu-run [--dry-run] [--quick] [--budget S] [--bundle DIR] [--out DIR]",
@@ -184,7 +185,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "target, or why there is no GPU (for gpu-run's report)",
         ],
         options: "",
-        run: gpu::facts,
+        run: |args| no_options("gpu-facts", args).and_then(|()| tools::run(&["gpu-facts"])),
     },
     Subcommand {
         synopsis: "converge",
@@ -194,7 +195,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "in target/converge/",
         ],
         options: "",
-        run: |args| no_options("converge", args).and_then(|()| converge::run()),
+        run: |args| no_options("converge", args).and_then(|()| tools::run(&["converge"])),
     },
     Subcommand {
         synopsis: "interop",
@@ -408,32 +409,65 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds test binaries (`cargo test ARGS --no-run`) and returns each one's target name
-/// and path, as cargo's JSON messages give them.
-fn test_binaries(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+/// An executable a cargo build wrote, as its JSON messages name it.
+#[derive(Debug)]
+struct Built {
+    /// The folder of its package's manifest, relative to the workspace root
+    /// (`crates/cuda`).
+    package_dir: PathBuf,
+    /// `test` for a test harness (of a library, binary or integration test), else the
+    /// target's kind (`bin`, `example`).
+    kind: String,
+    /// The target's name (`golden`, `ppo_dist`; the crate name for a library's tests).
+    name: String,
+    path: PathBuf,
+}
+
+/// Runs `cargo ARGS --message-format=json` (`test ... --no-run`, or `build ...`) and
+/// returns every executable it made: test harnesses, examples and binaries.
+fn built_executables(args: &[&str]) -> Result<Vec<Built>, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("xtask: cargo test {} --no-run", args.join(" "));
+    eprintln!("xtask: cargo {}", args.join(" "));
     let output = Command::new(cargo)
-        .arg("test")
         .args(args)
-        .args(["--no-run", "--message-format=json"])
+        .arg("--message-format=json")
         .current_dir(root())
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
-        return Err(format!("`cargo test {} --no-run` failed", args.join(" ")));
+        return Err(format!("`cargo {}` failed", args.join(" ")));
     }
+    let root = root();
     Ok(String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| m["profile"]["test"] == true)
         .filter_map(|m| {
-            let path = m["executable"].as_str()?;
-            let name = m["target"]["name"].as_str().unwrap_or("lib");
-            Some((name.to_owned(), PathBuf::from(path)))
+            let path = PathBuf::from(m["executable"].as_str()?);
+            let manifest = Path::new(m["manifest_path"].as_str()?);
+            let package_dir = manifest.parent()?.strip_prefix(&root).ok()?.to_path_buf();
+            let kind = if m["profile"]["test"] == true {
+                "test"
+            } else {
+                m["target"]["kind"][0].as_str().unwrap_or("bin")
+            };
+            Some(Built {
+                package_dir,
+                kind: kind.to_owned(),
+                name: m["target"]["name"].as_str().unwrap_or("lib").to_owned(),
+                path,
+            })
         })
         .collect())
+}
+
+/// The test harness `name` of the package in `package_dir` among `built`.
+fn find_test<'a>(built: &'a [Built], package_dir: &str, name: &str) -> Result<&'a Path, String> {
+    built
+        .iter()
+        .find(|b| b.kind == "test" && b.package_dir == Path::new(package_dir) && b.name == name)
+        .map(|b| b.path.as_path())
+        .ok_or_else(|| format!("cargo built no test `{name}` of {package_dir}"))
 }
 
 fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
@@ -453,47 +487,46 @@ fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
-    cargo(&["fmt", "--all", "--check"], &[])?;
-    cargo(
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
+    let mut stages = stages::Stages::default();
+    stages.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
+    let mpi = mpi_missing();
+    let selection = workspace_selection(&mpi);
+    stages.run("clippy", || {
+        let mut clippy = vec!["clippy"];
+        clippy.extend(selection);
+        clippy.extend(["--all-targets", "--", "-D", "warnings"]);
+        cargo(&clippy, &[])
+    })?;
     // Docs without warnings, with and without the optional features (a link to an item
     // behind a feature breaks one of the two).
-    let mpi = mpi_missing();
-    for features in [None, Some("--all-features")] {
-        let mut args = vec!["doc", "--workspace", "--no-deps"];
-        args.extend(features);
-        if features.is_some() {
-            args.extend(all_features_exclusions(&mpi));
+    stages.run("doc", || {
+        for features in [None, Some("--all-features")] {
+            let mut args = vec!["doc", "--workspace", "--no-deps"];
+            args.extend(features);
+            if features.is_some() {
+                args.extend(all_features_exclusions(&mpi));
+            }
+            cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
         }
-        cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
-    }
-    cargo(&["test", "--workspace", "--exclude", "rlgrad-cuda"], &[])?;
-    // The CUDA crate's tests print whether they ran on a GPU or were skipped, and why.
-    cargo(&["test", "-p", "rlgrad-cuda", "--", "--nocapture"], &[])?;
-    mpi_tests(&mpi)?;
-    nccl_tests()?;
-    let suites: Vec<String> = parity::implemented_suites()
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-    if suites.is_empty() {
-        eprintln!("xtask: parity: no suite has an implementing crate yet");
-    } else {
-        eprintln!("xtask: parity --suite {}", suites.join(" --suite "));
-        parity::run(&parity::default_dir(), &suites, parity::Target::Cpu)?;
-    }
-    python::pytest()?;
+        Ok(())
+    })?;
+    stages.run("cargo test", || {
+        // One selection for every crate, the CUDA crate's tests included (they skip without
+        // a GPU): each library is built once, with the features the whole workspace's
+        // tests unify to, which the tools binary and the GPU bundle's build reuse.
+        let mut test = vec!["test"];
+        test.extend(selection);
+        cargo(&test, &[])?;
+        eprintln!("xtask: the CUDA tests above ran where this GPU allows:");
+        tools::run(&["gpu-facts"])
+    })?;
+    stages.run("mpi and nccl", || dist_backend_tests(&mpi))?;
+    stages.run("parity", || tools::run(&["parity", "--implemented"]))?;
+    stages.run("pytest", python::pytest)?;
     // Last: a cross build and emulated tests, the slowest step.
-    arm::test()
+    stages.run("test-arm", || arm::test(&[]))?;
+    eprint!("{}", stages.table());
+    Ok(())
 }
 
 fn proptest(args: &[String]) -> Result<(), String> {
@@ -556,69 +589,47 @@ fn all_features_exclusions(mpi_missing: &Option<String>) -> Vec<&'static str> {
     }
 }
 
-/// rlgrad-dist's NCCL backend: clippy with the feature, and its tests, which need a GPU
-/// and say they were skipped without one (the GPU bundle runs them with one).
-fn nccl_tests() -> Result<(), String> {
-    cargo(
-        &[
-            "clippy",
-            "-p",
-            "rlgrad-dist",
-            "--all-targets",
-            "--features",
-            "nccl",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
-    cargo(
-        &[
-            "test",
-            "-p",
-            "rlgrad-dist",
-            "--features",
-            "nccl",
-            "--lib",
-            "--test",
-            "nccl",
-            "--",
-            "--nocapture",
-        ],
-        &[],
-    )
+/// The one selection of every build `cargo xtask test` makes for this machine (clippy,
+/// the tests, the MPI and NCCL tests, the ppo_dist example, the GPU bundle's NCCL tests):
+/// the whole workspace with rlgrad-dist's `nccl`, and its `mpi` (with the examples') where
+/// MPI is here. One selection and one feature set, so that each crate is compiled once.
+fn workspace_selection(mpi_missing: &Option<String>) -> [&'static str; 3] {
+    let features = match mpi_missing {
+        None => "rlgrad-dist/mpi,rlgrad-dist/nccl,rlgrad-examples/mpi",
+        Some(_) => "rlgrad-dist/nccl",
+    };
+    ["--workspace", "--features", features]
 }
 
 /// The world sizes the MPI tests run at; more ranks than cores is fine (--oversubscribe).
 const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
-/// rlgrad-dist's MPI backend: clippy with the feature, its test binaries (`mpi`, and
-/// `mpi_timeout` once per collective: a rank that skips it) under `mpirun -np W` for each of
-/// [`MPI_WORLD_SIZES`], and the ppo_dist example's fingerprint,
-/// which must be the same for all of them and for one process with `--accumulate 4`;
-/// skipped with the reason where MPI is missing.
-fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
+/// rlgrad-dist's MPI and NCCL backends, from the build of the tests
+/// ([`workspace_selection`]): the NCCL test again, its output shown (it needs a GPU and says
+/// it was skipped without one; the GPU bundle runs it with one); the MPI test binaries
+/// (`mpi`, and `mpi_timeout` once per collective: a rank that skips it) under
+/// `mpirun -np W` for each of [`MPI_WORLD_SIZES`]; and the ppo_dist example's fingerprint,
+/// which must be the same for all of them and for one process with `--accumulate 4`. The
+/// MPI part is skipped, saying why, where MPI is missing.
+fn dist_backend_tests(mpi_missing: &Option<String>) -> Result<(), String> {
+    let selection = workspace_selection(mpi_missing);
+    let mut tests = vec!["test", "--no-run"];
+    tests.extend(selection);
+    let built = built_executables(&tests)?;
+    let nccl = find_test(&built, "crates/dist", "nccl")?;
+    eprintln!("xtask: {} --nocapture", nccl.display());
+    let status = Command::new(nccl)
+        .arg("--nocapture")
+        .current_dir(root().join("crates/dist"))
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", nccl.display()))?;
+    if !status.success() {
+        return Err(format!("rlgrad-dist's `nccl` test failed ({status})"));
+    }
     if let Some(why) = mpi_missing {
         println!("xtask: MPI tests of rlgrad-dist skipped: {why}");
         return Ok(());
     }
-    cargo(
-        &[
-            "clippy",
-            "-p",
-            "rlgrad-dist",
-            "-p",
-            "rlgrad-examples",
-            "--all-targets",
-            "--features",
-            "rlgrad-dist/mpi,rlgrad-dist/nccl,rlgrad-examples/mpi",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
     // Each test with the arguments of its runs: mpi_timeout's names the collective its
     // last rank skips (at W = 1, where no rank can be missing, it skips the fault).
     let tests: [(&str, &[&str]); 2] = [
@@ -628,23 +639,8 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
             &["barrier", "all_gather", "all_to_all", "broadcast"],
         ),
     ];
-    let binaries = test_binaries(&[
-        "-p",
-        "rlgrad-dist",
-        "--features",
-        "mpi",
-        "--test",
-        tests[0].0,
-        "--test",
-        tests[1].0,
-    ])
-    .map_err(|e| format!("building rlgrad-dist's MPI tests: {e}"))?;
     for (test, collectives) in tests {
-        let binary = binaries
-            .iter()
-            .find(|(name, _)| name == test)
-            .map(|(_, path)| path)
-            .ok_or_else(|| format!("cargo named no executable for rlgrad-dist's `{test}` test"))?;
+        let binary = find_test(&built, "crates/dist", test)?;
         let runs: Vec<Vec<&str>> = if collectives.is_empty() {
             vec![Vec::new()]
         } else {
@@ -665,21 +661,14 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         }
     }
     // The ppo_dist example, a short run per world size: one fingerprint for all of them.
-    cargo(
-        &[
-            "build",
-            "--profile",
-            "test",
-            "-p",
-            "rlgrad-examples",
-            "--example",
-            "ppo_dist",
-            "--features",
-            "mpi",
-        ],
-        &[],
-    )?;
-    let example = root().join("target/debug/examples/ppo_dist");
+    let mut build = vec!["build", "--profile", "test"];
+    build.extend(selection);
+    build.extend(["--example", "ppo_dist"]);
+    let example = built_executables(&build)?
+        .into_iter()
+        .find(|b| b.kind == "example" && b.name == "ppo_dist")
+        .map(|b| b.path)
+        .ok_or("cargo built no ppo_dist example")?;
     let args = ["--updates", "3", "--quiet"];
     let mut runs: Vec<(String, Command)> = MPI_WORLD_SIZES
         .iter()
@@ -759,37 +748,11 @@ fn mpirun(world: usize, program: &Path, args: &[&str]) -> Command {
     command
 }
 
+/// `cargo xtask parity`: `rlgrad-tools parity` with the same arguments.
 fn parity_command(args: &[String]) -> Result<(), String> {
-    let mut dir = None;
-    let mut suites = Vec::new();
-    let mut target = parity::Target::Cpu;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if arg == "--device" {
-            target = match rest.next().map(String::as_str) {
-                Some("cpu") => parity::Target::Cpu,
-                Some("cuda") => parity::Target::Cuda,
-                other => return Err(format!("--device takes cpu or cuda, got {other:?}")),
-            };
-        } else if arg == "--suite" {
-            let suite = rest.next().ok_or("--suite needs a suite name")?;
-            suites.push(suite.clone());
-        } else if arg.starts_with("--") {
-            return Err(format!(
-                "unknown option `{arg}` (`cargo xtask parity --help`)"
-            ));
-        } else if dir.replace(PathBuf::from(arg)).is_some() {
-            return Err("more than one directory given (`cargo xtask parity --help`)".to_owned());
-        }
-    }
-    if target == parity::Target::Cuda
-        && let Err(why) = rlgrad_cuda::Cuda::new(0)
-    {
-        let skipped = rlgrad_cuda::skip_outcome(rlgrad_cuda::gpu_required(), "GPU", &why)?;
-        println!("parity --device cuda: {skipped}, no case ran");
-        return Ok(());
-    }
-    parity::run(&dir.unwrap_or_else(parity::default_dir), &suites, target)
+    let mut tool_args = vec!["parity"];
+    tool_args.extend(args.iter().map(String::as_str));
+    tools::run(&tool_args)
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
@@ -868,10 +831,15 @@ mod tests {
     #[test]
     fn what_runs_on_the_gpu_machine_opens_no_path_of_the_build_machine() {
         let cuda = root().join("crates/cuda");
-        for dir in ["tests", "src/bin"] {
-            for entry in std::fs::read_dir(cuda.join(dir)).unwrap() {
+        let mut folders = vec![cuda.join("tests"), cuda.join("src/bin")];
+        let mut checked = 0;
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(folder).unwrap() {
                 let path = entry.unwrap().path();
-                if path.extension().is_some_and(|e| e == "rs") {
+                if path.is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    checked += 1;
                     let text = std::fs::read_to_string(&path).unwrap();
                     assert!(
                         !text.contains("CARGO_MANIFEST_DIR"),
@@ -882,6 +850,11 @@ mod tests {
                 }
             }
         }
+        assert!(
+            checked >= 5,
+            "only {checked} files found under {}",
+            cuda.display()
+        );
     }
 
     #[test]

@@ -64,10 +64,12 @@ const REQUIREMENTS: [&str; 4] = [
     "hypothesis==6.170.17",
 ];
 
-/// The `rlgrad` wheel (release, abi3) built with maturin into `target/python/wheels`,
-/// with the Python of `target/python/venv` (made or updated first); returns that Python
-/// and the wheel's path.
-pub fn build_wheel() -> Result<(PathBuf, PathBuf), String> {
+/// The `rlgrad` wheel (abi3) built with maturin in cargo profile `profile` into
+/// `target/python/wheels`, with the Python of `target/python/venv` (made or updated
+/// first); returns that Python and the wheel's path. Timings take `release`; the tests
+/// take `test`, whose libraries `cargo xtask test` has built (the bits are the same in
+/// every profile: the canonical orders fix them).
+pub fn build_wheel(profile: &str) -> Result<(PathBuf, PathBuf), String> {
     let root = crate::root();
     let dir = root.join("target/python");
     let python = venv(&dir, &REQUIREMENTS)?;
@@ -81,7 +83,7 @@ pub fn build_wheel() -> Result<(PathBuf, PathBuf), String> {
     }
     status(
         Command::new(bin.join("maturin"))
-            .args(["build", "--release", "--quiet", "--manifest-path"])
+            .args(["build", "--profile", profile, "--quiet", "--manifest-path"])
             .arg(root.join("crates/python/Cargo.toml"))
             .arg("--out")
             .arg(&wheels)
@@ -129,24 +131,26 @@ pub fn install_wheel(python: &Path, wheel: &Path, target: Option<&Path>) -> Resu
 pub fn pytest() -> Result<(), String> {
     let root = crate::root();
     let dir = root.join("target/python");
-    let (python, wheel) = build_wheel()?;
+    let (python, wheel) = build_wheel("test")?;
     install_wheel(&python, &wheel, None)?;
     let outputs = dir.join("rust-outputs");
-    let written = crate::parity::write_outputs(
-        &crate::parity::default_dir(),
-        &["returns", "mask", "optim"],
-        &outputs,
-    )?;
-    eprintln!(
-        "xtask: pytest: rlgrad's results on {written} parity cases in {}",
-        outputs.display()
-    );
+    let outputs_arg = outputs.display().to_string();
+    crate::tools::run(&[
+        "parity-outputs",
+        &outputs_arg,
+        "--suite",
+        "returns",
+        "--suite",
+        "mask",
+        "--suite",
+        "optim",
+    ])?;
     status(
         Command::new(&python)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
             .arg(root.join("crates/python/tests"))
             .env("RLGRAD_RUST_OUTPUTS", &outputs)
-            .env("RLGRAD_PARITY_DIR", crate::parity::default_dir())
+            .env("RLGRAD_PARITY_DIR", root.join("parity"))
             .current_dir(&dir),
         "run the rlgrad pytest suite",
     )

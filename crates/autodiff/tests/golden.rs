@@ -31,11 +31,11 @@
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Linear, Lstm, Mlp, Module};
 use rlgrad_autodiff::{ApplyGradients, Sequences, Tape};
-use rlgrad_core::golden::BitsHash;
-use rlgrad_core::strategies;
 use rlgrad_core::{Cpu, Float, Par, Rng};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
+use rlgrad_testkit::golden::BitsHash;
+use rlgrad_testkit::strategies;
 
 /// The committed hashes: `(model, dtype, hash)`.
 const GOLDEN: &[(&str, &str, u64)] = &[

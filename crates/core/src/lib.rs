@@ -11,16 +11,6 @@
 //! - [`Par`]: explicit parallelism, so tests can compare bits across thread counts;
 //! - [`Rng`]: seeded, named random streams whose output is fixed forever, with a
 //!   resumable position ([`RngState`]);
-#![cfg_attr(
-    feature = "proptest",
-    doc = "- behind the `proptest` feature, [`strategies`] for shapes, edge-case floats and \
-           ragged lengths, for your own property tests."
-)]
-#![cfg_attr(
-    not(feature = "proptest"),
-    doc = "- behind the `proptest` feature, `strategies` for shapes, edge-case floats and \
-           ragged lengths, for your own property tests."
-)]
 //!
 //! # Guarantees
 //!
@@ -53,8 +43,6 @@ mod device;
 mod error;
 mod fingerprint;
 mod float;
-#[cfg(feature = "golden")]
-pub mod golden;
 pub mod grain;
 pub mod kernels;
 mod lanes;
@@ -63,8 +51,6 @@ pub mod reduce;
 mod rng;
 mod shape;
 pub mod simd;
-#[cfg(feature = "proptest")]
-pub mod strategies;
 
 pub use cpu::Cpu;
 pub use device::{Device, View};

@@ -1,22 +1,22 @@
 //! The cross-ISA golden test of the kernels: every kernel family of
-//! [`rlgrad_core::golden`] on the Cpu device, plus the slice-level reductions of
+//! [`rlgrad_testkit::golden`] on the Cpu device, plus the slice-level reductions of
 //! [`rlgrad_core::reduce`], in `f32` and `f64`, with the bits of every output hashed into
 //! one value per family and element type. They must be the committed
-//! [`rlgrad_core::golden::KERNEL_HASHES`] at every instruction set this CPU supports
+//! [`rlgrad_testkit::golden::KERNEL_HASHES`] at every instruction set this CPU supports
 //! ([`rlgrad_core::simd::Isa::ALL`], through the process-wide cap
 //! [`rlgrad_core::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on every
 //! platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
 //! qemu). rlgrad-cuda's `tests/golden.rs` holds the Cuda device to the same hashes.
 //!
 //! What to do when a hash differs, and how to update one on purpose: the docs of
-//! [`rlgrad_core::golden`].
+//! [`rlgrad_testkit::golden`].
 //!
 //! The test is one `#[test]` function because the instruction-set cap is process-wide: a
 //! second test in this binary, running in parallel, would change the cap under it.
 
-use rlgrad_core::golden::{self, BitsHash, KERNEL_HASHES, LONG, spread};
-use rlgrad_core::strategies;
 use rlgrad_core::{Cpu, Float, Par, reduce};
+use rlgrad_testkit::golden::{self, BitsHash, KERNEL_HASHES, LONG, spread};
+use rlgrad_testkit::strategies;
 
 /// The slice-level canonical reductions of [`rlgrad_core::reduce`]: sums, means,
 /// variances and extrema at lengths around the leaf and lane sizes, and the mapped,

@@ -30,7 +30,7 @@
 //!   fused multiply-add chain over `k` per output; no cuBLAS, whose order is its own);
 //!   recurrences run sequentially in time per column; `exp`, `ln`, `tanh` and `powf` are
 //!   line-by-line ports of the `libm` crate the Cpu uses (checked bit for bit against it
-//!   on the host by `tests/host_math.rs`), not CUDA's `expf` and friends, which differ in
+//!   on the host by `tests/integration/host_math.rs`), not CUDA's `expf` and friends, which differ in
 //!   the last bits.
 //! - **One exception, NaN payloads**: where a result is NaN it is NaN on both devices,
 //!   but GPU arithmetic returns the canonical NaN (`0x7fffffff`) where x86 propagates an
@@ -81,7 +81,7 @@ mod target;
 
 pub use compile::{Compiled, Family, Image, nvrtc_archs, nvrtc_available, nvrtc_version};
 pub use device::{Cuda, CudaBuffer};
-pub use require::{REQUIRE_GPU, bits_line, gpu_required, parse_bits_line, skip, skip_outcome};
+pub use require::{REQUIRE_GPU, bits_line, gpu_required, skip, skip_outcome};
 pub use target::{Arch, CudaVersion, KernelResources, Target};
 
 /// The README's examples, compiled as doctests so that the README stays true.

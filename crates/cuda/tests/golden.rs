@@ -1,13 +1,13 @@
 //! The cross-device golden test on the GPU: every kernel family of
-//! [`rlgrad_core::golden`] through the Cuda device, in `f32` and `f64`, must hash to the
-//! committed [`rlgrad_core::golden::KERNEL_HASHES`], the hashes the Cpu gives at every
+//! [`rlgrad_testkit::golden`] through the Cuda device, in `f32` and `f64`, must hash to the
+//! committed [`rlgrad_testkit::golden::KERNEL_HASHES`], the hashes the Cpu gives at every
 //! instruction set and thread count and on aarch64 (`rlgrad-core`'s `tests/golden.rs`;
 //! only its slice-level `reduce_slices` family has no device version). Without a GPU the
 //! test prints that it was skipped (or fails, with `RLGRAD_REQUIRE_GPU=1`).
 
 use rlgrad_core::Float;
-use rlgrad_core::golden::{self, KERNEL_HASHES};
 use rlgrad_cuda::Cuda;
+use rlgrad_testkit::golden::{self, KERNEL_HASHES};
 
 /// The `(family, dtype, hash)` rows of every family in `T` on `gpu`.
 fn rows<T: Float>(gpu: &Cuda, dtype: &'static str) -> Vec<(&'static str, &'static str, u64)> {
@@ -36,7 +36,7 @@ fn every_kernel_family_gives_the_committed_bits_on_the_gpu() {
     assert!(
         differing.is_empty(),
         "{} of {} golden hashes differ on {} (a determinism bug unless the Cpu's hashes \
-         changed on purpose, see rlgrad_core::golden):\n{}",
+         changed on purpose, see rlgrad_testkit::golden):\n{}",
         differing.len(),
         got.len(),
         gpu.model(),

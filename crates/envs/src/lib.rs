@@ -58,7 +58,7 @@
 //!   the last bit for up to 0.2% of angles below 0.05 rad and 1-8% of larger ones), and
 //!   Pendulum's cost squares with products where NumPy calls `pow` (glibc's differs from
 //!   `x * x` for about 0.09% of arguments). Against the recorded Gymnasium trajectories
-//!   (`tests/gymnasium.rs`), every CartPole step is bit-exact, and Pendulum's observations
+//!   (`tests/integration/gymnasium.rs`), every CartPole step is bit-exact, and Pendulum's observations
 //!   and flags are, with f64 states within 1.3e-14 and rewards within 3.0e-14 over whole
 //!   episodes. With the C library's sine and cosine (a test-only switch), every recorded
 //!   state, observation and flag is bit-exact on x86-64 glibc: the rest of the arithmetic

@@ -1,7 +1,7 @@
 //! Matrix multiplication, 2-D and batched, through the device's `MatmulKernel`, in its
 //! canonical order: every output is a fused multiply-add chain over `k` in increasing
 //! order, so results are the same bits for every thread count and on every CPU (tested in
-//! `tests/matmul.rs`). On the [`rlgrad_core::Cpu`] it is rlgrad's own blocked GEMM, which
+//! `tests/integration/matmul.rs`). On the [`rlgrad_core::Cpu`] it is rlgrad's own blocked GEMM, which
 //! reads strided operands directly (a transposed view costs no copy).
 
 use rlgrad_core::kernels::UnaryOp;

@@ -4,8 +4,8 @@
 use std::ops::Range;
 
 use proptest::prelude::*;
-use rlgrad_core::strategies;
 use rlgrad_core::{Float, Rng};
+use rlgrad_testkit::strategies;
 
 /// A padded batch: its lengths, padded length, features and hidden units, the seed of its
 /// valid values, and the garbage that fills its padded positions in turn.

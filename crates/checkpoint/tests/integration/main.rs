@@ -1,0 +1,13 @@
+//! rlgrad-checkpoint's integration tests, one module per file, in one binary: each test
+//! binary compiles and links its own copy of the generic kernels, so one binary instead
+//! of one per file saves most of the tests' build time.
+//!
+//! Kept apart: `killed_during_save`, a harness of its own that kills a child process.
+
+mod bad_input;
+mod derive_state;
+mod optimizer_hyperparameters;
+mod resume;
+mod resume_module;
+mod torch_weights;
+mod unwritable;

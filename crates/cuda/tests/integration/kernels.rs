@@ -1,0 +1,973 @@
+//! Every kernel of the Cuda device against the Cpu device, bit for bit (`to_bits`; NaN
+//! payloads aside), on random inputs with odd sizes, zero-length inputs, strided and
+//! broadcast views, in f32 and f64. Without a GPU each test prints that it was skipped
+//! and why (or fails, with `RLGRAD_REQUIRE_GPU=1`).
+
+use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
+use rlgrad_core::kernels::optim::{
+    Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
+};
+use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
+use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
+use rlgrad_core::kernels::{
+    BinaryOp, CellKernel, CopyKernel, ElementwiseKernel, MatmulKernel, OptimKernel,
+    RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel, UnaryOp,
+};
+use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Par, Rng, Shape, View};
+use rlgrad_cuda::Cuda;
+use std::ops::Deref;
+
+use crate::common;
+use common::{BitCount, same};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Tests share GPU 0 (`Cuda::new` hands out one device per ordinal, with one caching
+/// allocator): they run side by side under a read lock, and the test that counts the
+/// allocator's cached bytes runs alone under the write lock.
+static SHARED_GPU: RwLock<()> = RwLock::new(());
+
+/// GPU 0 for a test, or `None` (after saying the test was skipped, or failing it when
+/// `RLGRAD_REQUIRE_GPU=1`).
+struct Gpu<G> {
+    cuda: Cuda,
+    _lock: G,
+    _count: BitCount,
+}
+
+impl<G> Deref for Gpu<G> {
+    type Target = Cuda;
+    fn deref(&self) -> &Cuda {
+        &self.cuda
+    }
+}
+
+fn open_gpu<G>(lock: G) -> Option<Gpu<G>> {
+    match Cuda::new(0) {
+        Ok(cuda) => Some(Gpu {
+            cuda,
+            _lock: lock,
+            _count: BitCount,
+        }),
+        Err(why) => {
+            rlgrad_cuda::skip("GPU", &why);
+            None
+        }
+    }
+}
+
+fn gpu() -> Option<Gpu<RwLockReadGuard<'static, ()>>> {
+    open_gpu(SHARED_GPU.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// GPU 0 with no other test using it.
+fn exclusive_gpu() -> Option<Gpu<RwLockWriteGuard<'static, ()>>> {
+    open_gpu(SHARED_GPU.write().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn cpu() -> Cpu {
+    Cpu::seq()
+}
+
+/// Normal values with the edge cases sprinkled in.
+fn data<T: Float>(rng: &mut Rng, len: usize) -> Vec<T> {
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        1e-40,
+        90.0,
+        -110.0,
+        f64::INFINITY,
+        f64::NAN,
+    ];
+    (0..len)
+        .map(|i| {
+            if i % 37 == 5 {
+                T::from_f64(specials[i % specials.len()])
+            } else {
+                rng.normal(0.0, 2.0)
+            }
+        })
+        .collect()
+}
+
+/// Layouts over a buffer of 4 * 5 * 7 elements: dense, transposed, narrowed, broadcast,
+/// all of shape [5, 7] except the dense 3-D one.
+fn views() -> Vec<Layout> {
+    vec![
+        Layout::contiguous(Shape::from([5, 7])),
+        Layout::from_parts(Shape::from([5, 7]), Dims::from_slice(&[1, 5]), 3),
+        Layout::from_parts(Shape::from([5, 7]), Dims::from_slice(&[14, 2]), 1),
+        Layout::from_parts(Shape::from([5, 7]), Dims::from_slice(&[0, 1]), 9),
+        Layout::from_parts(Shape::from([5, 7]), Dims::from_slice(&[3, 0]), 2),
+    ]
+}
+
+fn elementwise<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(1, "cuda-elementwise");
+    let host: Vec<T> = data(&mut rng, 140);
+    let other: Vec<T> = data(&mut rng, 140);
+    let (cb, gb) = (host.clone(), gpu.upload(&host).unwrap());
+    let (co, go) = (other.clone(), gpu.upload(&other).unwrap());
+    let s = T::from_f64(0.75);
+    let unary = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Relu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Square,
+        UnaryOp::Powf(T::from_f64(1.7)),
+        UnaryOp::Powf(T::from_f64(3.0)),
+        UnaryOp::Clamp {
+            min: -T::one(),
+            max: T::one(),
+        },
+        UnaryOp::AddScalar(s),
+        UnaryOp::SubScalar(s),
+        UnaryOp::ScalarSub(s),
+        UnaryOp::MulScalar(s),
+        UnaryOp::DivScalar(s),
+        UnaryOp::ScalarDiv(s),
+    ];
+    let binary = BinaryOp::ALL;
+    for layout in views() {
+        let n = layout.numel();
+        for op in unary {
+            let mut c = vec![T::zero(); n];
+            cpu().unary(op, View::new(&cb, &layout), &mut c).unwrap();
+            let mut g = gpu.alloc_output::<T>(n).unwrap();
+            let g = std::sync::Arc::get_mut(&mut g).unwrap();
+            gpu.unary(op, View::new(&gb, &layout), g).unwrap();
+            same(&format!("{op:?} {layout:?}"), &c, &gpu.download(g).unwrap());
+        }
+        for (op, rhs) in binary.iter().zip(views().into_iter().cycle()) {
+            let mut c = vec![T::zero(); n];
+            cpu()
+                .binary(*op, View::new(&cb, &layout), View::new(&co, &rhs), &mut c)
+                .unwrap();
+            let mut g = gpu.alloc_zeros(n).unwrap();
+            gpu.binary(*op, View::new(&gb, &layout), View::new(&go, &rhs), &mut g)
+                .unwrap();
+            same(
+                &format!("{op:?} {layout:?}"),
+                &c,
+                &gpu.download(&g).unwrap(),
+            );
+        }
+        let mut c = vec![T::zero(); n];
+        let on_false = &views()[3];
+        cpu()
+            .select(
+                View::new(&co, &layout),
+                View::new(&cb, &layout),
+                View::new(&co, on_false),
+                &mut c,
+            )
+            .unwrap();
+        let mut g = gpu.alloc_zeros(n).unwrap();
+        gpu.select(
+            View::new(&go, &layout),
+            View::new(&gb, &layout),
+            View::new(&go, on_false),
+            &mut g,
+        )
+        .unwrap();
+        same("select", &c, &gpu.download(&g).unwrap());
+    }
+    // Empty views and wrong outputs.
+    let empty = Layout::contiguous(Shape::from([0, 3]));
+    let mut nothing = gpu.alloc_zeros::<T>(0).unwrap();
+    gpu.unary(UnaryOp::Exp, View::new(&gb, &empty), &mut nothing)
+        .unwrap();
+    let mut short = gpu.alloc_zeros::<T>(3).unwrap();
+    assert!(
+        gpu.unary(UnaryOp::Exp, View::new(&gb, &views()[0]), &mut short)
+            .is_err()
+    );
+}
+
+#[test]
+fn elementwise_ops_are_the_cpus_bits() {
+    if let Some(gpu) = gpu() {
+        elementwise::<f32>(&gpu);
+        elementwise::<f64>(&gpu);
+    }
+}
+
+/// The largest distance in units of the last place between the GPU's and the Cpu's
+/// transcendentals over a sweep of inputs: 0 when the ports are exact, as they should be.
+fn transcendental_ulps<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(2, "cuda-ulp");
+    let mut x: Vec<T> = (0..1 << 20)
+        .map(|_| T::from_f64(rng.uniform_f64() * 200.0 - 100.0))
+        .collect();
+    x.extend((0..1 << 18).map(|_| T::from_f64(rng.uniform_f64() * 4.0 - 2.0)));
+    let layout = Layout::contiguous(Shape::from([x.len()]));
+    let gx = gpu.upload(&x).unwrap();
+    for op in [
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Tanh,
+        UnaryOp::Powf(T::from_f64(0.37)),
+    ] {
+        let mut c = vec![T::zero(); x.len()];
+        cpu().unary(op, View::new(&x, &layout), &mut c).unwrap();
+        let mut g = gpu.alloc_zeros(x.len()).unwrap();
+        gpu.unary(op, View::new(&gx, &layout), &mut g).unwrap();
+        let g = gpu.download(&g).unwrap();
+        let worst = c
+            .iter()
+            .zip(&g)
+            .filter(|(a, b)| !(a.is_nan() && b.is_nan()))
+            .map(|(a, b)| (a.to_bits_u64() as i64 - b.to_bits_u64() as i64).unsigned_abs())
+            .max()
+            .unwrap_or(0);
+        println!("{} {op:?}: max ULP distance GPU vs Cpu = {worst}", T::DTYPE);
+        assert_eq!(worst, 0, "{op:?}");
+    }
+}
+
+#[test]
+fn transcendentals_measured_in_ulps() {
+    if let Some(gpu) = gpu() {
+        transcendental_ulps::<f32>(&gpu);
+        transcendental_ulps::<f64>(&gpu);
+    }
+}
+
+fn reductions<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(3, "cuda-reduce");
+    let ops = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Var { ddof: 0 },
+        ReduceOp::Var { ddof: 1 },
+        ReduceOp::Min,
+        ReduceOp::Max,
+    ];
+    let shapes: [&[usize]; 7] = [
+        &[0],
+        &[1],
+        &[63],
+        &[70_001],
+        &[3, 1000, 5],
+        &[130, 9000],
+        &[2, 0, 3],
+    ];
+    for dims in shapes {
+        let shape = Shape::new(dims);
+        let n = shape.numel();
+        let mut host: Vec<T> = (0..n).map(|_| rng.normal(0.0, 1e3)).collect();
+        if n > 100 {
+            host[n / 2] = -T::zero();
+        }
+        let g = gpu.upload(&host).unwrap();
+        let mut layouts = vec![Layout::contiguous(shape.clone())];
+        if dims.len() == 2 {
+            // The transpose of the [cols, rows] reading of the same buffer.
+            layouts.push(Layout::from_parts(
+                Shape::from([dims[1], dims[0]]),
+                Dims::from_slice(&[1, dims[1]]),
+                0,
+            ));
+        }
+        for layout in &layouts {
+            let axes: Vec<Option<usize>> = std::iter::once(None)
+                .chain((0..layout.shape().ndim()).map(Some))
+                .collect();
+            for axis in axes {
+                for op in ops {
+                    let outputs = match axis {
+                        None => 1,
+                        Some(a) => layout.numel() / layout.shape().dims()[a].max(1),
+                    };
+                    let outputs = if axis.is_some() && layout.shape().dims().contains(&0) {
+                        layout
+                            .shape()
+                            .dims()
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| Some(*i) != axis)
+                            .map(|(_, d)| d)
+                            .product()
+                    } else {
+                        outputs
+                    };
+                    let mut c = vec![T::zero(); outputs];
+                    let want = cpu().reduce(op, View::new(&host, layout), axis, &mut c);
+                    let mut out = gpu.alloc_zeros(outputs).unwrap();
+                    let got = gpu.reduce(op, View::new(&g, layout), axis, &mut out);
+                    assert_eq!(want.is_ok(), got.is_ok(), "{op:?} {layout:?} {axis:?}");
+                    if want.is_ok() {
+                        same(
+                            &format!("{op:?} {layout:?} axis {axis:?}"),
+                            &c,
+                            &gpu.download(&out).unwrap(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn reductions_are_the_canonical_sums() {
+    if let Some(gpu) = gpu() {
+        reductions::<f32>(&gpu);
+        reductions::<f64>(&gpu);
+    }
+}
+
+fn copies<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(4, "cuda-copy");
+    let host: Vec<T> = data(&mut rng, 140);
+    let g = gpu.upload(&host).unwrap();
+    for layout in views() {
+        let n = layout.numel();
+        let mut c = vec![T::zero(); n];
+        cpu().copy(View::new(&host, &layout), &mut c).unwrap();
+        let mut out = gpu.alloc_zeros(n).unwrap();
+        gpu.copy(View::new(&g, &layout), &mut out).unwrap();
+        same("copy", &c, &gpu.download(&out).unwrap());
+        for axis in 0..2 {
+            let size = layout.shape().dims()[axis];
+            let indices: Vec<usize> = (0..9).map(|_| rng.below(size as u64) as usize).collect();
+            let per = n / size * indices.len();
+            let mut c = vec![T::zero(); per];
+            cpu()
+                .index_select(View::new(&host, &layout), axis, &indices, &mut c)
+                .unwrap();
+            let mut out = gpu.alloc_zeros(per).unwrap();
+            gpu.index_select(View::new(&g, &layout), axis, &indices, &mut out)
+                .unwrap();
+            same("index_select", &c, &gpu.download(&out).unwrap());
+            let targets: Vec<usize> = (0..size).map(|_| rng.below(4) as usize).collect();
+            let added = n / size * 4;
+            let mut c = vec![T::zero(); added];
+            cpu()
+                .index_add(View::new(&host, &layout), axis, &targets, 4, &mut c)
+                .unwrap();
+            let mut out = gpu.alloc_zeros(added).unwrap();
+            gpu.index_add(View::new(&g, &layout), axis, &targets, 4, &mut out)
+                .unwrap();
+            same("index_add", &c, &gpu.download(&out).unwrap());
+            let parts = [layout.clone(), views()[1].clone(), layout.clone()];
+            let cpu_parts: Vec<_> = parts.iter().map(|l| View::new(&host, l)).collect();
+            let gpu_parts: Vec<_> = parts.iter().map(|l| View::new(&g, l)).collect();
+            let mut c = vec![T::zero(); 3 * n];
+            cpu().concat(&cpu_parts, axis, &mut c).unwrap();
+            let mut out = gpu.alloc_zeros(3 * n).unwrap();
+            gpu.concat(&gpu_parts, axis, &mut out).unwrap();
+            same("concat", &c, &gpu.download(&out).unwrap());
+        }
+    }
+    let mut out = gpu.alloc_zeros::<T>(5).unwrap();
+    assert!(
+        gpu.index_select(View::new(&g, &views()[0]), 0, &[5], &mut out)
+            .is_err()
+    );
+}
+
+#[test]
+fn copies_gathers_and_concats_are_the_cpus() {
+    if let Some(gpu) = gpu() {
+        copies::<f32>(&gpu);
+        copies::<f64>(&gpu);
+    }
+}
+
+fn matmuls<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(5, "cuda-matmul");
+    for (batch, m, k, n) in [
+        (1, 1, 1, 1),
+        (1, 67, 129, 33),
+        (3, 5, 300, 70),
+        (2, 130, 17, 1),
+        (1, 4, 0, 3),
+        (1, 0, 5, 3),
+    ] {
+        let a: Vec<T> = data(&mut rng, batch * m * k);
+        let b: Vec<T> = data(&mut rng, batch * k * n);
+        let (ga, gb) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+        let la = Layout::contiguous(Shape::from([batch, m, k]));
+        // b read as the transpose of a [batch, n, k] buffer.
+        let lb = Layout::from_parts(
+            Shape::from([batch, k, n]),
+            Dims::from_slice(&[k * n, 1, k]),
+            0,
+        );
+        for rhs in [Layout::contiguous(Shape::from([batch, k, n])), lb] {
+            let mut c = vec![T::zero(); batch * m * n];
+            cpu()
+                .matmul(View::new(&a, &la), View::new(&b, &rhs), &mut c)
+                .unwrap();
+            let mut out = gpu.alloc_output::<T>(batch * m * n).unwrap();
+            let out = std::sync::Arc::get_mut(&mut out).unwrap();
+            gpu.matmul(View::new(&ga, &la), View::new(&gb, &rhs), out)
+                .unwrap();
+            same(
+                &format!("matmul {batch}x{m}x{k}x{n}"),
+                &c,
+                &gpu.download(out).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn matmul_is_the_canonical_fma_chain() {
+    if let Some(gpu) = gpu() {
+        matmuls::<f32>(&gpu);
+        matmuls::<f64>(&gpu);
+    }
+}
+
+fn recurrences<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(6, "cuda-recurrence");
+    for (t, b) in [(0, 3), (1, 1), (37, 5), (130, 67), (5, 0)] {
+        let layout = TimeMajor::new(t, b);
+        let len = t * b;
+        let up = |v: &Vec<T>| gpu.upload(v).unwrap();
+        let rewards: Vec<T> = data(&mut rng, len);
+        let values: Vec<T> = (0..len).map(|_| rng.normal(0.0, 1.0)).collect();
+        let rhos: Vec<T> = (0..len)
+            .map(|_| T::from_f64(rng.uniform_f64() * 2.0))
+            .collect();
+        let boot: Vec<T> = (0..b).map(|_| rng.normal(0.0, 1.0)).collect();
+        let flags = |rng: &mut Rng| -> Vec<T> {
+            (0..len)
+                .map(|_| {
+                    if rng.below(7) == 0 {
+                        T::one()
+                    } else {
+                        T::zero()
+                    }
+                })
+                .collect()
+        };
+        let (term, trunc) = (flags(&mut rng), flags(&mut rng));
+        let disc: Vec<T> = (0..len)
+            .map(|i| {
+                if i % 11 == 3 {
+                    T::zero()
+                } else {
+                    T::from_f64(0.97)
+                }
+            })
+            .collect();
+        let g = (
+            up(&rewards),
+            up(&values),
+            up(&rhos),
+            up(&boot),
+            up(&term),
+            up(&trunc),
+            up(&disc),
+        );
+        let gamma = T::from_f64(0.99);
+        let lambda = T::from_f64(0.95);
+        let cpu_episodes: [Episodes<'_, Vec<T>, T>; 4] = [
+            Episodes::Constant { gamma },
+            Episodes::Discounts(&disc),
+            Episodes::Flags {
+                gamma,
+                terminated: &term,
+                truncation: None,
+            },
+            Episodes::Flags {
+                gamma,
+                terminated: &term,
+                truncation: Some(Truncation {
+                    truncated: &trunc,
+                    final_values: &values,
+                }),
+            },
+        ];
+        let gpu_episodes: [Episodes<'_, _, T>; 4] = [
+            Episodes::Constant { gamma },
+            Episodes::Discounts(&g.6),
+            Episodes::Flags {
+                gamma,
+                terminated: &g.4,
+                truncation: None,
+            },
+            Episodes::Flags {
+                gamma,
+                terminated: &g.4,
+                truncation: Some(Truncation {
+                    truncated: &g.5,
+                    final_values: &g.1,
+                }),
+            },
+        ];
+        for (ce, ge) in cpu_episodes.into_iter().zip(gpu_episodes) {
+            let what = format!("[{t}, {b}] {:?}", std::mem::discriminant(&ce));
+            let mut c = vec![T::zero(); len];
+            let mut o = gpu.alloc_zeros(len).unwrap();
+            cpu()
+                .discounted_returns(layout, &rewards, ce, &boot, &mut c)
+                .unwrap();
+            gpu.discounted_returns(layout, &g.0, ge, &g.3, &mut o)
+                .unwrap();
+            same(&format!("returns {what}"), &c, &gpu.download(&o).unwrap());
+
+            let (mut ca, mut cr) = (vec![T::zero(); len], vec![T::zero(); len]);
+            let (mut ga, mut gr) = (gpu.alloc_zeros(len).unwrap(), gpu.alloc_zeros(len).unwrap());
+            cpu()
+                .gae(
+                    layout,
+                    &rewards,
+                    &values,
+                    &boot,
+                    ce,
+                    lambda,
+                    &mut ca,
+                    Some(&mut cr),
+                )
+                .unwrap();
+            gpu.gae(layout, &g.0, &g.1, &g.3, ge, lambda, &mut ga, Some(&mut gr))
+                .unwrap();
+            same(&format!("gae {what}"), &ca, &gpu.download(&ga).unwrap());
+            same(
+                &format!("gae returns {what}"),
+                &cr,
+                &gpu.download(&gr).unwrap(),
+            );
+
+            cpu()
+                .lambda_returns(layout, &rewards, &values, ce, lambda, &mut c)
+                .unwrap();
+            gpu.lambda_returns(layout, &g.0, &g.1, ge, lambda, &mut o)
+                .unwrap();
+            same(&format!("lambda {what}"), &c, &gpu.download(&o).unwrap());
+
+            for n in [1, 3, 1000] {
+                cpu()
+                    .n_step_returns(layout, &rewards, &values, ce, n, &mut c)
+                    .unwrap();
+                gpu.n_step_returns(layout, &g.0, &g.1, ge, n, &mut o)
+                    .unwrap();
+                same(
+                    &format!("n-step {n} {what}"),
+                    &c,
+                    &gpu.download(&o).unwrap(),
+                );
+            }
+
+            let params = VtraceParams {
+                lambda,
+                clip_rho: T::one(),
+                clip_pg_rho: T::from_f64(1.5),
+            };
+            cpu()
+                .vtrace(
+                    layout, &rewards, &values, &boot, &rhos, ce, params, &mut ca, &mut cr,
+                )
+                .unwrap();
+            gpu.vtrace(layout, &g.0, &g.1, &g.3, &g.2, ge, params, &mut ga, &mut gr)
+                .unwrap();
+            same(
+                &format!("vtrace vs {what}"),
+                &ca,
+                &gpu.download(&ga).unwrap(),
+            );
+            same(
+                &format!("vtrace pg {what}"),
+                &cr,
+                &gpu.download(&gr).unwrap(),
+            );
+        }
+        let mut c = vec![T::zero(); len];
+        let mut o = gpu.alloc_zeros(len).unwrap();
+        cpu()
+            .linear_recurrence(layout, &rewards, &disc, &boot, &mut c)
+            .unwrap();
+        gpu.linear_recurrence(layout, &g.0, &g.6, &g.3, &mut o)
+            .unwrap();
+        same("linear_recurrence", &c, &gpu.download(&o).unwrap());
+    }
+}
+
+#[test]
+fn recurrences_run_the_canonical_scans() {
+    if let Some(gpu) = gpu() {
+        recurrences::<f32>(&gpu);
+        recurrences::<f64>(&gpu);
+    }
+}
+
+type CpuTerm<'a, T> = MaskedTerm<'a, Vec<T>, T>;
+type GpuTerm<'a, T> = MaskedTerm<'a, rlgrad_cuda::CudaBuffer<T>, T>;
+type CpuMap<'a, T> = MaskedMap<'a, Vec<T>, T>;
+type GpuMap<'a, T> = MaskedMap<'a, rlgrad_cuda::CudaBuffer<T>, T>;
+
+fn sequences<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(7, "cuda-sequence");
+    for lengths in [
+        vec![],
+        vec![0, 0],
+        vec![3, 0, 5, 1],
+        (0..300).map(|i| (i * 7) % 41).collect(),
+    ] {
+        for features in [1, 2, 3, 4, 8] {
+            let seqs = Sequences::new(&lengths, None).unwrap();
+            let packed = seqs.total() * features;
+            let padded = seqs.padded_steps() * features;
+            let flat: Vec<T> = data(&mut rng, packed);
+            let gflat = gpu.upload(&flat).unwrap();
+            for order in [PadOrder::BatchMajor, PadOrder::TimeMajor] {
+                let mut c = vec![T::one(); padded];
+                cpu().pad(&seqs, features, order, &flat, &mut c).unwrap();
+                // A recycled-looking output: the kernel must write every element.
+                let mut g = gpu.upload(&vec![T::one(); padded]).unwrap();
+                gpu.pad(&seqs, features, order, &gflat, &mut g).unwrap();
+                same("pad", &c, &gpu.download(&g).unwrap());
+                let mut back = vec![T::zero(); packed];
+                cpu().unpad(&seqs, features, order, &c, &mut back).unwrap();
+                let mut gback = gpu.alloc_zeros(packed).unwrap();
+                gpu.unpad(&seqs, features, order, &g, &mut gback).unwrap();
+                same("unpad", &back, &gpu.download(&gback).unwrap());
+            }
+            let x: Vec<T> = data(&mut rng, padded);
+            let other: Vec<T> = data(&mut rng, padded);
+            let (gx, gother) = (gpu.upload(&x).unwrap(), gpu.upload(&other).unwrap());
+            let shift = T::from_f64(0.3);
+            let terms: [(CpuTerm<'_, T>, GpuTerm<'_, T>); 3] = [
+                (MaskedTerm::Value, MaskedTerm::Value),
+                (
+                    MaskedTerm::SquaredDeviation { mean: shift },
+                    MaskedTerm::SquaredDeviation { mean: shift },
+                ),
+                (
+                    MaskedTerm::Product {
+                        other: &other,
+                        shift,
+                    },
+                    MaskedTerm::Product {
+                        other: &gother,
+                        shift,
+                    },
+                ),
+            ];
+            for (ct, gt) in terms {
+                let c = cpu().masked_sum(&seqs, features, &x, ct).unwrap();
+                let g = gpu.masked_sum(&seqs, features, &gx, gt).unwrap();
+                same("masked_sum", &[c], &[g]);
+            }
+            let mut c = vec![T::zero(); seqs.batch()];
+            cpu().sequence_sums(&seqs, features, &x, &mut c).unwrap();
+            let mut g = gpu.alloc_zeros(seqs.batch()).unwrap();
+            gpu.sequence_sums(&seqs, features, &gx, &mut g).unwrap();
+            same("sequence_sums", &c, &gpu.download(&g).unwrap());
+            let per: Vec<T> = data(&mut rng, seqs.batch());
+            let gper = gpu.upload(&per).unwrap();
+            let (a, b) = (T::from_f64(0.5), T::from_f64(1.5));
+            let maps: [(CpuMap<'_, T>, GpuMap<'_, T>); 5] = [
+                (MaskedMap::Fill(a), MaskedMap::Fill(a)),
+                (MaskedMap::PerSequence(&per), MaskedMap::PerSequence(&gper)),
+                (
+                    MaskedMap::Scale { shift: a, scale: b },
+                    MaskedMap::Scale { shift: a, scale: b },
+                ),
+                (
+                    MaskedMap::Standardize {
+                        mean: a,
+                        denominator: b,
+                    },
+                    MaskedMap::Standardize {
+                        mean: a,
+                        denominator: b,
+                    },
+                ),
+                (
+                    MaskedMap::StandardizeBackward {
+                        grad: &other,
+                        grad_mean: a,
+                        mean: b,
+                        denominator: b,
+                        coefficient: a,
+                    },
+                    MaskedMap::StandardizeBackward {
+                        grad: &gother,
+                        grad_mean: a,
+                        mean: b,
+                        denominator: b,
+                        coefficient: a,
+                    },
+                ),
+            ];
+            for (cm, gm) in maps {
+                let mut c = vec![T::one(); padded];
+                cpu()
+                    .masked_map(&seqs, features, Some(&x), cm, &mut c)
+                    .unwrap();
+                let mut g = gpu.upload(&vec![T::one(); padded]).unwrap();
+                gpu.masked_map(&seqs, features, Some(&gx), gm, &mut g)
+                    .unwrap();
+                same(
+                    &format!("masked_map {cm:?}"),
+                    &c,
+                    &gpu.download(&g).unwrap(),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn sequence_kernels_are_the_cpus() {
+    if let Some(gpu) = gpu() {
+        sequences::<f32>(&gpu);
+        sequences::<f64>(&gpu);
+    }
+}
+
+fn lstm_cells<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(31, "cuda lstm cell");
+    for (batch, hidden) in [(0, 4), (1, 1), (3, 7), (37, 64)] {
+        let units = batch * hidden;
+        let gates: Vec<T> = data(&mut rng, 4 * units);
+        let c: Vec<T> = data(&mut rng, units);
+        let grad_state: Vec<T> = data(&mut rng, 2 * units);
+        let (mut cache, mut state) = (vec![T::zero(); 5 * units], vec![T::zero(); 2 * units]);
+        let forward = LstmForward {
+            gates: &gates,
+            c: &c,
+            cache: &mut cache,
+            state: &mut state,
+        };
+        cpu().lstm_cell(batch, hidden, forward).unwrap();
+        let (g_gates, g_c) = (gpu.upload(&gates).unwrap(), gpu.upload(&c).unwrap());
+        let mut g_cache = gpu.alloc_zeros(5 * units).unwrap();
+        let mut g_state = gpu.alloc_zeros(2 * units).unwrap();
+        let forward = LstmForward {
+            gates: &g_gates,
+            c: &g_c,
+            cache: &mut g_cache,
+            state: &mut g_state,
+        };
+        gpu.lstm_cell(batch, hidden, forward).unwrap();
+        same("lstm_cell cache", &cache, &gpu.download(&g_cache).unwrap());
+        same("lstm_cell state", &state, &gpu.download(&g_state).unwrap());
+        let (mut grad_gates, mut grad_c) = (vec![T::zero(); 4 * units], vec![T::zero(); units]);
+        let backward = LstmBackward {
+            cache: &cache,
+            c: &c,
+            grad_state: &grad_state,
+            grad_gates: &mut grad_gates,
+            grad_c: &mut grad_c,
+        };
+        cpu().lstm_cell_backward(batch, hidden, backward).unwrap();
+        let g_grad_state = gpu.upload(&grad_state).unwrap();
+        let mut g_grad_gates = gpu.alloc_zeros(4 * units).unwrap();
+        let mut g_grad_c = gpu.alloc_zeros(units).unwrap();
+        let backward = LstmBackward {
+            cache: &g_cache,
+            c: &g_c,
+            grad_state: &g_grad_state,
+            grad_gates: &mut g_grad_gates,
+            grad_c: &mut g_grad_c,
+        };
+        gpu.lstm_cell_backward(batch, hidden, backward).unwrap();
+        same(
+            "lstm_cell grad_gates",
+            &grad_gates,
+            &gpu.download(&g_grad_gates).unwrap(),
+        );
+        same(
+            "lstm_cell grad_c",
+            &grad_c,
+            &gpu.download(&g_grad_c).unwrap(),
+        );
+    }
+    let (short, c) = (
+        gpu.alloc_zeros::<T>(3).unwrap(),
+        gpu.alloc_zeros::<T>(2).unwrap(),
+    );
+    let (mut cache, mut state) = (gpu.alloc_zeros(10).unwrap(), gpu.alloc_zeros(4).unwrap());
+    let forward = LstmForward {
+        gates: &short,
+        c: &c,
+        cache: &mut cache,
+        state: &mut state,
+    };
+    let err = gpu.lstm_cell(2, 1, forward).unwrap_err();
+    assert_eq!(err.argument(), Some("gates"));
+}
+
+#[test]
+fn the_lstm_cell_is_the_cpus() {
+    if let Some(gpu) = gpu() {
+        lstm_cells::<f32>(&gpu);
+        lstm_cells::<f64>(&gpu);
+    }
+}
+
+fn updates<T: Float>() -> Vec<Update<T>> {
+    let f = T::from_f64;
+    let torch = |amsgrad, weight_decay, keep| {
+        Update::Adam(Adam::Torch(AdamTorch {
+            step_size: f(1e-3 / (1.0 - 0.9f64.powi(3))),
+            bias_correction2_sqrt: f((1.0 - 0.999f64.powi(3)).sqrt()),
+            one_minus_beta1: f(0.1),
+            beta2: f(0.999),
+            one_minus_beta2: f(0.001),
+            eps: f(1e-8),
+            weight_decay,
+            decoupled_keep: keep,
+            amsgrad,
+        }))
+    };
+    let mut all = vec![
+        Update::Sgd(Sgd {
+            lr: f(0.1),
+            weight_decay: T::zero(),
+        }),
+        Update::Sgd(Sgd {
+            lr: f(0.1),
+            weight_decay: f(0.01),
+        }),
+        torch(false, T::zero(), T::one()),
+        torch(true, f(0.01), T::one()),
+        torch(false, T::zero(), f(0.999)),
+        Update::Adam(Adam::Keras {
+            alpha: f(1e-3),
+            lr: f(1e-3),
+            one_minus_beta1: f(0.1),
+            one_minus_beta2: f(0.001),
+            eps: f(1e-7),
+            weight_decay: f(0.004),
+            amsgrad: true,
+        }),
+        Update::Adagrad(Adagrad::Torch {
+            clr: f(0.01),
+            eps: f(1e-10),
+            weight_decay: f(0.1),
+        }),
+        Update::Adagrad(Adagrad::Keras {
+            lr: f(0.01),
+            eps: f(1e-7),
+            weight_decay: T::zero(),
+        }),
+        Update::Momentum(Momentum::Keras {
+            lr: f(0.01),
+            momentum: f(0.9),
+            nesterov: true,
+            weight_decay: f(0.01),
+        }),
+        Update::Momentum(Momentum::Core {
+            lr: f(0.01),
+            momentum: f(0.9),
+        }),
+    ];
+    for (nesterov, first_step) in [(false, true), (true, false)] {
+        all.push(Update::Momentum(Momentum::Torch {
+            lr: f(0.01),
+            momentum: f(0.9),
+            dampening: f(0.1),
+            nesterov,
+            weight_decay: f(0.001),
+            first_step,
+        }));
+    }
+    for flavor in [Flavor::Torch, Flavor::Keras] {
+        for (centered, momentum) in [(false, 0.0), (true, 0.0), (false, 0.9), (true, 0.9)] {
+            all.push(Update::Rmsprop(Rmsprop {
+                flavor,
+                lr: f(0.01),
+                alpha: f(0.99),
+                one_minus_alpha: f(0.01),
+                eps: f(1e-8),
+                momentum: f(momentum),
+                centered,
+                weight_decay: f(0.01),
+            }));
+        }
+    }
+    all
+}
+
+fn optimizers<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(8, "cuda-optim");
+    for n in [0, 1, 1001] {
+        for update in updates::<T>() {
+            let param: Vec<T> = data(&mut rng, n);
+            let grad: Vec<T> = data(&mut rng, n);
+            let slots: Vec<Vec<T>> = update
+                .slot_names()
+                .iter()
+                .map(|_| (0..n).map(|_| T::from_f64(rng.uniform_f64())).collect())
+                .collect();
+            let (mut cp, mut cs) = (param.clone(), slots.clone());
+            for _ in 0..3 {
+                let mut refs: Vec<&mut Vec<T>> = cs.iter_mut().collect();
+                Cpu::new(Par::rayon(2))
+                    .update(&update, &mut cp, &grad, &mut refs)
+                    .unwrap();
+            }
+            let mut gp = gpu.upload(&param).unwrap();
+            let gg = gpu.upload(&grad).unwrap();
+            let mut gs: Vec<_> = slots.iter().map(|s| gpu.upload(s).unwrap()).collect();
+            for _ in 0..3 {
+                let mut refs: Vec<_> = gs.iter_mut().collect();
+                gpu.update(&update, &mut gp, &gg, &mut refs).unwrap();
+            }
+            same(
+                &format!("{update:?} param"),
+                &cp,
+                &gpu.download(&gp).unwrap(),
+            );
+            for ((name, c), g) in update.slot_names().iter().zip(&cs).zip(&gs) {
+                same(&format!("{update:?} {name}"), c, &gpu.download(g).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn every_fused_update_is_the_cpus() {
+    if let Some(gpu) = gpu() {
+        optimizers::<f32>(&gpu);
+        optimizers::<f64>(&gpu);
+    }
+}
+
+#[test]
+fn a_warmed_up_loop_takes_its_buffers_from_the_cache() {
+    let Some(gpu) = exclusive_gpu() else { return };
+    let layout = Layout::contiguous(Shape::from([1000]));
+    let x = gpu.upload(&vec![1.5f32; 1000]).unwrap();
+    let step = || {
+        let mut y = gpu.alloc_output::<f32>(1000).unwrap();
+        gpu.unary(
+            UnaryOp::Exp,
+            View::new(&x, &layout),
+            std::sync::Arc::get_mut(&mut y).unwrap(),
+        )
+        .unwrap();
+        gpu.recycle(y);
+    };
+    step();
+    let cached = gpu.cached_bytes();
+    assert!(cached >= 4000);
+    step();
+    assert_eq!(
+        gpu.cached_bytes(),
+        cached,
+        "the second step reused the buffer"
+    );
+}
+
+#[test]
+fn opening_a_missing_device_is_an_error() {
+    match Cuda::new(1 << 20) {
+        Ok(device) => panic!("opened {device:?}"),
+        Err(why) => println!("as expected: {why}"),
+    }
+}

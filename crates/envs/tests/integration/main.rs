@@ -1,0 +1,8 @@
+//! rlgrad-envs's integration tests, one module per file, in one binary: each test
+//! binary compiles and links its own copy of the generic kernels, so one binary instead
+//! of one per file saves most of the tests' build time.
+//!
+//! Kept apart: `allocation`, which installs a counting global allocator.
+
+mod gymnasium;
+mod properties;
