@@ -120,12 +120,12 @@ pub fn build(args: &[String]) -> Result<(), String> {
     }
     let built = crate::built_executables(&dist_tests)?;
     copy(
-        crate::find_test(&built, "crates/dist", "nccl")?,
+        crate::find_test(&built, "crates/distributed", "nccl")?,
         &out.join("tests").join("nccl"),
     )?;
     match &mpi_missing {
         None => copy(
-            crate::find_test(&built, "crates/dist", "nccl_mpi")?,
+            crate::find_test(&built, "crates/distributed", "nccl_mpi")?,
             &out.join(MPI_TESTS).join("nccl_mpi"),
         )?,
         Some(why) => println!("gpu-build: the bundle goes without the mpirun tests: {why}"),

@@ -16,6 +16,7 @@
 //! cargo xtask gpu-run [--dry-run]     what gpu-bin/run runs: everything, one report
 //! cargo xtask converge                the TF guide's convergence test, plotted
 //! cargo xtask interop                 checkpoints and event files against Python's readers
+//! cargo xtask package [--verify]      what crates.io needs of every publishable crate
 //! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
 //!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! cargo xtask examples-compare        each example's training beside its PyTorch twin
@@ -29,6 +30,7 @@ mod examples;
 mod gpu;
 mod interop;
 mod isa;
+mod package;
 mod python;
 mod stages;
 mod tools;
@@ -206,6 +208,18 @@ const SUBCOMMANDS: &[Subcommand] = &[
         ],
         options: "",
         run: |args| no_options("interop", args).and_then(|()| interop::run()),
+    },
+    Subcommand {
+        synopsis: "package [--verify]",
+        about: &[
+            "cargo package --workspace, and what crates.io needs of each",
+            "publishable crate: both license files, keywords, description,",
+            "docs link, README links inside the package; --verify: the",
+            "verification build, and each crate linted alone with no",
+            "features, each feature and all",
+        ],
+        options: "",
+        run: package::run,
     },
     Subcommand {
         synopsis: "compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE] [--peers DIR] [-v]",
@@ -497,18 +511,13 @@ fn test() -> Result<(), String> {
         clippy.extend(["--all-targets", "--", "-D", "warnings"]);
         cargo(&clippy, &[])
     })?;
-    // Docs without warnings, with and without the optional features (a link to an item
-    // behind a feature breaks one of the two).
+    // Docs without warnings, in the selection's feature set (every feature there is, as on
+    // docs.rs), so that the dependencies' metadata is clippy's; each crate's docs with each
+    // feature alone are `cargo xtask package --verify`'s.
     stages.run("doc", || {
-        for features in [None, Some("--all-features")] {
-            let mut args = vec!["doc", "--workspace", "--no-deps"];
-            args.extend(features);
-            if features.is_some() {
-                args.extend(all_features_exclusions(&mpi));
-            }
-            cargo(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
-        }
-        Ok(())
+        let mut doc = vec!["doc", "--no-deps"];
+        doc.extend(selection);
+        cargo(&doc, &[("RUSTDOCFLAGS", "-D warnings")])
     })?;
     stages.run("cargo test", || {
         // One selection for every crate, the CUDA crate's tests included (they skip without
@@ -547,8 +556,8 @@ fn proptest(args: &[String]) -> Result<(), String> {
         .iter()
         .map(|n| ("PROPTEST_CASES", n.as_str()))
         .collect();
-    let mut args = vec!["test", "--workspace", "--all-features"];
-    args.extend(all_features_exclusions(&mpi_missing()));
+    let mut args = vec!["test"];
+    args.extend(workspace_selection(&mpi_missing()));
     args.extend(["--tests", "prop_"]);
     cargo(&args, &envs)
 }
@@ -575,18 +584,6 @@ fn tool_missing(tool: &str, arg: &str) -> Option<String> {
             "`{tool}` not found (Debian: apt-get install libopenmpi-dev openmpi-bin libclang-dev)"
         )
     })
-}
-
-/// What an `--all-features` build leaves out: rlgrad-dist, whose `mpi` feature needs MPI,
-/// where MPI is missing (its other features are built without `--all-features`).
-fn all_features_exclusions(mpi_missing: &Option<String>) -> Vec<&'static str> {
-    match mpi_missing {
-        Some(why) => {
-            eprintln!("xtask: --all-features without rlgrad-dist: {why}");
-            vec!["--exclude", "rlgrad-dist"]
-        }
-        None => Vec::new(),
-    }
 }
 
 /// The one selection of every build `cargo xtask test` makes for this machine (clippy,
@@ -616,11 +613,11 @@ fn dist_backend_tests(mpi_missing: &Option<String>) -> Result<(), String> {
     let mut tests = vec!["test", "--no-run"];
     tests.extend(selection);
     let built = built_executables(&tests)?;
-    let nccl = find_test(&built, "crates/dist", "nccl")?;
+    let nccl = find_test(&built, "crates/distributed", "nccl")?;
     eprintln!("xtask: {} --nocapture", nccl.display());
     let status = Command::new(nccl)
         .arg("--nocapture")
-        .current_dir(root().join("crates/dist"))
+        .current_dir(root().join("crates/distributed"))
         .status()
         .map_err(|e| format!("cannot run {}: {e}", nccl.display()))?;
     if !status.success() {
@@ -640,7 +637,7 @@ fn dist_backend_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         ),
     ];
     for (test, collectives) in tests {
-        let binary = find_test(&built, "crates/dist", test)?;
+        let binary = find_test(&built, "crates/distributed", test)?;
         let runs: Vec<Vec<&str>> = if collectives.is_empty() {
             vec![Vec::new()]
         } else {

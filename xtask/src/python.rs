@@ -64,12 +64,11 @@ const REQUIREMENTS: [&str; 4] = [
     "hypothesis==6.170.17",
 ];
 
-/// The `rlgrad` wheel (abi3) built with maturin in cargo profile `profile` into
-/// `target/python/wheels`, with the Python of `target/python/venv` (made or updated
-/// first); returns that Python and the wheel's path. Timings take `release`; the tests
-/// take `test`, whose libraries `cargo xtask test` has built (the bits are the same in
-/// every profile: the canonical orders fix them).
-pub fn build_wheel(profile: &str) -> Result<(PathBuf, PathBuf), String> {
+/// The `rlgrad` wheel (release, abi3) built with maturin into `target/python/wheels`,
+/// with the Python of `target/python/venv` (made or updated first); returns that Python
+/// and the wheel's path. (Not the test profile that `cargo xtask test` builds the crates
+/// in: for `cargo rustc`, which maturin runs, `--profile test` means a test harness.)
+pub fn build_wheel() -> Result<(PathBuf, PathBuf), String> {
     let root = crate::root();
     let dir = root.join("target/python");
     let python = venv(&dir, &REQUIREMENTS)?;
@@ -83,7 +82,7 @@ pub fn build_wheel(profile: &str) -> Result<(PathBuf, PathBuf), String> {
     }
     status(
         Command::new(bin.join("maturin"))
-            .args(["build", "--profile", profile, "--quiet", "--manifest-path"])
+            .args(["build", "--release", "--quiet", "--manifest-path"])
             .arg(root.join("crates/python/Cargo.toml"))
             .arg("--out")
             .arg(&wheels)
@@ -131,7 +130,7 @@ pub fn install_wheel(python: &Path, wheel: &Path, target: Option<&Path>) -> Resu
 pub fn pytest() -> Result<(), String> {
     let root = crate::root();
     let dir = root.join("target/python");
-    let (python, wheel) = build_wheel("test")?;
+    let (python, wheel) = build_wheel()?;
     install_wheel(&python, &wheel, None)?;
     let outputs = dir.join("rust-outputs");
     let outputs_arg = outputs.display().to_string();

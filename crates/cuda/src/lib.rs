@@ -61,9 +61,10 @@
 //! # Several GPUs
 //!
 //! Data parallelism is `rlgrad-dist`'s: gradients summed over a fixed tree of
-//! microbatches, so the bits do not depend on the number of workers (see its docs). Its
-//! backends move host buffers today (threads and MPI); an NCCL backend for buffers of this
-//! device is not built yet.
+//! microbatches, so the bits do not depend on the number of workers (see its docs), on
+//! threads, MPI processes or one rank per GPU on NVIDIA's NCCL (`Nccl`, its `nccl`
+//! feature). Its collectives move host buffers: this device's gradients are downloaded
+//! first (NCCL stages the bytes through GPU memory).
 
 mod cell;
 mod compile;

@@ -7,7 +7,7 @@
 //! - **all-reduce**: one gradient of `--floats` values per rank (16M by default), summed
 //!   over the ranks. rlgrad: `rlgrad_dist::all_reduce` (the canonical tree) and, in the
 //!   same processes, MPI's own `MPI_Allreduce` of the same floats
-//!   (`crates/dist/examples/allreduce_bench.rs` under `mpirun -np W`); PyTorch:
+//!   (`crates/distributed/examples/allreduce_bench.rs` under `mpirun -np W`); PyTorch:
 //!   `torch.distributed.all_reduce` on Gloo (`ddp.py allreduce`).
 //! - **PPO update**: `ppo_dist --timing` under `mpirun -np W` (16 CartPole environments of
 //!   64 steps, 4 Adam steps on the whole batch) beside `ddp.py ppo`, the same update in
