@@ -90,17 +90,17 @@ pub fn build(args: &[String]) -> Result<(), String> {
             .map(|_| ())
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
     };
-    // The CUDA crate's tests beside the tools binary: together their dependencies have the
-    // features the workspace's tests build them with, so that in the test profile the
-    // tests already built are reused.
-    let cuda_tests = [
-        "--profile",
-        profile,
-        "-p",
-        "rlgrad-cuda",
-        "-p",
-        crate::tools::BINARY,
-    ];
+    // The CUDA crate's tests. In the test profile, in the selection `cargo xtask test`
+    // built them in, so that they are reused as they are; in another profile only the
+    // CUDA crate is built, beside the tools binary (which gives its dependencies the
+    // features they have in the workspace).
+    let mpi_missing = crate::mpi_missing();
+    let mut cuda_tests = vec!["test", "--no-run", "--profile", profile];
+    if profile == "test" {
+        cuda_tests.extend(crate::workspace_selection(&mpi_missing));
+    } else {
+        cuda_tests.extend(["-p", "rlgrad-cuda", "-p", crate::tools::BINARY]);
+    }
     for test in crate::built_executables(&cuda_tests)?
         .into_iter()
         .filter(|b| b.kind == "test" && b.package_dir == Path::new("crates/cuda"))
@@ -109,7 +109,6 @@ pub fn build(args: &[String]) -> Result<(), String> {
     }
     // rlgrad-dist's NCCL tests in the selection `cargo xtask test` builds them in; the test
     // of `Nccl::from_mpi` runs under mpirun, and building it needs MPI here too.
-    let mpi_missing = crate::mpi_missing();
     let mut dist_tests = vec!["test", "--no-run", "--profile", profile];
     dist_tests.extend(crate::workspace_selection(&mpi_missing));
     dist_tests.extend(["--test", "nccl"]);

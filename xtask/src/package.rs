@@ -20,6 +20,25 @@ use serde_json::Value;
 /// The files every published package must carry.
 const LICENSE_FILES: [&str; 2] = ["LICENSE-MIT", "LICENSE-APACHE"];
 
+/// What `cargo ARGS` writes to its standard output, or an error with what it said.
+fn cargo_stdout(args: &[&str]) -> Result<Vec<u8>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args(args)
+        .current_dir(crate::root())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if output.status.success() {
+        Ok(output.stdout)
+    } else {
+        Err(format!(
+            "`cargo {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
 /// A publishable package, as `cargo metadata` describes it.
 struct Package {
     name: String,
@@ -75,20 +94,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 /// The workspace's packages whose `publish` is not `false`.
 fn publishable() -> Result<Vec<Package>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(["metadata", "--no-deps", "--format-version", "1"])
-        .current_dir(crate::root())
-        .output()
-        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let metadata: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("cargo metadata's JSON: {e}"))?;
+    let output = cargo_stdout(&["metadata", "--no-deps", "--format-version", "1"])?;
+    let metadata: Value =
+        serde_json::from_slice(&output).map_err(|e| format!("cargo metadata's JSON: {e}"))?;
     let packages = metadata["packages"].as_array().ok_or("no packages")?;
     Ok(packages
         .iter()
@@ -110,19 +118,8 @@ fn publishable() -> Result<Vec<Package>, String> {
 
 /// The files `cargo package --list` says the package holds.
 fn package_files(name: &str) -> Result<Vec<String>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(["package", "--list", "--allow-dirty", "-p", name])
-        .current_dir(crate::root())
-        .output()
-        .map_err(|e| format!("cannot run cargo package: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "cargo package --list -p {name} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout)
+    let output = cargo_stdout(&["package", "--list", "--allow-dirty", "-p", name])?;
+    Ok(String::from_utf8_lossy(&output)
         .lines()
         .map(str::to_owned)
         .collect())
