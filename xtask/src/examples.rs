@@ -19,9 +19,9 @@ use crate::isa::IsaSetting;
 const DEMO_SEED: &str = "42";
 
 /// What `cargo xtask demo` says before it builds: the first build's time measured on a
-/// fresh clone (2-vCPU AMD EPYC Zen 5, 2026-11-28), so that a silent minute is expected.
+/// fresh clone (2-vCPU AMD EPYC Zen 5, 2026-11-28: 82 s), so that a quiet minute is expected.
 const DEMO_INTRO: &str = "demo: building the actor-critic example (release: rlgrad's crates and \
-their dependencies; about DEMO_BUILD s the first time on 2 cores, seconds after that), then \
+their dependencies; about 80 s the first time on 2 cores, seconds after that), then \
 training it on CartPole until the mean return of 100 episodes reaches 475 (about a second)";
 
 /// The Gymnasium the twins step (the one `crates/envs` recorded its trajectories with).
