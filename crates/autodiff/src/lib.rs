@@ -91,6 +91,8 @@
 //! # Ok::<(), rlgrad_core::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod backward;
 mod custom;
 mod finite;

@@ -77,6 +77,7 @@
 //! [safetensors]: https://huggingface.co/docs/safetensors
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod atomic;
 mod checkpoint;

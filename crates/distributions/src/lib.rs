@@ -77,6 +77,8 @@
 //!   (`torch.distributions` 2.15: categorical, normal, squashed normal, f32 and f64)
 //!   passes within its tolerances.
 
+#![forbid(unsafe_code)]
+
 mod bernoulli;
 mod categorical;
 mod check;

@@ -75,6 +75,7 @@
 //!   the wrapper allocates nothing after construction.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod cartpole;
 mod pendulum;

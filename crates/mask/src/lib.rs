@@ -55,6 +55,8 @@
 //! accessors past the end give `None`, and an `_into` function that fails leaves its
 //! output as it was (tested with random sizes up to `usize::MAX` and non-finite values).
 
+#![forbid(unsafe_code)]
+
 mod backend;
 mod chop;
 pub mod device;

@@ -105,6 +105,7 @@
 //! with random rules, schedules, parameter sets and non-finite values).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod clip;
 pub mod converge;

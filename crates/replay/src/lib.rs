@@ -99,6 +99,7 @@
 //! environment per buffer, or of all environments together, never interleaved.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod buffer;
 #[cfg(feature = "checkpoint")]

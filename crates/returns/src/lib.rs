@@ -130,6 +130,8 @@
 //! allocator, and an `_into` function that fails leaves its outputs as they were (tested
 //! with random sizes up to `usize::MAX` and non-finite values).
 
+#![forbid(unsafe_code)]
+
 pub mod device;
 mod estimators;
 mod finite;

@@ -52,6 +52,7 @@
 //!   damaged files given to [`read_scalars`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod cadence;
 mod csv_writer;

@@ -13,5 +13,7 @@
 //! `rlgrad-core`, so that core (and every crate above it) is compiled once per profile in
 //! the whole build, whichever crates' tests run.
 
+#![forbid(unsafe_code)]
+
 pub mod golden;
 pub mod strategies;
