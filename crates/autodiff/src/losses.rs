@@ -7,6 +7,7 @@ use crate::tape::Var;
 
 /// How a loss reduces its elementwise terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Reduction {
     /// The mean over all elements (PyTorch's default).
     Mean,

@@ -5,6 +5,7 @@ use std::fmt::{self, Debug, Display, LowerExp};
 
 /// Runtime tag of an [`Element`] type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DType {
     /// `f32`
     F32,

@@ -29,6 +29,7 @@ use crate::{Error, Result};
 
 /// An instruction set the CPU kernels have a version for, narrowest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Isa {
     /// What every CPU of the target has: SSE2 on x86-64, NEON on aarch64.
     Baseline,

@@ -27,6 +27,7 @@ const COMMON: &str = include_str!("cuda/common.cuh");
 
 /// A kernel family: one source, one module per device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Family {
     /// `elementwise.cu`: unary, binary, select.
     Elementwise,
@@ -243,6 +244,7 @@ impl Compiled {
 
 /// A module image for the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Image {
     /// Machine code for one architecture (an ELF file).
     Cubin(Vec<u8>),

@@ -84,6 +84,7 @@ impl std::fmt::Display for CudaVersion {
 
 /// What NVRTC produces for a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Target {
     /// Machine code for `sm_XY`, loaded without JIT.
     Cubin(Arch),

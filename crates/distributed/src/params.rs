@@ -84,6 +84,12 @@ fn dtype_tag(dtype: DType) -> u64 {
         DType::U8 => 3,
         DType::U32 => 4,
         DType::I64 => 5,
+        // A dtype added later gets a tag from its name: the same on every rank and build.
+        other => {
+            let mut h = Fingerprint::new();
+            h.write(other.name().as_bytes());
+            h.finish()
+        }
     }
 }
 

@@ -91,6 +91,7 @@ impl Discrete {
 
 /// The action space of an environment.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ActionSpace {
     /// One of `n` actions, passed as a one-element `&[usize]`.
     Discrete(Discrete),

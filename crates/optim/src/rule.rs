@@ -204,6 +204,7 @@ impl<T: Float> Rule<T> for Sgd {
 /// The three momentum conventions; the formulas are in
 /// [`rlgrad_core::kernels::optim::Momentum`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum MomentumFlavor {
     /// `torch.optim.SGD(momentum=..)`: slot `momentum_buffer`, dampening, Nesterov.
     Torch,
