@@ -65,26 +65,15 @@ pub fn build(args: &[String]) -> Result<(), String> {
     let out = root.join(BUNDLE);
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(out.join("tests")).map_err(|e| format!("{}: {e}", out.display()))?;
-    crate::cargo(
-        &[
-            "build",
-            "--profile",
-            profile,
-            "-p",
-            "rlgrad-cuda",
-            "-p",
-            crate::tools::BINARY,
-            "-p",
-            "xtask",
-            "--bin",
-            "rlgrad-gpu-bench",
-            "--bin",
-            crate::tools::BINARY,
-            "--bin",
-            "xtask",
-        ],
-        &[],
-    )?;
+    let binaries = ["rlgrad-gpu-bench", crate::tools::BINARY, "xtask"];
+    let mut build = vec!["build", "--profile", profile];
+    for package in ["rlgrad-cuda", crate::tools::BINARY, "xtask"] {
+        build.extend(["-p", package]);
+    }
+    for binary in binaries {
+        build.extend(["--bin", binary]);
+    }
+    let built_binaries = crate::built_executables(&build)?;
     let copy = |from: &Path, to: &Path| {
         std::fs::copy(from, to)
             .map(|_| ())
@@ -129,15 +118,13 @@ pub fn build(args: &[String]) -> Result<(), String> {
         )?,
         Some(why) => println!("gpu-build: the bundle goes without the mpirun tests: {why}"),
     }
-    // Cargo's folder for a profile: `dev` and `test` build into `debug/`.
-    let folder = match profile {
-        "dev" | "test" => "debug",
-        "bench" => "release",
-        other => other,
-    };
-    let built = crate::compare::target_dir(&root).join(folder);
-    for binary in ["rlgrad-gpu-bench", "xtask", crate::tools::BINARY] {
-        copy(&built.join(binary), &out.join(binary))?;
+    for binary in binaries {
+        let path = built_binaries
+            .iter()
+            .find(|b| b.kind == "bin" && b.name == binary)
+            .map(|b| b.path.as_path())
+            .ok_or_else(|| format!("cargo built no `{binary}`"))?;
+        copy(path, &out.join(binary))?;
     }
     let parity = out.join("parity");
     std::fs::create_dir_all(&parity).map_err(|e| format!("{}: {e}", parity.display()))?;

@@ -11,7 +11,6 @@
 //! Eigen kernels run the instruction set the wheel was compiled for whatever the cap.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde::Serialize;
 
@@ -49,10 +48,7 @@ impl IsaSetting {
         if let Some(value) = value {
             args.extend(["--", value]);
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let output = Command::new(cargo)
-            .args(&args)
-            .current_dir(crate::root())
+        let output = crate::cargo_command(&args)
             .output()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         if !output.status.success() {

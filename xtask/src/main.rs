@@ -437,15 +437,20 @@ struct Built {
     path: PathBuf,
 }
 
+/// `cargo ARGS` (the cargo that runs xtask) in the workspace root, announced on stderr.
+fn cargo_command(args: &[&str]) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let mut command = Command::new(cargo);
+    command.args(args).current_dir(root());
+    command
+}
+
 /// Runs `cargo ARGS --message-format=json` (`test ... --no-run`, or `build ...`) and
 /// returns every executable it made: test harnesses, examples and binaries.
 fn built_executables(args: &[&str]) -> Result<Vec<Built>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("xtask: cargo {}", args.join(" "));
-    let output = Command::new(cargo)
-        .args(args)
+    let output = cargo_command(args)
         .arg("--message-format=json")
-        .current_dir(root())
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -484,13 +489,18 @@ fn find_test<'a>(built: &'a [Built], package_dir: &str, name: &str) -> Result<&'
         .ok_or_else(|| format!("cargo built no test `{name}` of {package_dir}"))
 }
 
+/// The executable `cargo ARGS` built for the binary or example `name`.
+fn built_binary(args: &[&str], name: &str) -> Result<PathBuf, String> {
+    built_executables(args)?
+        .into_iter()
+        .find(|b| b.kind != "test" && b.name == name)
+        .map(|b| b.path)
+        .ok_or_else(|| format!("`cargo {}` built no `{name}`", args.join(" ")))
+}
+
 fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(cargo)
-        .args(args)
+    let status = cargo_command(args)
         .envs(envs.iter().copied())
-        .current_dir(root())
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
@@ -529,7 +539,7 @@ fn test() -> Result<(), String> {
         eprintln!("xtask: the CUDA tests above ran where this GPU allows:");
         tools::run(&["gpu-facts"])
     })?;
-    stages.run("mpi and nccl", || dist_backend_tests(&mpi))?;
+    stages.run("mpi", || mpi_tests(&mpi))?;
     stages.run("parity", || tools::run(&["parity", "--implemented"]))?;
     stages.run("pytest", python::pytest)?;
     // Last: a cross build and emulated tests, the slowest step.
@@ -601,32 +611,21 @@ fn workspace_selection(mpi_missing: &Option<String>) -> [&'static str; 3] {
 /// The world sizes the MPI tests run at; more ranks than cores is fine (--oversubscribe).
 const MPI_WORLD_SIZES: [usize; 4] = [1, 2, 3, 4];
 
-/// rlgrad-dist's MPI and NCCL backends, from the build of the tests
-/// ([`workspace_selection`]): the NCCL test again, its output shown (it needs a GPU and says
-/// it was skipped without one; the GPU bundle runs it with one); the MPI test binaries
-/// (`mpi`, and `mpi_timeout` once per collective: a rank that skips it) under
-/// `mpirun -np W` for each of [`MPI_WORLD_SIZES`]; and the ppo_dist example's fingerprint,
-/// which must be the same for all of them and for one process with `--accumulate 4`. The
-/// MPI part is skipped, saying why, where MPI is missing.
-fn dist_backend_tests(mpi_missing: &Option<String>) -> Result<(), String> {
-    let selection = workspace_selection(mpi_missing);
-    let mut tests = vec!["test", "--no-run"];
-    tests.extend(selection);
-    let built = built_executables(&tests)?;
-    let nccl = find_test(&built, "crates/distributed", "nccl")?;
-    eprintln!("xtask: {} --nocapture", nccl.display());
-    let status = Command::new(nccl)
-        .arg("--nocapture")
-        .current_dir(root().join("crates/distributed"))
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", nccl.display()))?;
-    if !status.success() {
-        return Err(format!("rlgrad-dist's `nccl` test failed ({status})"));
-    }
+/// rlgrad-dist's MPI backend, from the build of the tests ([`workspace_selection`], which
+/// also built and ran the NCCL tests: without a GPU they skip, and the test stage says
+/// why): the MPI test binaries (`mpi`, and `mpi_timeout` once per collective: a rank that
+/// skips it) under `mpirun -np W` for each of [`MPI_WORLD_SIZES`]; and the ppo_dist
+/// example's fingerprint, which must be the same for all of them and for one process with
+/// `--accumulate 4`. Skipped, saying why, where MPI is missing.
+fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
     if let Some(why) = mpi_missing {
         println!("xtask: MPI tests of rlgrad-dist skipped: {why}");
         return Ok(());
     }
+    let selection = workspace_selection(mpi_missing);
+    let mut tests = vec!["test", "--no-run"];
+    tests.extend(selection);
+    let built = built_executables(&tests)?;
     // Each test with the arguments of its runs: mpi_timeout's names the collective its
     // last rank skips (at W = 1, where no rank can be missing, it skips the fault).
     let tests: [(&str, &[&str]); 2] = [
@@ -661,11 +660,7 @@ fn dist_backend_tests(mpi_missing: &Option<String>) -> Result<(), String> {
     let mut build = vec!["build", "--profile", "test"];
     build.extend(selection);
     build.extend(["--example", "ppo_dist"]);
-    let example = built_executables(&build)?
-        .into_iter()
-        .find(|b| b.kind == "example" && b.name == "ppo_dist")
-        .map(|b| b.path)
-        .ok_or("cargo built no ppo_dist example")?;
+    let example = built_binary(&build, "ppo_dist")?;
     let args = ["--updates", "3", "--quiet"];
     let mut runs: Vec<(String, Command)> = MPI_WORLD_SIZES
         .iter()

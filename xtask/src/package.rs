@@ -13,7 +13,6 @@
 //! CRATE`, so without dev-dependencies: the build a user's project makes).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -22,10 +21,7 @@ const LICENSE_FILES: [&str; 2] = ["LICENSE-MIT", "LICENSE-APACHE"];
 
 /// What `cargo ARGS` writes to its standard output, or an error with what it said.
 fn cargo_stdout(args: &[&str]) -> Result<Vec<u8>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(args)
-        .current_dir(crate::root())
+    let output = crate::cargo_command(args)
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if output.status.success() {

@@ -5,29 +5,19 @@
 //! It is built in the `test` profile, the one `cargo xtask test` builds the workspace's
 //! tests in, so that after the tests it costs a link, not a second build of the crates.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// The cargo profile `rlgrad-tools` is built in, and the folder of `target/` it lands in.
-const PROFILE: (&str, &str) = ("test", "debug");
-
-/// The name of the tools binary, in `target/debug/` and in the GPU bundle.
+/// The name of the tools binary, its package's and in the GPU bundle.
 pub const BINARY: &str = "rlgrad-tools";
 
-/// Builds `rlgrad-tools` (quietly when up to date) and returns a command that runs it.
+/// Builds `rlgrad-tools` (quietly when up to date) and returns a command that runs it,
+/// from the path cargo reports.
 pub fn command() -> Result<Command, String> {
-    crate::cargo(
-        &["build", "--quiet", "--profile", PROFILE.0, "-p", BINARY],
-        &[],
+    let path = crate::built_binary(
+        &["build", "--quiet", "--profile", "test", "-p", BINARY],
+        BINARY,
     )?;
-    Ok(Command::new(path()))
-}
-
-/// Where [`command`] builds the binary.
-pub fn path() -> PathBuf {
-    crate::compare::target_dir(&crate::root())
-        .join(PROFILE.1)
-        .join(BINARY)
+    Ok(Command::new(path))
 }
 
 /// Runs `rlgrad-tools ARGS` (building it first), its output going to this process's.

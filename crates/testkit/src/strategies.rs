@@ -1,5 +1,5 @@
-//! proptest strategies for the inputs rlgrad's tests use, exported so that you can
-//! property-test your own code on the same generators.
+//! proptest strategies for the inputs rlgrad's tests use, shared by every crate's tests
+//! in this workspace.
 //!
 //! ```
 //! use proptest::prelude::*;

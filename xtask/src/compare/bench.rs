@@ -37,11 +37,7 @@ pub fn build(targets: &[&str]) -> Result<BTreeMap<String, PathBuf>, String> {
     for target in targets {
         args.extend(["--bench", target]);
     }
-    eprintln!("xtask: cargo {}", args.join(" "));
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(&args)
-        .current_dir(crate::root())
+    let output = crate::cargo_command(&args)
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
