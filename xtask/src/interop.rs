@@ -30,16 +30,24 @@ struct Tally {
 }
 
 impl Tally {
-    /// Prints `text` and counts its PASS and FAIL lines.
-    fn read(&mut self, text: &str) {
+    /// Runs `command` as the check `name`: prints its output and counts its PASS and FAIL
+    /// lines; when it fails without a FAIL line (a crash, a refused argument), the check
+    /// `name` fails. Whether it succeeded.
+    fn run(&mut self, name: &str, mut command: Command) -> Result<bool, String> {
+        let output = command
+            .output()
+            .map_err(|e| format!("cannot run {name}: {e}"))?;
+        let text = String::from_utf8_lossy(&output.stdout);
         print!("{text}");
+        let failed = text.lines().filter(|l| l.starts_with("FAIL ")).count();
         self.passed += text.lines().filter(|l| l.starts_with("PASS ")).count();
-        self.failed += text.lines().filter(|l| l.starts_with("FAIL ")).count();
-    }
-
-    fn fail(&mut self, name: &str, why: impl std::fmt::Display) {
-        self.failed += 1;
-        println!("FAIL {name}: {why}");
+        self.failed += failed;
+        if !output.status.success() && failed == 0 {
+            eprint!("{}", String::from_utf8_lossy(&output.stderr));
+            self.failed += 1;
+            println!("FAIL {name} ran to the end: {}", output.status);
+        }
+        Ok(output.status.success())
     }
 }
 
@@ -56,28 +64,16 @@ pub fn run() -> Result<(), String> {
     let work_arg = work.display().to_string();
     crate::tools::run(&["interop-write", &work_arg])
         .map_err(|e| format!("writing rlgrad's files: {e}"))?;
-    let script = crate::root().join("xtask/src/interop.py");
-    let output = Command::new(&python)
-        .arg(&script)
-        .arg(&work)
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    let mut python_side = Command::new(&python);
+    python_side
+        .arg(crate::root().join("xtask/src/interop.py"))
+        .arg(&work);
     let mut tally = Tally::default();
-    tally.read(&String::from_utf8_lossy(&output.stdout));
-    if !output.status.success() {
-        eprint!("{}", String::from_utf8_lossy(&output.stderr));
-        tally.fail("python side ran to the end", output.status);
-    } else {
-        let checked = crate::tools::command()?
-            .args(["interop-check", &work_arg])
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", crate::tools::BINARY))?;
-        tally.read(&String::from_utf8_lossy(&checked.stdout));
-        if !checked.status.success() && !String::from_utf8_lossy(&checked.stdout).contains("FAIL ")
-        {
-            eprint!("{}", String::from_utf8_lossy(&checked.stderr));
-            tally.fail("rlgrad's checks of Python's files ran", checked.status);
-        }
+    // rlgrad reads Python's files only when Python wrote them all.
+    if tally.run("the Python side", python_side)? {
+        let mut rlgrad_side = crate::tools::command()?;
+        rlgrad_side.args(["interop-check", &work_arg]);
+        tally.run("rlgrad's checks of Python's files", rlgrad_side)?;
     }
     println!("interop: {} passed, {} failed", tally.passed, tally.failed);
     if tally.failed == 0 {
