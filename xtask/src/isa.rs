@@ -54,7 +54,7 @@ impl IsaSetting {
         if !output.status.success() {
             let why = String::from_utf8_lossy(&output.stderr);
             let why = why.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-            return Err(format!("--isa: {}", why.trim_start_matches("Error: ")));
+            return Err(format!("--isa: {why}"));
         }
         let probe = String::from_utf8_lossy(&output.stdout);
         let field = |name: &str| {

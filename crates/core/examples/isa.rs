@@ -10,9 +10,22 @@
 //! are the same bits at every level: only the speed differs. `cargo xtask compare --isa`
 //! asks this example before it caps both sides of a comparison.
 
+use std::process::ExitCode;
+
 use rlgrad_core::simd::{self, Isa};
 
-fn main() -> Result<(), rlgrad_core::Error> {
+fn main() -> ExitCode {
+    match report() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints the two lines, or says why the level asked for is not one this CPU runs.
+fn report() -> Result<(), rlgrad_core::Error> {
     let cpu = simd::detected();
     let level = match std::env::args().nth(1) {
         Some(wanted) => wanted.parse::<Isa>()?,
