@@ -562,9 +562,16 @@ fn proptest(args: &[String]) -> Result<(), String> {
         }
     };
     let cases = cases.map(|n| n.to_string());
+    // A deep run's many cases pay for an optimized build of its own (the test profile's
+    // is unoptimized, sized for CI's cases).
     let envs: Vec<(&str, &str)> = cases
         .iter()
-        .map(|n| ("PROPTEST_CASES", n.as_str()))
+        .flat_map(|n| {
+            [
+                ("PROPTEST_CASES", n.as_str()),
+                ("CARGO_PROFILE_TEST_OPT_LEVEL", "1"),
+            ]
+        })
         .collect();
     let mut args = vec!["test"];
     args.extend(workspace_selection(&mpi_missing()));

@@ -2,11 +2,14 @@
 //! the next process resumes from it.
 //!
 //! This test is its own child: run with `--save-forever DIR` it saves ever larger
-//! numbered checkpoints into DIR, printing each number once saved. The parent times two
-//! saves, kills the child (SIGKILL on Unix) at a different point of the next save cycle
-//! each round, and checks the directory: the latest checkpoint loads and is whole (every
-//! value equals its number). Rounds continue until kills have been seen to leave a
-//! temporary file behind (saves cut short), up to a bound.
+//! numbered checkpoints into DIR, printing `saving N` as each save begins and `saved N`
+//! once it is done. The parent times one save, kills the child (SIGKILL on Unix) at a
+//! different point of a later save each round, and checks the directory: the latest
+//! checkpoint loads and is whole (every value equals its number). Rounds continue until
+//! kills have been seen to leave a temporary file behind (saves cut short), up to a bound.
+//! The kill is timed from the save's start, not from the previous save's end, so that
+//! the rest of the child's cycle (making the next checkpoint, which is slower in an
+//! unoptimized build) does not catch the kills.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -40,8 +43,11 @@ fn save_forever(dir: &Path) {
         if Instant::now() > deadline {
             return;
         }
-        manager.save(number, &checkpoint(number)).unwrap();
-        writeln!(stdout, "{number}").unwrap();
+        let checkpoint = checkpoint(number);
+        writeln!(stdout, "saving {number}").unwrap();
+        stdout.flush().unwrap();
+        manager.save(number, &checkpoint).unwrap();
+        writeln!(stdout, "saved {number}").unwrap();
         stdout.flush().unwrap();
     }
 }
@@ -69,16 +75,24 @@ fn kill_during_saves() {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut next_number = || -> u64 { lines.next().unwrap().unwrap().parse().unwrap() };
-        let first = next_number();
-        let saved_first = Instant::now();
+        let mut expect = |event: &str| -> u64 {
+            let line = lines.next().unwrap().unwrap();
+            let number = line.strip_prefix(event).and_then(|n| n.strip_prefix(' '));
+            number
+                .unwrap_or_else(|| panic!("`{line}` is not `{event} N`"))
+                .parse()
+                .unwrap()
+        };
+        let first = expect("saving");
+        let began = Instant::now();
         // Numbering resumed after the checkpoint the previous child left.
         assert_eq!(Some(first), last_number.map(|n: u64| n + 1).or(Some(0)));
-        assert_eq!(next_number(), first + 1);
-        let cycle = saved_first.elapsed();
-        // A different point of the save cycle each round (golden-ratio steps).
+        assert_eq!(expect("saved"), first);
+        let save = began.elapsed();
+        assert_eq!(expect("saving"), first + 1);
+        // A different point of the save each round (golden-ratio steps).
         let fraction = (rounds as f64 * 0.618_033_988_7).fract();
-        std::thread::sleep(cycle.mul_f64(fraction));
+        std::thread::sleep(save.mul_f64(fraction));
         child.kill().unwrap();
         child.wait().unwrap();
         if temp_files(dir.path()) > 0 {

@@ -1,6 +1,11 @@
 //! Each agent, trained briefly: the same seed gives bit-identical final parameters with 1
 //! and 2 rayon threads, and a run paused at a checkpoint and resumed ends with the bits of
 //! an uninterrupted one.
+//!
+//! The off-policy agents train 30 updates of 64-unit layers: enough for every part of an
+//! update (the policy delay, Polyak averaging, the entropy tuning, a pause between the two
+//! halves of a pair of steps) in an unoptimized test build. The kernels' bits across
+//! thread counts at every size are the golden tests'.
 
 use std::path::Path;
 
@@ -77,22 +82,25 @@ fn actor_critic_is_deterministic_and_resumes_bit_for_bit() {
 fn td3_is_deterministic_and_resumes_bit_for_bit() {
     let mut config = td3::Config::td3();
     config.common.learning_starts = 300;
-    check(400, 350, |o| Td3::new(config.clone(), o.seed));
+    config.common.hidden = [64, 64];
+    check(330, 316, |o| Td3::new(config.clone(), o.seed));
 }
 
 #[test]
 fn ddpg_is_deterministic_and_resumes_bit_for_bit() {
     let mut config = td3::Config::ddpg();
     config.common.learning_starts = 300;
-    check(360, 330, |o| Td3::new(config.clone(), o.seed));
+    config.common.hidden = [64, 64];
+    check(330, 316, |o| Td3::new(config.clone(), o.seed));
 }
 
 #[test]
 fn sac_is_deterministic_and_resumes_bit_for_bit() {
     let mut config = sac::Config::default();
     config.common.learning_starts = 300;
+    config.common.hidden = [64, 64];
     // Pauses on an odd step, between the two actor updates of a pair of steps.
-    check(400, 351, |o| Sac::new(config.clone(), o.seed));
+    check(330, 315, |o| Sac::new(config.clone(), o.seed));
 }
 
 #[test]

@@ -15,7 +15,9 @@ fn hyper() -> impl Strategy<Value = f64> {
     ]
 }
 
-fn rule() -> impl Strategy<Value = Box<dyn Rule<f32>>> {
+// The strategies are boxed: their value trees nest deep enough otherwise to overflow a
+// test thread's stack in an unoptimized build.
+fn rule() -> BoxedStrategy<Box<dyn Rule<f32>>> {
     let flavor = prop_oneof![Just(Flavor::Torch), Just(Flavor::Keras)];
     let momentum_flavor = prop_oneof![
         Just(MomentumFlavor::Torch),
@@ -77,9 +79,10 @@ fn rule() -> impl Strategy<Value = Box<dyn Rule<f32>>> {
             }) as Box<dyn Rule<f32>>
         }),
     ]
+    .boxed()
 }
 
-fn schedule() -> impl Strategy<Value = Box<dyn Schedule>> {
+fn schedule() -> BoxedStrategy<Box<dyn Schedule>> {
     let steps = prop_oneof![0u64..4, Just(u64::MAX)];
     prop_oneof![
         hyper().prop_map(|lr| Box::new(lr) as Box<dyn Schedule>),
@@ -109,6 +112,7 @@ fn schedule() -> impl Strategy<Value = Box<dyn Schedule>> {
             }
         }),
     ]
+    .boxed()
 }
 
 /// One step's parameters: a name out of three, values and a gradient, usually of the same
