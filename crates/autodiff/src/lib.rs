@@ -72,7 +72,7 @@
 //! let mut rng = Rng::new(0, "example");
 //! let mut model = Mlp::<f32>::new("model", &[2, 16, 1], Activation::Tanh, Activation::Identity,
 //!                                 Init::TorchDefault, &mut rng)?;
-//! let mut adam = Optimizer::new(Adam::torch(), 1e-2)?;
+//! let mut adam = Optimizer::<f32>::new(Adam::torch(), 1e-2)?;
 //! let x = Tensor::rand_normal([32, 2], 0.0, 1.0, &mut rng)?;
 //! let y = x.sum_axis(1, true)?;                       // learn y = x0 + x1
 //! let mut tape = Tape::new();

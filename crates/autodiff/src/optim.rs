@@ -32,7 +32,7 @@ pub trait ApplyGradients<T: Float, D: TensorDevice<T>> {
     /// use rlgrad_optim::{Optimizer, Sgd};
     /// use rlgrad_tensor::Tensor;
     /// let mut w = Param::new("w", Tensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
-    /// let mut sgd = Optimizer::new(Sgd::default(), 0.5)?;
+    /// let mut sgd = Optimizer::<f32>::new(Sgd::default(), 0.5)?;
     /// let tape = Tape::new();
     /// let loss = tape.param(&w).square()?.sum_all()?;
     /// let grads = tape.gradient(&loss, &[&w])?;
@@ -57,7 +57,7 @@ pub trait ApplyGradients<T: Float, D: TensorDevice<T>> {
     /// use rlgrad_optim::{Optimizer, Sgd};
     /// use rlgrad_tensor::Tensor;
     /// let mut w = Param::new("w", Tensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
-    /// let mut sgd = Optimizer::new(Sgd::default(), 0.25)?;
+    /// let mut sgd = Optimizer::<f32>::new(Sgd::default(), 0.25)?;
     /// let tape = Tape::new();
     /// sgd.minimize(&tape.param(&w).square()?.sum_all()?, &mut w)?;
     /// assert_eq!(w.value().to_vec()?, [0.5, 1.0]); // w - 0.25 * 2w

@@ -120,8 +120,38 @@ struct Slots<B> {
 /// independent optimizer with a copy of every slot, that steps exactly as the original.
 /// GPU buffers are not `Clone` (a device copy can fail, and `clone` cannot say so): copy
 /// a device optimizer with [`Optimizer::state`] and [`Optimizer::load_state`].
+///
+/// **The element type**: every rule steps `f32` and `f64` alike, so a constructor call
+/// alone does not tell which; name it, `Optimizer::<f32>::new(..)` (the form every example
+/// here uses), or let a type say it. `Optimizer` alone is `Optimizer<f32>`, as
+/// `Tensor`, `Param` and the autodiff modules default to `f32`:
+///
+/// ```
+/// use rlgrad_optim::{Adam, Optimizer};
+///
+/// let adam = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
+/// let same: Optimizer = Optimizer::new(Adam::torch(), 1e-3)?; // Optimizer<f32>
+/// struct Learner {
+///     critic_adam: Optimizer, // a field, as `actor: Mlp` is one of f32
+///     value_adam: Optimizer<f64>,
+/// }
+/// let learner = Learner {
+///     critic_adam: Optimizer::new(Adam::torch(), 1e-3)?,
+///     value_adam: Optimizer::new(Adam::torch(), 1e-3)?,
+/// };
+/// assert_eq!((adam.step_count(), same.step_count(), learner.value_adam.step_count()), (0, 0, 0));
+/// # Ok::<(), rlgrad_optim::Error>(())
+/// ```
+///
+/// Without either, nothing fixes it until the optimizer's first step:
+///
+/// ```compile_fail,E0283
+/// use rlgrad_optim::{Adam, Optimizer};
+/// let adam = Optimizer::new(Adam::torch(), 1e-3)?; // error: type annotations needed
+/// # Ok::<(), rlgrad_optim::Error>(())
+/// ```
 #[derive(Debug, Clone)]
-pub struct Optimizer<T: Float, D: Device = Cpu> {
+pub struct Optimizer<T: Float = f32, D: Device = Cpu> {
     device: D,
     groups: Vec<Group<T>>,
     slots: BTreeMap<String, Slots<D::Buffer<T>>>,
