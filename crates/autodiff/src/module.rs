@@ -32,12 +32,12 @@ pub fn child_path(prefix: &str, child: &str) -> String {
 /// what target-network updates and gradients go by. Each parameter has two names:
 ///
 /// - its **name** ([`Param::name`]), given when it was built (`Linear::new("actor/l1", ..)`
-///   names `actor/l1/weight`): what optimizers, [`soft_update`] and
-///   `rlgrad-checkpoint`'s `put_module` key on;
+///   names `actor/l1/weight`): what optimizers and [`soft_update`] key on;
 /// - its **path** in the module ([`Module::named_parameters`], PyTorch's
 ///   `named_parameters`): the field names down to it, joined by `/` (`l1/weight` inside
 ///   an `Actor { l1: Linear, .. }`, `actor/l1/weight` one level up, `layers/0/weight` in
-///   a `Vec`). [`Module::name_by_path`] makes the names the paths, so that a module built
+///   a `Vec`): where `rlgrad-checkpoint`'s `put_module(prefix, ..)` stores it, below the
+///   prefix. [`Module::name_by_path`] makes the names the paths, so that a module built
 ///   from layers with throwaway names is named by its structure.
 ///
 /// Derive it for a struct whose fields are modules (layers, `Param`s, `Vec`s, `Option`s

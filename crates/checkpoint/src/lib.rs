@@ -22,8 +22,9 @@
 //!   `PREFIX/PARAM/SLOT`.
 //! - Feature `tensor`: `rlgrad_tensor::Tensor`s directly (`Checkpoint::put_tensor`,
 //!   `Restore::tensor`).
-//! - Feature `autodiff`: every parameter of an `rlgrad_autodiff` module under its name
-//!   (`Checkpoint::put_module`, `Restore::module`).
+//! - Feature `autodiff`: every parameter of an `rlgrad_autodiff` module under a prefix and
+//!   its path in the module (`Checkpoint::put_module`, `Restore::module`):
+//!   `put_module("policy", &policy)` stores `policy/l1/weight`.
 //! - Feature `torch`: PyTorch `state_dict`s written by `safetensors.torch.save_file` into
 //!   autodiff modules and back (`Checkpoint::load_torch_module`, `Restore::torch_module`,
 //!   `Checkpoint::put_torch_module`, `TorchNames`), `Linear` weights transposed, keys

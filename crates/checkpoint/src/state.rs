@@ -20,7 +20,7 @@ use crate::restore::Restore;
 /// implement it for their own types (`rlgrad-replay`'s buffer, `rlgrad-envs`'
 /// environments). With feature `derive`, `#[derive(State)]` writes it for a struct:
 /// each field under `prefix/field`, `#[state(module)]` for an autodiff module (every
-/// parameter under its path, [`Checkpoint::put_module_by_path`]), `#[state(resize)]` for
+/// parameter under its path, `Checkpoint::put_module`), `#[state(resize)]` for
 /// a `Vec` restored at the stored length ([`restore_resized`]; a plain `Vec` keeps its
 /// length and refuses another), `#[state(skip)]` for what is configuration rather than
 /// state.

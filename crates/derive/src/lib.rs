@@ -251,7 +251,8 @@ fn flags(
 ///
 /// Each field is saved under `prefix/field` (tuple fields under their index) through its
 /// own `State` impl; `#[state(module)]` saves an autodiff module's parameters by path
-/// (`Checkpoint::put_module_by_path`, feature `autodiff` of rlgrad-checkpoint);
+/// (`Checkpoint::put_module` with the field's path as the prefix, feature `autodiff` of
+/// rlgrad-checkpoint);
 /// `#[state(resize)]` restores a `Vec` at the stored length (`restore_resized`);
 /// `#[state(skip)]` leaves a field out (configuration, scratch tapes).
 #[proc_macro_derive(State, attributes(state))]
@@ -290,9 +291,8 @@ fn state_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
         } = field(i, f);
         let path = quote!(&#krate::state_path(prefix, #segment));
         if flags.contains(&"module") {
-            saves
-                .push(quote_spanned!(span=> checkpoint.put_module_by_path(#path, &self.#access)?;));
-            restores.push(quote_spanned!(span=> plan.module_by_path(#path, &mut self.#access);));
+            saves.push(quote_spanned!(span=> checkpoint.put_module(#path, &self.#access)?;));
+            restores.push(quote_spanned!(span=> plan.module(#path, &mut self.#access);));
         } else {
             // `FieldType: State`, spanned at the field so that an error points at it.
             let bound = quote_spanned!(span=> #ty: #krate::State);

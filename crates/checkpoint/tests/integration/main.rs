@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod derive_state;
+mod module_names;
 mod optimizer_hyperparameters;
 mod resume;
 mod resume_module;

@@ -53,7 +53,7 @@ impl Run {
 
     fn save(&self, manager: &CheckpointManager, number: u64) {
         let mut checkpoint = Checkpoint::new();
-        checkpoint.put_module("", &self.model).unwrap();
+        checkpoint.put_module("model", &self.model).unwrap();
         checkpoint.put_optimizer("optim", &self.adam).unwrap();
         checkpoint.put_rng("rng/batches", &self.batches).unwrap();
         manager.save(number, &checkpoint).unwrap();
@@ -62,7 +62,7 @@ impl Run {
     fn resume(seed: u64, manager: &CheckpointManager) -> (Self, u64) {
         let mut run = Self::fresh(seed ^ 0xdead);
         let mut plan = Restore::new();
-        plan.module("", &mut run.model)
+        plan.module("model", &mut run.model)
             .optimizer("optim", &mut run.adam)
             .rng("rng/batches", &mut run.batches);
         let number = manager
