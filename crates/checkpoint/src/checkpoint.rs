@@ -567,10 +567,12 @@ impl Checkpoint {
     /// mismatches are reported in one [`Error::State`]; then nothing was written.
     ///
     /// Targets are matched by name only; their order in the plan does not matter. What
-    /// can still refuse after the names, dtypes and shapes passed (an optimizer's own
+    /// can still refuse once a target's name, dtype and shape passed (an optimizer's own
     /// checks of its rule and hyper-parameters, a [`Restore::with`] setter, an upload to a
-    /// device) runs for every target before any target is written, so a refusal at any
-    /// point leaves every target as it was.
+    /// device) runs for every such target before any target is written, and its refusal
+    /// is one more mismatch of the same error (an optimizer built with another learning
+    /// rate is listed with the shapes that do not fit), so a refusal at any point leaves
+    /// every target as it was.
     pub fn restore(&self, plan: Restore<'_>) -> Result<()> {
         plan.apply_from(self)
     }

@@ -6,9 +6,10 @@
 //!   time, a JSON config), saved atomically as a [safetensors] file that
 //!   `safetensors.numpy.load_file` and `safetensors.torch.load_file` open as they are.
 //! - [`Restore`]: a plan of where every stored tensor goes. [`Checkpoint::restore`]
-//!   matches by name, never by position, checks every name, dtype and shape first and
-//!   reports all mismatches in one error; missing and extra entries are errors unless the
-//!   plan allows them.
+//!   matches by name, never by position, checks every name, dtype and shape first, and
+//!   what each target's owner accepts (an optimizer's hyper-parameters), and reports all
+//!   mismatches in one error; missing and extra entries are errors unless the plan allows
+//!   them.
 //! - [`State`]: a value's whole state under a prefix, restored through a plan; with
 //!   feature `derive`, `#[derive(State)]` for a struct of them, so that an agent
 //!   (networks, targets, optimizers, buffers, environments, counters, random streams) is

@@ -12,7 +12,9 @@ use crate::dtype::{Dtype, Scalar};
 /// Where the entries of a [`Checkpoint`] go: named targets (slices, scalars, RNG streams,
 /// and behind features optimizers and tensors), plus whether missing or extra entries are
 /// allowed. [`Checkpoint::restore`] checks the whole plan, reports every mismatch in one
-/// error, and writes only when there is none.
+/// error (names, dtypes and shapes, and what a target's owner refuses: an optimizer
+/// built with another learning rate, a setter's check), and writes only when there is
+/// none.
 ///
 /// By default both are errors: a target whose name is not stored ("missing"), and a
 /// stored tensor that no target reads ("extra"). [`Restore::allow_missing`] leaves targets
@@ -185,8 +187,11 @@ impl<'a> Restore<'a> {
             allow_extra,
         } = self;
         let mut report = Report::new(allow_missing);
+        let mut checked = Vec::with_capacity(targets.len());
         for target in &mut targets {
+            let before = report.problem_count();
             target.check(checkpoint, &mut report);
+            checked.push(report.problem_count() == before);
         }
         if !allow_extra {
             for name in checkpoint.names() {
@@ -195,15 +200,20 @@ impl<'a> Restore<'a> {
                 }
             }
         }
+        // Everything that can still refuse (an optimizer's own checks, a setter's, a
+        // device upload) runs before any target is written, for every target that passed
+        // its check even when another did not, so that a refusal is listed with the
+        // other mismatches.
+        for (target, checked) in targets.iter_mut().zip(checked) {
+            if checked && let Err(refusal) = target.prepare(checkpoint) {
+                report.problem(target.name(), refusal);
+            }
+        }
         report.into_result(
             "Checkpoint::restore",
-            "every target stored with its dtype and shape, and every stored tensor restored",
+            "every target stored with its dtype and shape and accepted by its owner, and \
+             every stored tensor restored",
         )?;
-        // Everything that can still refuse (an optimizer's own checks, a setter's, a
-        // device upload) runs for every target before any target is written.
-        for target in &mut targets {
-            target.prepare(checkpoint)?;
-        }
         for target in targets {
             target.apply(checkpoint);
         }
@@ -217,8 +227,9 @@ pub(crate) trait Target {
     fn name(&self) -> &str;
     /// Checks the target against `checkpoint`, reporting every problem.
     fn check(&mut self, checkpoint: &Checkpoint, report: &mut Report);
-    /// Does whatever can still fail once every target passed its check (decoding into a
-    /// staged value, its owner's own checks, an upload), writing nothing.
+    /// Does whatever can still fail once this target passed its check (decoding into a
+    /// staged value, its owner's own checks, an upload), writing nothing; an error is
+    /// listed with the plan's other mismatches.
     fn prepare(&mut self, _checkpoint: &Checkpoint) -> Result<()> {
         Ok(())
     }
@@ -262,7 +273,6 @@ impl Report {
     }
 
     /// Problems recorded so far.
-    #[cfg_attr(not(feature = "optim"), allow(dead_code))]
     pub(crate) fn problem_count(&self) -> usize {
         self.problems.len()
     }

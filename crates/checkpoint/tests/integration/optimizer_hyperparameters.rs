@@ -241,3 +241,30 @@ fn state_exported_without_hyperparameters_restores_unverified() {
     let message = keras.restore(&checkpoint).unwrap_err().to_string();
     assert!(message.contains("adam (torch; amsgrad)"), "{message}");
 }
+
+/// The optimizer's refusal comes in the same error as the shapes that do not fit, and
+/// nothing is written.
+#[test]
+fn a_learning_rate_mismatch_is_listed_with_the_shape_mismatches() {
+    let checkpoint = trained(3).saved();
+    let mut run = Run::new(optimizer(adam(), 1e-3));
+    let before = (run.bits(), run.opt.state().unwrap());
+    let (mut actor, mut critic) = (vec![0.0f32; 3], vec![0.0f64; 2]);
+    let mut plan = Restore::new();
+    plan.slice("actor/w", &[1, 3], &mut actor)
+        .slice("critic/w", &[2], &mut critic)
+        .optimizer("optim", &mut run.opt);
+    let message = checkpoint.restore(plan).unwrap_err().to_string();
+    for expected in [
+        "3 mismatches",
+        "`actor/w`: expected F32 [1, 3], found F32 [3]",
+        "`critic/w`: expected F64 [2], found F32 [2]",
+        "`optim`: Optimizer::load_state",
+        "group 0 (adam (torch; amsgrad)): lr 0.001, got lr linear_warmup(steps 2, then \
+         cosine(base 0.0003, min 1e-5, steps 10)) saved with the state",
+    ] {
+        assert!(message.contains(expected), "{expected} not in {message}");
+    }
+    assert_eq!((actor, critic), (vec![0.0; 3], vec![0.0; 2]));
+    assert_eq!((run.bits(), run.opt.state().unwrap()), before);
+}
