@@ -126,6 +126,10 @@ pub struct Checkpoint {
     tensors: BTreeMap<String, Stored>,
     metadata: BTreeMap<String, String>,
     verified: bool,
+    /// Entries stored 1-d that take the shape of the entry named by the key when it is
+    /// stored with as many elements: an optimizer's slots put before their parameter
+    /// (see [`Checkpoint::reshape_when_stored`]).
+    shaped_later: BTreeMap<String, Vec<String>>,
 }
 
 impl PartialEq for Checkpoint {
@@ -234,6 +238,13 @@ impl Checkpoint {
                 format_args!("`{name}`, which is already stored"),
             ));
         }
+        for follower in self.shaped_later.remove(name).unwrap_or_default() {
+            if let Some(stored) = self.tensors.get_mut(&follower)
+                && checked_numel(&stored.info.shape) == checked_numel(&shape)
+            {
+                stored.info.shape.clone_from(&shape);
+            }
+        }
         self.tensors.insert(
             name.to_owned(),
             Stored {
@@ -242,6 +253,17 @@ impl Checkpoint {
             },
         );
         Ok(())
+    }
+
+    /// Gives the stored entry `follower` the shape of entry `leader` when `leader` is
+    /// stored later with as many elements (row-major, so the bytes stay as they are): an
+    /// optimizer's slots take their parameter's shape whichever is put first.
+    #[cfg_attr(not(feature = "optim"), allow(dead_code))]
+    pub(crate) fn reshape_when_stored(&mut self, leader: &str, follower: &str) {
+        self.shaped_later
+            .entry(leader.to_owned())
+            .or_default()
+            .push(follower.to_owned());
     }
 
     /// Whether a tensor named `name` is stored.

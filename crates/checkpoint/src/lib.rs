@@ -20,7 +20,7 @@
 //!   (even one in the middle of a save).
 //! - Feature `optim`: optimizer slots and step counters through rlgrad-optim's state
 //!   export (`Checkpoint::put_optimizer`, `Restore::optimizer`), slots stored as tensors
-//!   `PREFIX/PARAM/SLOT`.
+//!   `PREFIX/PARAM/SLOT` in the shape of the parameter stored under `PARAM`.
 //! - Feature `tensor`: `rlgrad_tensor::Tensor`s directly (`Checkpoint::put_tensor`,
 //!   `Restore::tensor`).
 //! - Feature `autodiff`: every parameter of an `rlgrad_autodiff` module under a prefix and

@@ -1,7 +1,8 @@
 //! Optimizer state in checkpoints (feature `optim`).
 //!
 //! An [`OptimizerState`] is stored in two parts. Its slots become tensors
-//! `PREFIX/PARAM/SLOT` (1-d, the optimizer's element type) and its step counters become
+//! `PREFIX/PARAM/SLOT` (the optimizer's element type, in the shape of the tensor stored as
+//! `PARAM`, else 1-d) and its step counters become
 //! exact `u64` scalars (`PREFIX/step`, `PREFIX/PARAM/steps`); everything else (rule names,
 //! hyper-parameters, whatever fields the state gains later) stays as the state's own serde
 //! JSON in the metadata entry `rlgrad.optimizer:PREFIX`, together with where each tensor
@@ -14,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::checkpoint::{Checkpoint, RESERVED_PREFIX};
+use crate::checkpoint::{Checkpoint, RESERVED_PREFIX, checked_numel};
 use crate::dtype::{Dtype, Scalar};
 use crate::restore::{Need, Report, Restore, Target};
 use crate::state::State;
@@ -42,8 +43,13 @@ fn pointer_token(token: &str) -> String {
 impl Checkpoint {
     /// Stores `optimizer`'s exported state under `prefix`: slots as tensors
     /// `PREFIX/PARAM/SLOT`, step counters as `u64` scalars `PREFIX/step` and
-    /// `PREFIX/PARAM/steps`, the rest as metadata. An error, with nothing stored, when
-    /// `prefix` already holds an optimizer or one of these names is taken.
+    /// `PREFIX/PARAM/steps`, the rest as metadata. A slot has the shape of the tensor
+    /// stored under its parameter's name in this checkpoint (Adam's `m` of a `[4, 64]`
+    /// weight `actor/l1/weight` is `[4, 64]`, as PyTorch's `state_dict` has it), whether
+    /// that tensor is put before or after the optimizer; without one it is 1-d (the
+    /// optimizer knows its parameters' element counts, not their shapes). An error, with
+    /// nothing stored, when `prefix` already holds an optimizer or one of these names is
+    /// taken.
     ///
     /// ```
     /// use rlgrad_checkpoint::{Checkpoint, Restore};
@@ -54,15 +60,18 @@ impl Checkpoint {
     /// adam.step(&mut [Param { name: "actor/l1/weight", value: &mut w, grad: &[0.5, -0.5] }])?;
     ///
     /// let mut checkpoint = Checkpoint::new();
+    /// checkpoint.put("actor/l1/weight", &[1, 2], &w)?;
     /// checkpoint.put_optimizer("optim", &adam)?;
-    /// assert_eq!(checkpoint.read::<f32>("optim/actor/l1/weight/m", &[2])?, [0.05, -0.05]);
+    /// assert_eq!(checkpoint.read::<f32>("optim/actor/l1/weight/m", &[1, 2])?, [0.05, -0.05]);
     /// assert_eq!(checkpoint.read_scalar::<u64>("optim/step")?, 1);
     ///
+    /// let mut resumed_w = vec![0.0f32; 2];
     /// let mut resumed = Optimizer::<f32>::new(Adam::torch(), 1e-3)?;
     /// let mut plan = Restore::new();
-    /// plan.optimizer("optim", &mut resumed);
+    /// plan.slice("actor/l1/weight", &[1, 2], &mut resumed_w)
+    ///     .optimizer("optim", &mut resumed);
     /// checkpoint.restore(plan)?;
-    /// assert_eq!(resumed.state()?, adam.state()?);
+    /// assert_eq!((resumed_w, resumed.state()?), (w, adam.state()?));
     /// # Ok::<(), rlgrad_core::Error>(())
     /// ```
     pub fn put_optimizer<T, D>(&mut self, prefix: &str, optimizer: &Optimizer<T, D>) -> Result<()>
@@ -145,8 +154,17 @@ impl Checkpoint {
         for (_, name, count) in &counters {
             self.put_scalar(name, *count)?;
         }
-        for ((_, _, values), name) in slots.iter().zip(&slot_names) {
-            self.put(name, &[values.len()], values)?;
+        for ((param, _, values), name) in slots.iter().zip(&slot_names) {
+            match self.tensor_info(param).map(|info| info.shape.clone()) {
+                Some(shape) if checked_numel(&shape) == Some(values.len()) => {
+                    self.put(name, &shape, values)?;
+                }
+                Some(_) => self.put(name, &[values.len()], values)?,
+                None => {
+                    self.put(name, &[values.len()], values)?;
+                    self.reshape_when_stored(param, name);
+                }
+            }
         }
         let layout = StoredLayout {
             state: skeleton,
@@ -223,18 +241,21 @@ where
         let Some(stored) = report.find(checkpoint, &name, Need::Part) else {
             continue;
         };
-        if stored.info.dtype != <T as Scalar>::DTYPE || stored.info.shape.len() != 1 {
+        // Any shape: the parameter's, or 1-d as slots were stored before they had shapes
+        // (the optimizer checks the element count).
+        if stored.info.dtype != <T as Scalar>::DTYPE {
             report.problem(
                 &name,
                 format_args!(
-                    "expected {} [len], found {}",
+                    "expected {} of any shape, found {}",
                     <T as Scalar>::DTYPE,
                     stored.info
                 ),
             );
             continue;
         }
-        let mut values = vec![T::default(); stored.info.shape[0]];
+        let mut values =
+            vec![T::default(); stored.bytes.len() / <T as Scalar>::DTYPE.size_in_bytes()];
         T::decode_le_bytes(&stored.bytes, &mut values);
         slot_values.push((param, slot, name, values));
     }
@@ -398,7 +419,9 @@ mod tests {
         assert!(c.put_optimizer("optim", &adam).is_err());
         let message = c.optimizer_state::<f32>("optim").unwrap_err().to_string();
         assert!(message.contains("4 mismatches"), "{message}");
-        assert!(message.contains("`optim/actor/l1/weight/m`: expected F32 [len], found F64 [3]"));
+        assert!(
+            message.contains("`optim/actor/l1/weight/m`: expected F32 of any shape, found F64 [3]")
+        );
         assert!(c.optimizer_state::<f64>("other").is_err());
     }
 

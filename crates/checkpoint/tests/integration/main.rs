@@ -8,6 +8,7 @@ mod bad_input;
 mod derive_state;
 mod module_names;
 mod optimizer_hyperparameters;
+mod optimizer_slot_shapes;
 mod resume;
 mod resume_module;
 mod torch_weights;
