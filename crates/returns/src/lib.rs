@@ -85,9 +85,11 @@
 //! Every estimator is the reverse linear recurrence `y_t = x_t + c_t y_{t+1}` of
 //! [`rlgrad_core::kernels::recurrence`], with `x` and `c` formed from the inputs on the fly;
 //! the canonical formulas and their order of operations are documented there. Columns run
-//! in parallel (rayon, in chunks of at least 16 columns so that the inner loop vectorizes),
-//! each column sequentially in time: results are bitwise equal for every thread count
-//! and chunking. The same kernels run on any device implementing
+//! in parallel (rayon; time-major in chunks of at least 128 columns per task, as narrower
+//! ones would share the outputs' cache lines between threads, vectorized in blocks of 128,
+//! 64 and 16 adjacent columns; batch-major in blocks of 8 columns), each column
+//! sequentially in time: results are bitwise equal for every thread count and chunking.
+//! The same kernels run on any device implementing
 //! [`RecurrenceKernel`](device::RecurrenceKernel), through [`device`]. Every type the
 //! functions take or return is exported here, so this crate alone is a complete
 //! dependency.
