@@ -125,26 +125,37 @@ pub fn finite<T: Float>(
 /// assert_eq!(first_non_finite(&x), Some(700));
 /// ```
 pub fn first_non_finite<T: Float>(values: &[T]) -> Option<usize> {
-    crate::simd::widest(FirstNonFinite(values))
+    first_where(values, |v| !v.is_finite())
 }
 
-/// [`first_non_finite`], compiled for each instruction set.
-struct FirstNonFinite<'a, T>(&'a [T]);
+/// The index of the first element of `values` for which `invalid` holds: whole blocks
+/// are tested with a branch-free reduction, compiled for each instruction set, and only a
+/// block that holds such an element is searched for it ([`first_non_finite`], the
+/// episode flags' check).
+pub(crate) fn first_where<X: Copy>(values: &[X], invalid: impl Fn(X) -> bool) -> Option<usize> {
+    crate::simd::widest(FirstWhere { values, invalid })
+}
 
-impl<T: Float> crate::simd::Vectorized for FirstNonFinite<'_, T> {
+/// [`first_where`], compiled for each instruction set.
+struct FirstWhere<'a, X, P> {
+    values: &'a [X],
+    invalid: P,
+}
+
+impl<X: Copy, P: Fn(X) -> bool> crate::simd::Vectorized for FirstWhere<'_, X, P> {
     type Output = Option<usize>;
 
     #[inline(always)]
     fn run(self) -> Option<usize> {
         const BLOCK: usize = 256;
-        let values = self.0;
+        let Self { values, invalid } = self;
         let block = values
             .chunks(BLOCK)
-            .position(|block| block.iter().fold(false, |bad, v| bad | !v.is_finite()))?;
+            .position(|block| block.iter().fold(false, |bad, &v| bad | invalid(v)))?;
         let start = block * BLOCK;
         values[start..]
             .iter()
-            .position(|v| !v.is_finite())
+            .position(|&v| invalid(v))
             .map(|i| start + i)
     }
 }

@@ -31,7 +31,9 @@
 //!
 //! `terminated` and `truncated` go in as Gymnasium returns them: `bool` arrays, `u8`
 //! masks or 0/1 floats ([`FlagSlice`]; [`Episodes::gymnasium`] and
-//! [`Episodes::terminations`] take any of them). Where the value of the final observation
+//! [`Episodes::terminations`] take any of them). Each flag is 0 or 1: every slice-level
+//! estimator refuses any other value (a 0.5, a NaN, a byte 2) with an
+//! [`Error::Value`] naming the argument and the step and column of the first one. Where the value of the final observation
 //! of a truncated episode comes from depends on the autoreset mode:
 //!
 //! - **Same-step autoreset** (Gymnasium 0.26 to 0.29, and 1.x with

@@ -35,8 +35,10 @@
 //!
 //! Termination cuts the return at zero; time-limit truncation bootstraps from the value of
 //! the final observation, which the caller provides (see `rlgrad-returns` for both of
-//! Gymnasium's autoreset modes). Flags count as set when nonzero (NaN included), or
-//! `true` ([`FlagSlice`]).
+//! Gymnasium's autoreset modes). Flags are 0 or 1 (`false` or `true`, [`FlagSlice`]):
+//! the slice-level estimators of `rlgrad-returns` refuse any other value, naming the
+//! argument and the first step that holds one; device kernels count a flag as set when
+//! it is nonzero.
 //!
 //! # Estimators (the canonical formulas; `v_T` = `bootstrap`)
 //!
@@ -163,6 +165,16 @@ impl SliceLayout {
     /// Whether the data are stored batch-major.
     pub fn is_batch_major(&self) -> bool {
         self.batch_major
+    }
+
+    /// The step and column `(s, j)` of flat index `i`, the inverse of
+    /// [`SliceLayout::index`] (`i` below `t * b`).
+    pub fn position(&self, i: usize) -> (usize, usize) {
+        if self.batch_major {
+            (i % self.shape.t.max(1), i / self.shape.t.max(1))
+        } else {
+            (i / self.shape.b.max(1), i % self.shape.b.max(1))
+        }
     }
 
     /// The flat index of element `(s, j)`.
@@ -294,9 +306,10 @@ impl<'a, B: ?Sized, T: Copy, F: Copy> Episodes<'a, B, T, F> {
     }
 }
 
-/// Episode-end flags on the host, as the data comes: values of the element type (set when
-/// nonzero, NaN included: SB3's and rlax's float `dones`), or bytes (set when nonzero:
-/// `u8` masks, and Gymnasium's and NumPy's `bool` arrays, which convert without a copy).
+/// Episode-end flags on the host, as the data comes: values of the element type (SB3's and
+/// rlax's float `dones`), or bytes (`u8` masks, and Gymnasium's and NumPy's `bool` arrays,
+/// which convert without a copy). Each flag is 0 or 1; [`FlagSlice::first_invalid`] finds
+/// any other value (a `0.5`, a NaN, a byte 2), which the slice-level estimators refuse.
 ///
 /// ```
 /// use rlgrad_core::kernels::recurrence::FlagSlice;
@@ -304,7 +317,9 @@ impl<'a, B: ?Sized, T: Copy, F: Copy> Episodes<'a, B, T, F> {
 /// let flags = FlagSlice::<f32>::from(&from_gymnasium);
 /// assert_eq!(flags, FlagSlice::Bytes(&[0, 1, 0]));
 /// assert_eq!((flags.len(), flags.is_set(1)), (3, Some(true)));
-/// assert!(FlagSlice::from(&[0.0f32, f32::NAN][..]).is_set(1).unwrap());
+/// assert_eq!(flags.first_invalid(), None);
+/// assert_eq!(FlagSlice::from(&[0.0f32, 1.0, 0.5][..]).first_invalid(), Some((2, 0.5)));
+/// assert_eq!(FlagSlice::<f32>::from(&[1u8, 2][..]).first_invalid(), Some((1, 2.0)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FlagSlice<'a, T> {
@@ -328,11 +343,24 @@ impl<T: Float> FlagSlice<'_, T> {
         self.len() == 0
     }
 
-    /// Whether flag `i` is set (`None` past the end).
+    /// Whether flag `i` is set (nonzero; `None` past the end).
     pub fn is_set(&self, i: usize) -> Option<bool> {
         match self {
             Self::Values(v) => v.get(i).map(|&f| f != T::zero()),
             Self::Bytes(b) => b.get(i).map(|&f| f != 0),
+        }
+    }
+
+    /// The index and value of the first flag that is neither 0 nor 1, or `None` when
+    /// every flag is: a scan at memory speed ([`check::first_non_finite`]'s).
+    ///
+    /// [`check::first_non_finite`]: crate::check::first_non_finite
+    pub fn first_invalid(&self) -> Option<(usize, f64)> {
+        let (zero, one) = (T::zero(), T::one());
+        match self {
+            Self::Values(v) => crate::check::first_where(v, |f| !(f == zero || f == one))
+                .map(|i| (i, v[i].as_f64())),
+            Self::Bytes(b) => crate::check::first_where(b, |f| f > 1).map(|i| (i, f64::from(b[i]))),
         }
     }
 }

@@ -3,5 +3,6 @@
 //! of one per file saves most of the tests' build time.
 
 mod finite;
+mod flags;
 mod no_panics;
 mod properties;

@@ -1,0 +1,127 @@
+//! Episode-end flags are 0 or 1: every slice-level estimator refuses any other value
+//! (0.5, -1, NaN, a byte 2), naming the argument and the step and column of the first
+//! one, in either layout; flags of 0 and 1 give the bits of Gymnasium's bools.
+
+use rlgrad_returns::{
+    Episodes, Error, FlagSlice, Par, SliceEpisodes, SliceLayout, TimeMajor, Truncation,
+    VtraceParams, discounted_returns, gae, lambda_returns, n_step_returns, vtrace,
+};
+
+const T: usize = 4;
+const B: usize = 3;
+
+/// Every estimator over `[T, B]` data in `layout` with `episodes`, as its result's error
+/// (`None` when it ran).
+fn each_estimator(layout: SliceLayout, episodes: SliceEpisodes<'_, f32>) -> Vec<Option<Error>> {
+    let x = vec![0.5f32; T * B];
+    let last = vec![0.25f32; B];
+    let params = VtraceParams {
+        lambda: 0.9,
+        clip_rho: 1.0,
+        clip_pg_rho: 1.0,
+    };
+    vec![
+        discounted_returns(layout, &x, episodes, &last).err(),
+        gae(layout, &x, &x, &last, episodes, 0.95).err(),
+        lambda_returns(layout, &x, &x, episodes, 0.95).err(),
+        n_step_returns(layout, &x, &x, episodes, 2).err(),
+        vtrace(layout, &x, &x, &last, &x, episodes, params).err(),
+    ]
+}
+
+fn layouts() -> [SliceLayout; 2] {
+    [TimeMajor::new(T, B).into(), SliceLayout::batch_major(T, B)]
+}
+
+#[test]
+fn flags_other_than_0_or_1_are_errors_naming_the_argument_step_and_column() {
+    for layout in layouts() {
+        for bad in [0.5f32, -1.0, 2.0, f32::NAN, f32::INFINITY, -0.5] {
+            let mut flags = vec![0.0f32; T * B];
+            flags[layout.index(2, 1)] = bad;
+            flags[layout.index(3, 2)] = bad;
+            let zeros = vec![0.0f32; T * B];
+            let as_terminated = Episodes::terminations(0.9, &flags);
+            let as_truncated: SliceEpisodes<'_, f32> = Episodes::Flags {
+                gamma: 0.9,
+                terminated: FlagSlice::from(&zeros),
+                truncation: Some(Truncation {
+                    truncated: FlagSlice::from(&flags),
+                    final_values: zeros.as_slice(),
+                }),
+            };
+            for (episodes, argument) in [(as_terminated, "terminated"), (as_truncated, "truncated")]
+            {
+                for error in each_estimator(layout, episodes) {
+                    let message = error.expect("an invalid flag is refused").to_string();
+                    assert!(
+                        message.contains(&format!("argument `{argument}` is invalid"))
+                            && message.contains("0 or 1")
+                            && message.contains("at step 2 of column 1"),
+                        "{layout:?} {bad}: {message}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bytes_other_than_0_or_1_are_errors() {
+    for layout in layouts() {
+        let mut flags = vec![0u8; T * B];
+        flags[layout.index(1, 2)] = 2;
+        for error in each_estimator(layout, Episodes::terminations(0.9, &flags)) {
+            let message = error.expect("a byte 2 is refused").to_string();
+            assert!(message.contains("got 2 at step 1 of column 2"), "{message}");
+        }
+    }
+}
+
+#[test]
+fn flags_of_0_and_1_give_the_bits_of_bools() {
+    let bools: Vec<bool> = (0..T * B).map(|i| i % 5 == 3).collect();
+    let floats: Vec<f32> = bools.iter().map(|&b| f32::from(u8::from(b))).collect();
+    let bytes: Vec<u8> = bools.iter().map(|&b| u8::from(b)).collect();
+    let x: Vec<f32> = (0..T * B).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let last = vec![0.5f32; B];
+    let run = |episodes| {
+        let out = gae(TimeMajor::new(T, B), &x, &x, &last, episodes, 0.9).unwrap();
+        out.advantages
+            .iter()
+            .map(|a| a.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let want = run(Episodes::terminations(0.99, &bools));
+    assert_eq!(run(Episodes::terminations(0.99, &floats)), want);
+    assert_eq!(run(Episodes::terminations(0.99, &bytes)), want);
+    // A negative zero is a zero.
+    let signed: Vec<f32> = floats
+        .iter()
+        .map(|&f| if f == 0.0 { -0.0 } else { f })
+        .collect();
+    assert_eq!(run(Episodes::terminations(0.99, &signed)), want);
+}
+
+#[test]
+fn flags_of_another_length_are_refused_for_their_length() {
+    let flags = [0.5f32; T * B + 1];
+    let x = vec![0.0f32; T * B];
+    let message = rlgrad_returns::gae_into(
+        Par::Seq,
+        TimeMajor::new(T, B),
+        &x,
+        &x,
+        &[0.0; B],
+        Episodes::terminations(0.9, &flags),
+        0.9,
+        &mut [0.0; T * B],
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.contains("`terminated` has the wrong shape"),
+        "{message}"
+    );
+}
