@@ -31,10 +31,11 @@ pub enum Dtype {
     F64,
 }
 
-/// rlgrad's error as the Python exception a caller can act on: `ValueError` with the
-/// message (`MemoryError` when the host could not allocate).
-pub fn error(e: Error) -> PyErr {
-    let message = e.to_string();
+/// rlgrad's error, raised from Python function `function`, as the exception a caller can
+/// act on: `ValueError` with the message, naming `function` where the Rust error named
+/// the Rust function that found it (`MemoryError` when the host could not allocate).
+pub fn error(function: &'static str, e: Error) -> PyErr {
+    let message = e.in_function(function).to_string();
     if message.contains("cannot allocate") {
         PyMemoryError::new_err(message)
     } else {
@@ -92,6 +93,16 @@ pub enum Order {
     Fortran,
 }
 
+/// The order an input is read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOrder {
+    /// This order, whatever the array's memory (copied once when it is stored otherwise).
+    In(Order),
+    /// The array's own order: Fortran for a Fortran-contiguous 2-D array (batch-major
+    /// `[T, B]` data), C otherwise.
+    Own,
+}
+
 /// An input array: borrowed from NumPy when its memory is contiguous in the order the call
 /// reads, else copied once into that order.
 pub struct Input<'py, T: Element> {
@@ -105,17 +116,16 @@ impl<'py, T: Element + Copy + Default> Input<'py, T> {
     /// Array argument `name` of `function` as an input of element type `T` in C order; a
     /// `TypeError` for another type or dtype (`want` names the dtypes the argument takes).
     pub fn new(function: &str, name: &str, want: &str, obj: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Self::new_in(function, name, want, obj, Some(Order::C))
+        Self::new_in(function, name, want, obj, ReadOrder::In(Order::C))
     }
 
-    /// The same in `order`, or (`None`) in the array's own order when it is a
-    /// Fortran-contiguous 2-D array, C order otherwise.
+    /// The same, read in `order`.
     pub fn new_in(
         function: &str,
         name: &str,
         want: &str,
         obj: &Bound<'py, PyAny>,
-        order: Option<Order>,
+        order: ReadOrder,
     ) -> PyResult<Self> {
         let array = obj.cast::<PyArrayDyn<T>>().map_err(|_| {
             PyTypeError::new_err(format!(
@@ -132,21 +142,25 @@ impl<'py, T: Element + Copy + Default> Input<'py, T> {
         name: &str,
         array: &Bound<'py, PyArrayDyn<T>>,
     ) -> PyResult<Self> {
-        Self::from_array_in(function, name, array, Some(Order::C))
+        Self::from_array_in(function, name, array, ReadOrder::In(Order::C))
     }
 
     fn from_array_in(
         function: &str,
         name: &str,
         array: &Bound<'py, PyArrayDyn<T>>,
-        order: Option<Order>,
+        order: ReadOrder,
     ) -> PyResult<Self> {
         let array = array
             .try_readonly()
             .map_err(|e| value_error(function, name, format_args!("cannot be read: {e}")))?;
         let fortran_2d =
             array.ndim() == 2 && array.is_fortran_contiguous() && !array.is_c_contiguous();
-        let order = order.unwrap_or(if fortran_2d { Order::Fortran } else { Order::C });
+        let order = match order {
+            ReadOrder::In(order) => order,
+            ReadOrder::Own if fortran_2d => Order::Fortran,
+            ReadOrder::Own => Order::C,
+        };
         let in_place = array.as_slice().is_ok()
             && match order {
                 Order::C => array.is_c_contiguous(),
@@ -230,13 +244,12 @@ pub fn input<'py, T: Real>(
     Input::new(function, name, T::NAME, obj)
 }
 
-/// [`input`] in `order`, or (`None`) in the array's own order when it is a
-/// Fortran-contiguous 2-D array ([`Input::new_in`]).
+/// [`input`], read in `order`.
 pub fn input_in<'py, T: Real>(
     function: &str,
     name: &str,
     obj: &Bound<'py, PyAny>,
-    order: Option<Order>,
+    order: ReadOrder,
 ) -> PyResult<Input<'py, T>> {
     Input::new_in(function, name, T::NAME, obj, order)
 }
@@ -264,7 +277,7 @@ pub fn same_shape(
 /// outputs come as fresh zero pages that the kernel filling them writes once; small ones
 /// are cleared by the allocator.
 pub fn zeroed<T: Real>(function: &'static str, len: usize) -> PyResult<Vec<T>> {
-    rlgrad_core::cpu::alloc::try_zeroed(len, function, "output").map_err(error)
+    rlgrad_core::cpu::alloc::try_zeroed(len, function, "output").map_err(|e| error(function, e))
 }
 
 /// `values` as a NumPy array of shape `shape`, without a copy (NumPy owns the `Vec`).
@@ -295,10 +308,23 @@ pub fn to_numpy_in<'py, T: Element>(
     }
 }
 
-/// `threads=` as a [`Par`]: `None` or 0 for every thread of rlgrad's rayon pool
-/// (`RAYON_NUM_THREADS`), 1 for the calling thread, `n` for at most `n` tasks.
-pub fn par(threads: Option<usize>) -> Par {
-    Par::rayon(threads.unwrap_or(0))
+/// `threads=` of `function` as a [`Par`]: `None` or 0 for every thread of rlgrad's rayon
+/// pool (`RAYON_NUM_THREADS`, else one per core), 1 for the calling thread alone, `n` for
+/// at most `n` tasks; a negative count is a `ValueError` naming the argument.
+pub fn par(function: &str, threads: Option<i64>) -> PyResult<Par> {
+    match threads.map(usize::try_from) {
+        None => Ok(Par::rayon(0)),
+        Some(Ok(n)) => Ok(Par::rayon(n)),
+        Some(Err(_)) => Err(value_error(
+            function,
+            "threads",
+            format_args!(
+                "must be None or 0 (every thread of rlgrad's pool), 1 (the calling thread) or \
+                 a larger count of tasks, got {}",
+                threads.unwrap_or_default()
+            ),
+        )),
+    }
 }
 
 /// The product of `dims`, or a `ValueError` naming `name` on overflow.

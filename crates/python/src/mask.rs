@@ -80,7 +80,7 @@ fn sequence_mask<'py>(
     let lengths = self::lengths("sequence_mask", lengths)?;
     let mask = py
         .detach(|| rlgrad_mask::sequence_mask(&lengths, max_len))
-        .map_err(error)?;
+        .map_err(|e| error("sequence_mask", e))?;
     to_numpy(
         py,
         mask.as_bools().to_vec(),
@@ -90,7 +90,7 @@ fn sequence_mask<'py>(
 
 /// `[B, T, F...]` data: the sequences of `lengths` padded to `T`, and `F` values per step.
 fn padded_input<'py, T: Real>(
-    function: &str,
+    function: &'static str,
     name: &str,
     obj: &Bound<'py, PyAny>,
     lengths: &Bound<'py, PyAny>,
@@ -109,7 +109,7 @@ fn padded_input<'py, T: Real>(
         ));
     }
     let features = product(function, name, &shape[2..])?;
-    let seqs = Sequences::new(&lengths, Some(shape[1])).map_err(error)?;
+    let seqs = Sequences::new(&lengths, Some(shape[1])).map_err(|e| error(function, e))?;
     Ok((x, seqs, features))
 }
 
@@ -129,7 +129,7 @@ fn pad<'py>(
     flat: &Bound<'py, PyAny>,
     lengths: &Bound<'py, PyAny>,
     max_len: Option<usize>,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(
         "pad",
@@ -144,11 +144,11 @@ fn pad_of<'py, T: Real>(
     flat: &Bound<'py, PyAny>,
     lengths: &Bound<'py, PyAny>,
     max_len: Option<usize>,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     const F: &str = "pad";
     let flat = input::<T>(F, "flat", flat)?;
-    let seqs = Sequences::new(&self::lengths(F, lengths)?, max_len).map_err(error)?;
+    let seqs = Sequences::new(&self::lengths(F, lengths)?, max_len).map_err(|e| error(F, e))?;
     let shape = flat.shape();
     if shape.is_empty() || shape[0] != seqs.total() {
         return Err(value_error(
@@ -163,10 +163,10 @@ fn pad_of<'py, T: Real>(
     let features = product(F, "flat", &shape[1..])?;
     let mut out_shape = vec![seqs.batch(), seqs.max_len()];
     out_shape.extend_from_slice(&shape[1..]);
-    let (data, par) = (flat.data(), par(threads));
+    let (data, par) = (flat.data(), par(F, threads)?);
     let padded = py
         .detach(|| rlgrad_mask::pad_with(par, &seqs, data, features, PadOrder::BatchMajor))
-        .map_err(error)?;
+        .map_err(|e| error(F, e))?;
     to_numpy(py, padded, &out_shape)
 }
 
@@ -182,7 +182,7 @@ fn unpad<'py>(
     py: Python<'py>,
     padded: &Bound<'py, PyAny>,
     lengths: &Bound<'py, PyAny>,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(
         "unpad",
@@ -196,16 +196,16 @@ fn unpad_of<'py, T: Real>(
     py: Python<'py>,
     padded: &Bound<'py, PyAny>,
     lengths: &Bound<'py, PyAny>,
-    threads: Option<usize>,
+    threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     const F: &str = "unpad";
     let (x, seqs, features) = padded_input::<T>(F, "padded", padded, lengths)?;
     let mut out_shape = vec![seqs.total()];
     out_shape.extend_from_slice(&x.shape()[2..]);
-    let (data, par) = (x.data(), par(threads));
+    let (data, par) = (x.data(), par(F, threads)?);
     let flat = py
         .detach(|| rlgrad_mask::unpad_with(par, &seqs, data, features, PadOrder::BatchMajor))
-        .map_err(error)?;
+        .map_err(|e| error(F, e))?;
     to_numpy(py, flat, &out_shape)
 }
 
@@ -229,11 +229,12 @@ fn masked_mean_of<T: Real>(
     x: &Bound<'_, PyAny>,
     lengths: &Bound<'_, PyAny>,
 ) -> PyResult<f64> {
-    let (x, seqs, features) = padded_input::<T>("masked_mean", "x", x, lengths)?;
+    const F: &str = "masked_mean";
+    let (x, seqs, features) = padded_input::<T>(F, "x", x, lengths)?;
     let data = x.data();
     let mean = py
         .detach(|| rlgrad_mask::masked_mean(&seqs, data, features))
-        .map_err(error)?;
+        .map_err(|e| error(F, e))?;
     Ok(mean.as_f64())
 }
 
@@ -265,11 +266,12 @@ fn masked_mean_backward_of<'py, T: Real>(
     lengths: &Bound<'py, PyAny>,
     grad: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (x, seqs, features) = padded_input::<T>("masked_mean_backward", "x", x, lengths)?;
+    const F: &str = "masked_mean_backward";
+    let (x, seqs, features) = padded_input::<T>(F, "x", x, lengths)?;
     let grad = T::from_f64(grad);
     let out = py
         .detach(|| rlgrad_mask::masked_mean_backward(&seqs, features, grad))
-        .map_err(error)?;
+        .map_err(|e| error(F, e))?;
     to_numpy(py, out, x.shape())
 }
 
@@ -351,7 +353,7 @@ fn masked_normalize_of<'py, T: Real>(
             Some(g) => rlgrad_mask::masked_normalize_backward(&seqs, data, features, eps, ddof, g),
             None => rlgrad_mask::masked_normalize(&seqs, data, features, eps, ddof),
         })
-        .map_err(error)?;
+        .map_err(|e| error(function, e))?;
     to_numpy(py, out, x.shape())
 }
 
@@ -372,7 +374,7 @@ fn chop_lengths<'py>(
     let ids = integers("chop_into_sequences", "episode_ids", ids)?;
     let batch = py
         .detach(|| rlgrad_mask::chop_into_sequences::<f32>(&ids, &[], ChopConfig::new(max_seq_len)))
-        .map_err(error)?;
+        .map_err(|e| error("chop_into_sequences", e))?;
     let as_i64 = |values: &[usize]| values.iter().map(|&v| v as i64).collect::<Vec<_>>();
     let lengths = as_i64(batch.seqs().lengths());
     let starts = as_i64(batch.starts());

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use numpy::{
     PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rlgrad_optim::{
@@ -318,7 +318,7 @@ impl PyOptimizer {
         rule: &str,
         lr: f64,
         flavor: &str,
-        threads: Option<usize>,
+        threads: Option<i64>,
         momentum: Option<f64>,
         dampening: Option<f64>,
         nesterov: Option<bool>,
@@ -347,10 +347,17 @@ impl PyOptimizer {
             initial_accumulator_value,
         };
         let rule = AnyRule::new(rule, flavor, &options)?;
-        let mut a = Box::new(rule.optimizer::<f32>(lr).map_err(error)?);
-        let mut b = Box::new(rule.optimizer::<f64>(lr).map_err(error)?);
-        a.set_par(par(threads));
-        b.set_par(par(threads));
+        let mut a = Box::new(
+            rule.optimizer::<f32>(lr)
+                .map_err(|e| error("Optimizer", e))?,
+        );
+        let mut b = Box::new(
+            rule.optimizer::<f64>(lr)
+                .map_err(|e| error("Optimizer", e))?,
+        );
+        let par = par("Optimizer", threads)?;
+        a.set_par(par);
+        b.set_par(par);
         Ok(Self {
             inner: Inner::Undecided(a, b),
             shapes: BTreeMap::new(),
@@ -362,13 +369,18 @@ impl PyOptimizer {
     /// must be writeable C-contiguous float32/float64 arrays (the update writes their
     /// memory; any other layout is a ValueError, never a silent copy); gradients have the
     /// parameter's shape and dtype, in any layout (non-C-contiguous ones are copied once).
-    /// A step that raises changes nothing.
+    /// With `require_finite=True` a gradient holding a NaN or an infinity is a ValueError
+    /// naming the parameter and the first such index (off by default, as in PyTorch: the
+    /// NaN then reaches the parameters). A step that raises changes nothing.
+    #[pyo3(signature = (params, grads, *, require_finite=false))]
     fn step(
         &mut self,
         py: Python<'_>,
         params: &Bound<'_, PyDict>,
         grads: &Bound<'_, PyDict>,
+        require_finite: bool,
     ) -> PyResult<()> {
+        each!(self, opt => opt.check_finite(require_finite));
         let first = params.values().into_iter().next();
         let dtype = match (&self.inner, first) {
             (Inner::F32(_), _) => crate::arrays::Dtype::F32,
@@ -403,12 +415,12 @@ impl PyOptimizer {
     /// ValueError before the first step.
     #[pyo3(signature = (group=0))]
     fn effective_lr(&self, group: usize) -> PyResult<f64> {
-        one!(self, opt => opt.effective_lr(group).map_err(error))
+        one!(self, opt => opt.effective_lr(group).map_err(|e| error("Optimizer.effective_lr", e)))
     }
 
     /// The step size parameter `name`'s last update applied, at its own step count.
     fn effective_lr_of(&self, name: &str) -> PyResult<f64> {
-        one!(self, opt => opt.effective_lr_of(name).map_err(error))
+        one!(self, opt => opt.effective_lr_of(name).map_err(|e| error("Optimizer.effective_lr_of", e)))
     }
 
     /// The learning rate of the last step (`None` before the first).
@@ -443,13 +455,30 @@ impl PyOptimizer {
     /// A copy of slot `slot` of parameter `name`, shaped like the parameter. A ValueError
     /// (listing the valid names) for an unknown parameter or slot.
     fn slot<'py>(&self, py: Python<'py>, name: &str, slot: &str) -> PyResult<Bound<'py, PyAny>> {
+        const F: &str = "Optimizer.slot";
         let shape = self.shape(name);
         match &self.inner {
-            Inner::F32(opt) => to_numpy(py, opt.slot(name, slot).map_err(error)?.to_vec(), &shape),
-            Inner::Undecided(_, opt) | Inner::F64(opt) => {
-                to_numpy(py, opt.slot(name, slot).map_err(error)?.to_vec(), &shape)
-            }
+            Inner::F32(opt) => to_numpy(
+                py,
+                opt.slot(name, slot).map_err(|e| error(F, e))?.to_vec(),
+                &shape,
+            ),
+            Inner::Undecided(_, opt) | Inner::F64(opt) => to_numpy(
+                py,
+                opt.slot(name, slot).map_err(|e| error(F, e))?.to_vec(),
+                &shape,
+            ),
         }
+    }
+
+    /// Sets the learning rate of group `group` (0, the only one) from the next step on:
+    /// how a run resumes with another rate, since `load_state_dict` refuses state saved
+    /// with another one. A ValueError (changing nothing) for a rate that is negative or
+    /// not finite.
+    #[pyo3(signature = (lr, group=0))]
+    fn set_lr(&mut self, lr: f64, group: usize) -> PyResult<()> {
+        each!(self, opt => opt.set_schedule(group, lr).map_err(|e| error("Optimizer.set_lr", e))?);
+        Ok(())
     }
 
     /// The state as a dict of NumPy arrays (`np.savez(path, **opt.state_dict())` stores
@@ -561,7 +590,7 @@ impl PyOptimizer {
         py: Python<'py>,
         opt: &Optimizer<T>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let state = opt.state().map_err(error)?;
+        let state = opt.state().map_err(|e| error("Optimizer.state_dict", e))?;
         let np = py.import("numpy")?;
         let out = PyDict::new(py);
         out.set_item("step", np.getattr("uint64")?.call1((state.step,))?)?;
@@ -703,7 +732,8 @@ fn step<T: Real>(
             grad: grad.data(),
         })
         .collect();
-    py.detach(|| opt.step(&mut batch)).map_err(error)?;
+    py.detach(|| opt.step(&mut batch))
+        .map_err(|e| error(F, e))?;
     Ok(shapes)
 }
 
@@ -732,7 +762,7 @@ fn load<T: Real>(
     shapes: &mut BTreeMap<String, Vec<usize>>,
 ) -> PyResult<()> {
     const F: &str = "Optimizer.load_state_dict";
-    let own = opt.state().map_err(error)?;
+    let own = opt.state().map_err(|e| error(F, e))?;
     let step = count(state, "step")?.ok_or_else(|| missing("step"))?;
     let mut groups = Vec::new();
     let mut last_lrs = Vec::new();
@@ -847,7 +877,19 @@ fn load<T: Real>(
         groups,
         params,
     })
-    .map_err(error)
+    .map_err(refused_load)
+}
+
+/// A refused load's error, raised from `load_state_dict`, its advice in the Python API's
+/// terms: the Rust crate's names the methods that change hyper-parameters after loading,
+/// of which Python has `set_lr`.
+fn refused_load(e: rlgrad_optim::Error) -> PyErr {
+    const RUST_ADVICE: &str =
+        "change them after loading: Optimizer::set_schedule, Optimizer::set_rule";
+    const PYTHON_ADVICE: &str = "change the learning rate after loading with \
+                                 Optimizer.set_lr; the other hyper-parameters resume as saved";
+    let message = e.in_function("Optimizer.load_state_dict").to_string();
+    PyValueError::new_err(message.replace(RUST_ADVICE, PYTHON_ADVICE))
 }
 
 fn opt_rule_has_no_slots<T: Real>(opt: &Optimizer<T>) -> bool {

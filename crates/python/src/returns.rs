@@ -11,8 +11,8 @@ use rlgrad_returns::{
 };
 
 use crate::arrays::{
-    Input, Order, Real, by_dtype, error, input, input_in, par, same_shape, to_numpy, to_numpy_in,
-    value_error, zeroed,
+    Input, Order, ReadOrder, Real, by_dtype, error, input, input_in, par, same_shape, to_numpy,
+    to_numpy_in, value_error, zeroed,
 };
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -36,9 +36,19 @@ struct Frame {
     layout: SliceLayout,
 }
 
+/// The keyword arguments of every estimator that say how it runs: `threads` (None or 0:
+/// every thread of rlgrad's pool) and `require_finite` (refuse NaN and infinities in the
+/// inputs, naming the argument and the first index).
+#[derive(Debug, Clone, Copy)]
+struct RunOptions {
+    threads: Option<i64>,
+    require_finite: bool,
+}
+
 impl Frame {
-    /// The frame of `rewards`: `[T]` is one column, `[T, B]` B columns.
-    fn new<T: Real>(function: &str, rewards: &Input<'_, T>) -> PyResult<Self> {
+    /// The frame of `rewards`: `[T]` is one column, `[T, B]` B columns; its layout asks
+    /// for finite inputs as `run` says.
+    fn new<T: Real>(function: &str, rewards: &Input<'_, T>, run: RunOptions) -> PyResult<Self> {
         let shape = rewards.shape().to_vec();
         let time_major = match *shape {
             [t] => TimeMajor::new(t, 1),
@@ -56,6 +66,11 @@ impl Frame {
             Order::C => time_major.into(),
             Order::Fortran => SliceLayout::batch_major(time_major.t, time_major.b),
         };
+        let layout = if run.require_finite {
+            layout.require_finite()
+        } else {
+            layout
+        };
         Ok(Self {
             shape,
             order,
@@ -72,7 +87,7 @@ impl Frame {
         obj: &Bound<'py, PyAny>,
     ) -> PyResult<Input<'py, T>> {
         self.check_shape(function, name, obj)?;
-        input_in::<T>(function, name, obj, Some(self.order))
+        input_in::<T>(function, name, obj, ReadOrder::In(self.order))
     }
 
     /// A `ValueError` when `obj` is an array of another shape than `rewards`, before any
@@ -131,28 +146,100 @@ fn bootstrap<T: Real>(
     Ok(array.data().to_vec())
 }
 
-/// Episode-end flags as Gymnasium returns them: `bool`, `uint8`, or the call's float dtype
-/// (set when nonzero).
+/// Episode-end flags, each 0 or 1, of any bool, integer or float dtype (whatever the
+/// data's dtype). Gymnasium's `bool` arrays, `uint8` masks and floats of the data's dtype
+/// are read in place (rlgrad-returns refuses values other than 0 and 1 in them); other
+/// dtypes are checked while they are copied into bytes.
 enum Flags<'py, T: Real> {
     Bools(Input<'py, bool>),
     Bytes(Input<'py, u8>),
     Values(Input<'py, T>),
+    Copied(Vec<u8>),
 }
+
+/// The element types of flags that are copied into bytes.
+trait FlagElement: numpy::Element + Copy + Default + PartialEq + std::fmt::Display {
+    const ZERO: Self;
+    const ONE: Self;
+}
+
+macro_rules! flag_elements {
+    ($zero:literal, $one:literal: $($t:ty),*) => {
+        $(impl FlagElement for $t {
+            const ZERO: Self = $zero;
+            const ONE: Self = $one;
+        })*
+    };
+}
+flag_elements!(0, 1: i8, i16, i32, i64, u16, u32, u64);
+flag_elements!(0.0, 1.0: f32, f64);
+
+/// What a flag argument takes, for type errors.
+const FLAG_DTYPES: &str = "bool, an integer or a float dtype (flags are 0 or 1)";
 
 impl<'py, T: Real> Flags<'py, T> {
     /// `[T, B]` flag argument `name`, checked to have the shape of `rewards`, in the
     /// frame's order.
-    fn new(function: &str, name: &str, obj: &Bound<'py, PyAny>, frame: &Frame) -> PyResult<Self> {
-        let want = format!("bool, uint8 or {}", T::NAME);
+    fn new(
+        function: &'static str,
+        name: &'static str,
+        obj: &Bound<'py, PyAny>,
+        frame: &Frame,
+    ) -> PyResult<Self> {
         frame.check_shape(function, name, obj)?;
-        let order = Some(frame.order);
+        let order = ReadOrder::In(frame.order);
         if obj.cast::<PyArrayDyn<bool>>().is_ok() {
-            Input::new_in(function, name, &want, obj, order).map(Self::Bools)
-        } else if obj.cast::<PyArrayDyn<u8>>().is_ok() {
-            Input::new_in(function, name, &want, obj, order).map(Self::Bytes)
-        } else {
-            Input::new_in(function, name, &want, obj, order).map(Self::Values)
+            return Input::new_in(function, name, FLAG_DTYPES, obj, order).map(Self::Bools);
         }
+        if obj.cast::<PyArrayDyn<u8>>().is_ok() {
+            return Input::new_in(function, name, FLAG_DTYPES, obj, order).map(Self::Bytes);
+        }
+        if obj.cast::<PyArrayDyn<T>>().is_ok() {
+            return Input::new_in(function, name, FLAG_DTYPES, obj, order).map(Self::Values);
+        }
+        macro_rules! copied_as {
+            ($($t:ty),*) => {
+                $(if obj.cast::<PyArrayDyn<$t>>().is_ok() {
+                    return Self::copied::<$t>(function, name, obj, frame);
+                })*
+            };
+        }
+        copied_as!(i8, i16, i32, i64, u16, u32, u64, f32, f64);
+        Input::<bool>::new_in(function, name, FLAG_DTYPES, obj, order).map(Self::Bools)
+    }
+
+    /// Flags of element type `X` as bytes, each checked to be 0 or 1: any other value is
+    /// a `ValueError` naming the argument and the step and column of the first one, as
+    /// rlgrad-returns words it for the flags it reads in place.
+    fn copied<X: FlagElement>(
+        function: &'static str,
+        name: &'static str,
+        obj: &Bound<'py, PyAny>,
+        frame: &Frame,
+    ) -> PyResult<Self> {
+        let flags =
+            Input::<X>::new_in(function, name, FLAG_DTYPES, obj, ReadOrder::In(frame.order))?;
+        flags
+            .data()
+            .iter()
+            .enumerate()
+            .map(|(i, &flag)| match flag {
+                f if f == X::ZERO => Ok(0),
+                f if f == X::ONE => Ok(1),
+                _ => {
+                    let (step, column) = frame.layout.position(i);
+                    Err(value_error(
+                        function,
+                        name,
+                        format_args!(
+                            "is invalid: expected 0 or 1 at every step (false or true), got \
+                             {flag} at step {step} of column {column}"
+                        ),
+                    ))
+                }
+            })
+            .collect::<PyResult<Vec<u8>>>()
+            .map(Self::Copied)
     }
 
     fn slice(&self) -> FlagSlice<'_, T> {
@@ -160,6 +247,7 @@ impl<'py, T: Real> Flags<'py, T> {
             Self::Bools(a) => FlagSlice::from(a.data()),
             Self::Bytes(a) => FlagSlice::from(a.data()),
             Self::Values(a) => FlagSlice::from(a.data()),
+            Self::Copied(bytes) => FlagSlice::from(bytes.as_slice()),
         }
     }
 }
@@ -188,7 +276,7 @@ enum NextValue<'a, T> {
 
 #[allow(clippy::too_many_arguments)]
 fn episode_args<'py, T: Real>(
-    function: &str,
+    function: &'static str,
     frame: &Frame,
     gamma: Option<f64>,
     discounts: Option<&Bound<'py, PyAny>>,
@@ -310,7 +398,7 @@ impl<'py, T: Real> EpisodeArgs<'py, T> {
     }
 }
 
-/// discounted_cumsum(x, gamma, *, standardize=False)
+/// discounted_cumsum(x, gamma, *, standardize=False, require_finite=False)
 /// --
 ///
 /// The discounted cumulative sum of one trajectory `x` ([T]):
@@ -320,20 +408,22 @@ impl<'py, T: Real> EpisodeArgs<'py, T> {
 /// does; `standardize(G, eps, ddof)` gives other conventions.
 ///
 /// `gamma` in [0, 1]. A float32 or float64 array in, the same dtype out; any layout (a
-/// non-contiguous `x` is copied once).
+/// non-contiguous `x` is copied once). `require_finite=True` refuses a NaN or an infinity
+/// in `x` (a ValueError naming the first index).
 #[pyfunction]
-#[pyo3(signature = (x, gamma, *, standardize=false))]
+#[pyo3(signature = (x, gamma, *, standardize=false, require_finite=false))]
 fn discounted_cumsum<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     gamma: f64,
     standardize: bool,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(
         "discounted_cumsum",
         "x",
         x,
-        discounted_cumsum_of(py, x, gamma, standardize)
+        discounted_cumsum_of(py, x, gamma, standardize, require_finite)
     )
 }
 
@@ -342,16 +432,19 @@ fn discounted_cumsum_of<'py, T: Real>(
     x: &Bound<'py, PyAny>,
     gamma: f64,
     standardize: bool,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let x = input::<T>("discounted_cumsum", "x", x)?;
+    const F: &str = "discounted_cumsum";
+    let x = input::<T>(F, "x", x)?;
     if x.shape().len() != 1 {
         return Err(value_error(
-            "discounted_cumsum",
+            F,
             "x",
             format_args!("has shape {:?}, expected one trajectory [T]", x.shape()),
         ));
     }
     let data = x.data();
+    finite_if(F, "x", data, require_finite)?;
     let gamma = T::from_f64(gamma);
     let eps = T::from_f64(f64::from(f32::EPSILON));
     let out = py.detach(|| {
@@ -362,10 +455,24 @@ fn discounted_cumsum_of<'py, T: Real>(
             Ok(g)
         }
     });
-    to_numpy(py, out.map_err(error)?, x.shape())
+    to_numpy(py, out.map_err(|e| error(F, e))?, x.shape())
 }
 
-/// standardize(x, eps, ddof=0)
+/// With `require_finite`, a `ValueError` naming `argument` and the first index of a NaN or
+/// an infinity in `values`.
+fn finite_if<T: Real>(
+    function: &'static str,
+    argument: &'static str,
+    values: &[T],
+    require_finite: bool,
+) -> PyResult<()> {
+    if require_finite {
+        rlgrad_core::check::finite(function, argument, values).map_err(|e| error(function, e))?;
+    }
+    Ok(())
+}
+
+/// standardize(x, eps, ddof=0, *, require_finite=False)
 /// --
 ///
 /// `(x - mean(x)) / (std(x) + eps)` over every element of `x` (any shape), with
@@ -374,16 +481,23 @@ fn discounted_cumsum_of<'py, T: Real>(
 /// `(adv - adv.mean()) / (adv.std() + 1e-8)` is `standardize(adv, 1e-8, 1)`; NumPy's and
 /// TF's population std is `ddof=0`. A single element with `eps=0` gives NaN (0/0).
 ///
-/// Errors (ValueError): `eps` negative or not finite; `n <= ddof` for a non-empty `x`.
+/// Errors (ValueError): `eps` negative or not finite; `n <= ddof` for a non-empty `x`; with
+/// `require_finite=True`, a NaN or an infinity in `x`.
 #[pyfunction]
-#[pyo3(signature = (x, eps, ddof=0))]
+#[pyo3(signature = (x, eps, ddof=0, *, require_finite=false))]
 fn standardize<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     eps: f64,
     ddof: usize,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    by_dtype!("standardize", "x", x, standardize_of(py, x, eps, ddof))
+    by_dtype!(
+        "standardize",
+        "x",
+        x,
+        standardize_of(py, x, eps, ddof, require_finite)
+    )
 }
 
 fn standardize_of<'py, T: Real>(
@@ -391,31 +505,33 @@ fn standardize_of<'py, T: Real>(
     x: &Bound<'py, PyAny>,
     eps: f64,
     ddof: usize,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let x = input::<T>("standardize", "x", x)?;
+    const F: &str = "standardize";
+    let x = input::<T>(F, "x", x)?;
     let data = x.data();
+    finite_if(F, "x", data, require_finite)?;
     let eps = T::from_f64(eps);
     let out = py.detach(|| rlgrad_returns::standardize(data, eps, ddof));
-    to_numpy(py, out.map_err(error)?, x.shape())
+    to_numpy(py, out.map_err(|e| error(F, e))?, x.shape())
 }
 
-/// discounted_returns(rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// discounted_returns(rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=False)
 /// --
 ///
 /// Discounted returns `G_t = r'_t + d_t * G_{t+1}`, `G_T = bootstrap`, per column of
 /// `rewards` ([T] or [T, B]; axis 0 is time).
 ///
-/// Episode ends: `terminated[t]` (bool, uint8 or float, set when nonzero) ends the episode
-/// at step t: `d_t = 0`, nothing after it is used. `truncated[t]` (a time limit) also
+/// Episode ends: `terminated[t]` (0 or 1, of a bool, integer or float dtype; any other
+/// value is a ValueError naming the step and column) ends the episode at step t: `d_t = 0`, nothing after it is used. `truncated[t]` (a time limit) also
 /// cuts, but bootstraps: `r'_t = r_t + gamma * final_values[t]`, with `final_values[t]` =
 /// V(final observation) of the truncated episode (required here). Otherwise `d_t = gamma`.
 /// `discounts` ([T, B], rlax's per-step `gamma * (1 - done)`) replaces all of them
 /// (`gamma=None`). `bootstrap` is V(s_T): [B], or [] / a float for [T] rewards.
 ///
-/// Layouts as in `gae`. `threads`: at most that many rayon tasks (None: all of rlgrad's
-/// pool); bits never depend on it.
+/// Layouts, `threads` and `require_finite` as in `gae`.
 #[pyfunction]
-#[pyo3(signature = (rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[pyo3(signature = (rewards, bootstrap, *, gamma, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=false))]
 #[allow(clippy::too_many_arguments)]
 fn discounted_returns<'py>(
     py: Python<'py>,
@@ -426,7 +542,8 @@ fn discounted_returns<'py>(
     truncated: Option<&Bound<'py, PyAny>>,
     final_values: Option<&Bound<'py, PyAny>>,
     discounts: Option<&Bound<'py, PyAny>>,
-    threads: Option<usize>,
+    threads: Option<i64>,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(
         "discounted_returns",
@@ -438,7 +555,10 @@ fn discounted_returns<'py>(
             bootstrap,
             gamma,
             [terminated, truncated, final_values, discounts],
-            threads
+            RunOptions {
+                threads,
+                require_finite
+            }
         )
     )
 }
@@ -449,11 +569,11 @@ fn discounted_returns_of<'py, T: Real>(
     bootstrap_obj: &Bound<'py, PyAny>,
     gamma: Option<f64>,
     [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
-    threads: Option<usize>,
+    run: RunOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
     const F: &str = "discounted_returns";
-    let rewards = input_in::<T>(F, "rewards", rewards, None)?;
-    let frame = Frame::new(F, &rewards)?;
+    let rewards = input_in::<T>(F, "rewards", rewards, ReadOrder::Own)?;
+    let frame = Frame::new(F, &rewards, run)?;
     let bootstrap = bootstrap::<T>(F, bootstrap_obj, &frame.shape)?;
     let args = episode_args(
         F,
@@ -466,13 +586,18 @@ fn discounted_returns_of<'py, T: Real>(
         NextValue::Required,
     )?;
     let mut out = zeroed::<T>(F, rewards.data().len())?;
-    let (r, episodes, par, layout) = (rewards.data(), args.episodes(), par(threads), frame.layout);
+    let (r, episodes, par, layout) = (
+        rewards.data(),
+        args.episodes(),
+        par(F, run.threads)?,
+        frame.layout,
+    );
     py.detach(|| discounted_returns_into(par, layout, r, episodes, &bootstrap, &mut out))
-        .map_err(error)?;
+        .map_err(|e| error(F, e))?;
     frame.output(py, out)
 }
 
-/// gae(rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// gae(rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=False)
 /// --
 ///
 /// Generalized advantage estimation over `rewards` and `values` ([T] or
@@ -482,8 +607,8 @@ fn discounted_returns_of<'py, T: Real>(
 ///     A_t     = delta_t + lam * d_t * A_{t+1}          (A_T = 0)
 ///     returns = A + values
 ///
-/// `bootstrap` is V(s_T): [B], or [] / a float for [T] data. `terminated[t]` (bool, uint8
-/// or float) means the episode ended at step t: `d_t = 0`, nothing after it is used.
+/// `bootstrap` is V(s_T): [B], or [] / a float for [T] data. `terminated[t]` (0 or 1, of a
+/// bool, integer or float dtype) means the episode ended at step t: `d_t = 0`, nothing after it is used.
 /// `truncated[t]` (a time limit) also cuts, but bootstraps:
 /// `r'_t = r_t + gamma * final_values[t]`. Without `final_values`, the value of the final
 /// observation is taken from the next row, `values[t + 1]` (`bootstrap` at the last row):
@@ -500,10 +625,12 @@ fn discounted_returns_of<'py, T: Real>(
 /// `rewards`. Results are new arrays shaped like `rewards` and stored in its order, as
 /// NumPy's ufuncs keep their inputs' order (for batch-major input, `adv.T` is a C-ordered
 /// [B, T] array; `np.ascontiguousarray` gives time-major); the bits are the same in both
-/// orders. `threads`: at most that many rayon tasks (None: all of rlgrad's pool); bits
-/// never depend on it.
+/// orders. `threads`: at most that many rayon tasks (None or 0: all of rlgrad's pool, 1:
+/// the calling thread alone); bits never depend on it. `require_finite=True` refuses a NaN
+/// or an infinity in any input the call reads (a ValueError naming the argument and the
+/// first index); off by default, when non-finite inputs give non-finite results.
 #[pyfunction]
-#[pyo3(signature = (rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[pyo3(signature = (rewards, values, bootstrap, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=false))]
 #[allow(clippy::too_many_arguments)]
 fn gae<'py>(
     py: Python<'py>,
@@ -516,7 +643,8 @@ fn gae<'py>(
     truncated: Option<&Bound<'py, PyAny>>,
     final_values: Option<&Bound<'py, PyAny>>,
     discounts: Option<&Bound<'py, PyAny>>,
-    threads: Option<usize>,
+    threads: Option<i64>,
+    require_finite: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     by_dtype!(
         "gae",
@@ -529,7 +657,10 @@ fn gae<'py>(
             gamma,
             ValueEstimator::Gae { lam },
             [terminated, truncated, final_values, discounts],
-            threads
+            RunOptions {
+                threads,
+                require_finite
+            }
         )
     )
 }
@@ -560,10 +691,10 @@ fn value_estimator<'py, T: Real>(
     gamma: Option<f64>,
     estimator: ValueEstimator<'_, 'py>,
     [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
-    threads: Option<usize>,
+    run: RunOptions,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-    let rewards = input_in::<T>(function, "rewards", rewards, None)?;
-    let frame = Frame::new(function, &rewards)?;
+    let rewards = input_in::<T>(function, "rewards", rewards, ReadOrder::Own)?;
+    let frame = Frame::new(function, &rewards, run)?;
     let values = frame.input::<T>(function, "values", values)?;
     let rhos;
     // What the kernel needs, without the Python objects (the GIL is released for it).
@@ -598,7 +729,8 @@ fn value_estimator<'py, T: Real>(
     let layout = frame.layout;
     let len = rewards.data().len();
     let (mut first, mut second) = (zeroed::<T>(function, len)?, zeroed::<T>(function, len)?);
-    let (r, v, episodes, par) = (rewards.data(), values.data(), args.episodes(), par(threads));
+    let par = par(function, run.threads)?;
+    let (r, v, episodes) = (rewards.data(), values.data(), args.episodes());
     py.detach(|| match kernel {
         Kernel::Gae(lam) => gae_into(
             par,
@@ -624,11 +756,11 @@ fn value_estimator<'py, T: Real>(
             &mut second,
         ),
     })
-    .map_err(error)?;
+    .map_err(|e| error(function, e))?;
     Ok((frame.output(py, first)?, frame.output(py, second)?))
 }
 
-/// lambda_returns(rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// lambda_returns(rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=False)
 /// --
 ///
 /// TD(lambda) returns (`rlax.lambda_returns`) over [T] / [T, B] data, from
@@ -638,9 +770,9 @@ fn value_estimator<'py, T: Real>(
 ///
 /// `lam=1` gives Monte-Carlo returns bootstrapped at the end, `lam=0` one-step TD targets.
 /// Episode ends as in `gae`; without `final_values`, a truncated step bootstraps on
-/// `next_values[t]`. Layouts and `threads` as in `gae`.
+/// `next_values[t]`. Layouts, `threads` and `require_finite` as in `gae`.
 #[pyfunction]
-#[pyo3(signature = (rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[pyo3(signature = (rewards, next_values, *, gamma, lam, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=false))]
 #[allow(clippy::too_many_arguments)]
 fn lambda_returns<'py>(
     py: Python<'py>,
@@ -652,7 +784,8 @@ fn lambda_returns<'py>(
     truncated: Option<&Bound<'py, PyAny>>,
     final_values: Option<&Bound<'py, PyAny>>,
     discounts: Option<&Bound<'py, PyAny>>,
-    threads: Option<usize>,
+    threads: Option<i64>,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(
         "lambda_returns",
@@ -665,12 +798,15 @@ fn lambda_returns<'py>(
             gamma,
             Estimator::Lambda(lam),
             [terminated, truncated, final_values, discounts],
-            threads
+            RunOptions {
+                threads,
+                require_finite
+            }
         )
     )
 }
 
-/// n_step_returns(rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// n_step_returns(rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=False)
 /// --
 ///
 /// n-step bootstrapped returns (`rlax.n_step_bootstrapped_returns`) over [T] /
@@ -680,10 +816,10 @@ fn lambda_returns<'py>(
 ///     G_t = r'_t + d_t * (r'_{t+1} + d_{t+1} * (... + d_k * nv_k))
 ///
 /// Windows reaching the end of the batch bootstrap on `nv_{T-1}`; `n` may exceed T,
-/// `n = 0` is an error. Episode ends as in `lambda_returns`; layouts and `threads` as in
-/// `gae`.
+/// `n = 0` is an error. Episode ends as in `lambda_returns`; layouts, `threads` and
+/// `require_finite` as in `gae`.
 #[pyfunction]
-#[pyo3(signature = (rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[pyo3(signature = (rewards, next_values, *, gamma, n, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=false))]
 #[allow(clippy::too_many_arguments)]
 fn n_step_returns<'py>(
     py: Python<'py>,
@@ -695,7 +831,8 @@ fn n_step_returns<'py>(
     truncated: Option<&Bound<'py, PyAny>>,
     final_values: Option<&Bound<'py, PyAny>>,
     discounts: Option<&Bound<'py, PyAny>>,
-    threads: Option<usize>,
+    threads: Option<i64>,
+    require_finite: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     by_dtype!(
         "n_step_returns",
@@ -708,7 +845,10 @@ fn n_step_returns<'py>(
             gamma,
             Estimator::NStep(n),
             [terminated, truncated, final_values, discounts],
-            threads
+            RunOptions {
+                threads,
+                require_finite
+            }
         )
     )
 }
@@ -726,10 +866,10 @@ fn next_value_estimator<'py, T: Real>(
     gamma: Option<f64>,
     estimator: Estimator,
     [terminated, truncated, final_values, discounts]: [Option<&Bound<'py, PyAny>>; 4],
-    threads: Option<usize>,
+    run: RunOptions,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rewards = input_in::<T>(function, "rewards", rewards, None)?;
-    let frame = Frame::new(function, &rewards)?;
+    let rewards = input_in::<T>(function, "rewards", rewards, ReadOrder::Own)?;
+    let frame = Frame::new(function, &rewards, run)?;
     let next_values = frame.input::<T>(function, "next_values", next_values)?;
     let layout = frame.layout;
     let args = episode_args(
@@ -747,7 +887,7 @@ fn next_value_estimator<'py, T: Real>(
         rewards.data(),
         next_values.data(),
         args.episodes(),
-        par(threads),
+        par(function, run.threads)?,
     );
     py.detach(|| match estimator {
         Estimator::Lambda(lam) => {
@@ -755,11 +895,11 @@ fn next_value_estimator<'py, T: Real>(
         }
         Estimator::NStep(n) => n_step_returns_into(par, layout, r, nv, episodes, n, &mut out),
     })
-    .map_err(error)?;
+    .map_err(|e| error(function, e))?;
     frame.output(py, out)
 }
 
-/// vtrace(rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None)
+/// vtrace(rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=False)
 /// --
 ///
 /// V-trace (Espeholt et al. 2018) in rlax's form over [T] / [T, B] data (axis 0 is time),
@@ -773,9 +913,9 @@ fn next_value_estimator<'py, T: Real>(
 ///     q_{T-1} = r'_{T-1} + d_{T-1} * bootstrap
 ///     pg_advantages = min(clip_pg_rho, rho_t) * (q_t - v_t)
 ///
-/// Episode ends, layouts and `threads` as in `gae`.
+/// Episode ends, layouts, `threads` and `require_finite` as in `gae`.
 #[pyfunction]
-#[pyo3(signature = (rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None))]
+#[pyo3(signature = (rewards, values, bootstrap, rhos, *, gamma, lam=1.0, clip_rho=1.0, clip_pg_rho=1.0, terminated=None, truncated=None, final_values=None, discounts=None, threads=None, require_finite=false))]
 #[allow(clippy::too_many_arguments)]
 fn vtrace<'py>(
     py: Python<'py>,
@@ -791,7 +931,8 @@ fn vtrace<'py>(
     truncated: Option<&Bound<'py, PyAny>>,
     final_values: Option<&Bound<'py, PyAny>>,
     discounts: Option<&Bound<'py, PyAny>>,
-    threads: Option<usize>,
+    threads: Option<i64>,
+    require_finite: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     by_dtype!(
         "vtrace",
@@ -809,7 +950,10 @@ fn vtrace<'py>(
                 clip_pg_rho
             },
             [terminated, truncated, final_values, discounts],
-            threads
+            RunOptions {
+                threads,
+                require_finite
+            }
         )
     )
 }

@@ -279,8 +279,8 @@ def test_mixed_dtypes_are_type_errors():
         returns.gae(r32, v64, np.zeros(2, np.float32), gamma=0.9, lam=0.9)
     with pytest.raises(TypeError):
         returns.gae(r32.astype(np.int64), v64, np.zeros(2), gamma=0.9, lam=0.9)
-    with pytest.raises(TypeError):
-        returns.gae(r32, r32, np.zeros(2, np.float32), gamma=0.9, lam=0.9, terminated=np.ones((3, 2), np.int32))
+    with pytest.raises(TypeError, match="terminated"):
+        returns.gae(r32, r32, np.zeros(2, np.float32), gamma=0.9, lam=0.9, terminated=np.ones((3, 2), np.complex64))
     with pytest.raises(ValueError, match="shape"):
         returns.gae(r32, r32.T.copy(), np.zeros(2, np.float32), gamma=0.9, lam=0.9)
 

@@ -5,10 +5,15 @@ import numpy.typing as npt
 
 F = TypeVar("F", np.float32, np.float64)
 Array = npt.NDArray[F]
-Flags = Union[npt.NDArray[np.bool_], npt.NDArray[np.uint8], npt.NDArray[np.floating]]
+# Episode-end flags: each 0 or 1, of a bool, integer or float dtype.
+Flags = Union[npt.NDArray[np.bool_], npt.NDArray[np.integer], npt.NDArray[np.floating]]
 
-def discounted_cumsum(x: Array[F], gamma: float, *, standardize: bool = ...) -> Array[F]: ...
-def standardize(x: Array[F], eps: float, ddof: int = ...) -> Array[F]: ...
+def discounted_cumsum(
+    x: Array[F], gamma: float, *, standardize: bool = ..., require_finite: bool = ...
+) -> Array[F]: ...
+def standardize(
+    x: Array[F], eps: float, ddof: int = ..., *, require_finite: bool = ...
+) -> Array[F]: ...
 def discounted_returns(
     rewards: Array[F],
     bootstrap: Union[Array[F], float],
@@ -19,6 +24,7 @@ def discounted_returns(
     final_values: Optional[Array[F]] = ...,
     discounts: Optional[Array[F]] = ...,
     threads: Optional[int] = ...,
+    require_finite: bool = ...,
 ) -> Array[F]: ...
 def gae(
     rewards: Array[F],
@@ -32,6 +38,7 @@ def gae(
     final_values: Optional[Array[F]] = ...,
     discounts: Optional[Array[F]] = ...,
     threads: Optional[int] = ...,
+    require_finite: bool = ...,
 ) -> Tuple[Array[F], Array[F]]: ...
 def lambda_returns(
     rewards: Array[F],
@@ -44,6 +51,7 @@ def lambda_returns(
     final_values: Optional[Array[F]] = ...,
     discounts: Optional[Array[F]] = ...,
     threads: Optional[int] = ...,
+    require_finite: bool = ...,
 ) -> Array[F]: ...
 def n_step_returns(
     rewards: Array[F],
@@ -56,6 +64,7 @@ def n_step_returns(
     final_values: Optional[Array[F]] = ...,
     discounts: Optional[Array[F]] = ...,
     threads: Optional[int] = ...,
+    require_finite: bool = ...,
 ) -> Array[F]: ...
 def vtrace(
     rewards: Array[F],
@@ -72,4 +81,5 @@ def vtrace(
     final_values: Optional[Array[F]] = ...,
     discounts: Optional[Array[F]] = ...,
     threads: Optional[int] = ...,
+    require_finite: bool = ...,
 ) -> Tuple[Array[F], Array[F]]: ...
