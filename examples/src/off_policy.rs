@@ -174,17 +174,30 @@ pub trait Learner: State {
     /// any random draw taken from `explore`.
     fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32>;
 
-    /// One training iteration on `batch` at `progress`; the scalars to log (losses,
-    /// temperatures) by tag.
+    /// One training iteration on `batch` at `progress`. On the iterations that log (every
+    /// [`LOG_EVERY`] steps) `scalars` is given, and the update pushes its losses and
+    /// temperatures onto it by tag; the others read no value back from the tensors (a
+    /// read waits for the computation, and would break a GPU graph's capture).
     fn update(
         &mut self,
         batch: &TensorBatch,
         progress: Progress,
-    ) -> Result<Vec<(&'static str, f32)>>;
+        scalars: Option<&mut Scalars>,
+    ) -> Result<()>;
+}
+
+/// Training scalars by tag, as [`Learner::update`] logs them.
+pub type Scalars = Vec<(&'static str, f32)>;
+
+/// The hyper-parameters of an off-policy agent: its own, and the [`Common`] ones among
+/// them.
+pub trait AgentConfig: Debug {
+    /// The hyper-parameters every off-policy agent has.
+    fn common(&self) -> &Common;
 }
 
 /// Steps between logged training scalars.
-const LOG_EVERY: u64 = 100;
+pub const LOG_EVERY: u64 = 100;
 
 /// An off-policy agent: it acts uniformly at random (stream `explore` of the seed) until
 /// `learning_starts` steps are stored, then by its [`Learner`]'s policy; after each later
@@ -201,20 +214,22 @@ pub struct OffPolicy<L> {
     experience: Experience,
     replay: Rng,
     learner: L,
+    /// The last logged update's scalars (a buffer kept from one log to the next).
+    #[state(skip)]
+    scalars: Scalars,
 }
 
 impl<L: Learner> OffPolicy<L> {
     /// The agent of the learner that `learner` builds for the environment's [`Dims`] with
     /// the stream `init` of `seed`, the environment reset with `seed`, and an empty replay
-    /// buffer. `config` holds every hyper-parameter of the agent (`common` among them):
-    /// a checkpoint made under another `config` (its `Debug` text) or seed is not
-    /// resumed.
+    /// buffer. `config` holds every hyper-parameter of the agent: a checkpoint made under
+    /// another `config` (its `Debug` text) or seed is not resumed.
     pub fn new(
         seed: u64,
-        config: &impl Debug,
-        common: &Common,
+        config: &impl AgentConfig,
         learner: impl FnOnce(Dims, &mut Rng) -> Result<L>,
     ) -> Result<Self> {
+        let common = config.common();
         let experience = Experience::new(seed, common.replay_capacity)?;
         Ok(Self {
             learner: learner(experience.dims, &mut Rng::new(seed, "init"))?,
@@ -222,6 +237,7 @@ impl<L: Learner> OffPolicy<L> {
             replay: Rng::new(seed, "replay"),
             common: common.clone(),
             description: format!("{config:?}, seed {seed}"),
+            scalars: Scalars::new(),
         })
     }
 
@@ -263,11 +279,12 @@ impl<L: Learner> Agent for OffPolicy<L> {
                 step,
                 iteration: step - learning_starts,
             };
-            let scalars = self.learner.update(&batch, progress)?;
-            if step.is_multiple_of(LOG_EVERY) {
-                for (tag, value) in scalars {
-                    log.scalar(tag, step, f64::from(value))?;
-                }
+            let logs = step.is_multiple_of(LOG_EVERY);
+            self.scalars.clear();
+            self.learner
+                .update(&batch, progress, logs.then_some(&mut self.scalars))?;
+            for &(tag, value) in &self.scalars {
+                log.scalar(tag, step, f64::from(value))?;
             }
         }
         Ok(())

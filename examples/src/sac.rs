@@ -29,7 +29,7 @@ use rlgrad_checkpoint::State;
 use rlgrad_distributions::{TanhNormal, TanhSample};
 use rlgrad_replay::TensorBatch;
 
-use crate::off_policy::{Common, Learner, OffPolicy, Progress};
+use crate::off_policy::{AgentConfig, Common, Learner, OffPolicy, Progress, Scalars};
 
 /// CleanRL's hyper-parameters for SAC on continuous actions.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +45,12 @@ pub struct Config {
     /// The temperature: `None` tunes it (from `alpha = 1`, towards an entropy of `-A`),
     /// `Some(alpha)` keeps it fixed.
     pub fixed_alpha: Option<f32>,
+}
+
+impl AgentConfig for Config {
+    fn common(&self) -> &Common {
+        &self.common
+    }
 }
 
 impl Default for Config {
@@ -140,7 +146,7 @@ impl Sac {
     /// A fresh agent: networks drawn from stream `init` of `seed` (actor, then critics),
     /// the environment reset with `seed`.
     pub fn new(config: Config, seed: u64) -> Result<OffPolicy<Self>> {
-        OffPolicy::new(seed, &config, &config.common, |dims, rng| {
+        OffPolicy::new(seed, &config, |dims, rng| {
             let (obs, actions, max_action) = (dims.observation, dims.action, dims.max_action);
             let [h1, h2] = config.common.hidden;
             let relu = Activation::Relu;
@@ -224,7 +230,12 @@ impl Learner for Sac {
     /// One training iteration: the critics; on every `policy_frequency`-th step that many
     /// actor (and temperature) steps; the targets. Logs the critic loss and, when the
     /// actor updated, its last loss and the temperature.
-    fn update(&mut self, batch: &TensorBatch, at: Progress) -> Result<Vec<(&'static str, f32)>> {
+    fn update(
+        &mut self,
+        batch: &TensorBatch,
+        at: Progress,
+        mut scalars: Option<&mut Scalars>,
+    ) -> Result<()> {
         let alpha = self.alpha()?;
         let target = {
             let tape = &self.no_grad;
@@ -243,17 +254,21 @@ impl Learner for Sac {
         let critic_loss =
             (mse_loss(&q1, &target, Reduction::Mean)? + mse_loss(&q2, &target, Reduction::Mean)?)?;
         self.critic_adam.minimize(&critic_loss, &mut self.critics)?;
-        let mut scalars = vec![("train/critic_loss", critic_loss.to_scalar()?)];
+        if let Some(scalars) = scalars.as_deref_mut() {
+            scalars.push(("train/critic_loss", critic_loss.to_scalar()?));
+        }
         if at.step.is_multiple_of(self.config.policy_frequency) {
             let mut actor_update = (0.0, 0.0);
             for _ in 0..self.config.policy_frequency {
                 actor_update = self.update_actor_and_alpha(&batch.obs)?;
             }
-            scalars.push(("train/actor_loss", actor_update.0));
-            scalars.push(("train/alpha", actor_update.1));
+            if let Some(scalars) = scalars {
+                scalars.push(("train/actor_loss", actor_update.0));
+                scalars.push(("train/alpha", actor_update.1));
+            }
         }
         self.targets
             .soft_update_from(&self.critics, self.config.common.tau)?;
-        Ok(scalars)
+        Ok(())
     }
 }

@@ -22,7 +22,7 @@ use rlgrad_autodiff::prelude::*;
 use rlgrad_checkpoint::State;
 use rlgrad_replay::TensorBatch;
 
-use crate::off_policy::{Common, Dims, Learner, OffPolicy, Progress};
+use crate::off_policy::{AgentConfig, Common, Dims, Learner, OffPolicy, Progress, Scalars};
 
 /// Fujimoto's hyper-parameters (TD3), or DDPG's switches ([`Config::ddpg`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +40,12 @@ pub struct Config {
     pub target_smoothing: Option<(f64, f64)>,
     /// Iterations between actor and target updates (TD3: 2, DDPG: 1).
     pub policy_delay: u64,
+}
+
+impl AgentConfig for Config {
+    fn common(&self) -> &Common {
+        &self.common
+    }
 }
 
 impl Config {
@@ -132,7 +138,7 @@ impl Td3 {
     /// A fresh agent: networks drawn from stream `init` of `seed`, the environment reset
     /// with `seed`.
     pub fn new(config: Config, seed: u64) -> Result<OffPolicy<Self>> {
-        OffPolicy::new(seed, &config, &config.common, |dims, init| {
+        OffPolicy::new(seed, &config, |dims, init| {
             let nets = Nets::new(dims, &config, init)?;
             Ok(Self {
                 targets: nets.clone(),
@@ -164,7 +170,12 @@ impl Learner for Td3 {
 
     /// One training iteration: the critics, then every `policy_delay` iterations the actor
     /// and the targets; logs the critic loss and, when the actor updated, its loss.
-    fn update(&mut self, batch: &TensorBatch, at: Progress) -> Result<Vec<(&'static str, f32)>> {
+    fn update(
+        &mut self,
+        batch: &TensorBatch,
+        at: Progress,
+        mut scalars: Option<&mut Scalars>,
+    ) -> Result<()> {
         let max_action = self.nets.max_action;
         let target = {
             let tape = &self.no_grad;
@@ -195,7 +206,9 @@ impl Learner for Td3 {
         }
         self.critic_adam
             .minimize(&critic_loss, &mut self.nets.critics)?;
-        let mut scalars = vec![("train/critic_loss", critic_loss.to_scalar()?)];
+        if let Some(scalars) = scalars.as_deref_mut() {
+            scalars.push(("train/critic_loss", critic_loss.to_scalar()?));
+        }
         if at.iteration.is_multiple_of(self.config.policy_delay) {
             let tape = self.tape.reset();
             let states = tape.constant(&batch.obs);
@@ -205,8 +218,10 @@ impl Learner for Td3 {
                 .minimize(&actor_loss, &mut self.nets.actor)?;
             self.targets
                 .soft_update_from(&self.nets, self.config.common.tau)?;
-            scalars.push(("train/actor_loss", actor_loss.to_scalar()?));
+            if let Some(scalars) = scalars {
+                scalars.push(("train/actor_loss", actor_loss.to_scalar()?));
+            }
         }
-        Ok(scalars)
+        Ok(())
     }
 }
