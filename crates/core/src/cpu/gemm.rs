@@ -17,7 +17,6 @@ use std::cell::RefCell;
 use super::elementwise::with_formula;
 use crate::grain::{Family, grain};
 use crate::kernels::UnaryOp;
-#[cfg(target_arch = "x86_64")]
 use crate::simd::Isa;
 use crate::{DType, Float, Par};
 
@@ -158,7 +157,7 @@ fn dispatch<T: Float>(
     // Every output is the same chain in either orientation; pick the one without waste
     // (a matrix-vector product and an outer product have kernels of their own).
     // (A product of few steps of a row-major `B` runs row by row in either orientation.)
-    let transpose = n < NARROW && m > n && n > 1 && k > 1 && !(k <= FEW_STEPS && b.col_stride == 1);
+    let transpose = n < NARROW && m > n && n > 1 && k > 1 && !runs_few_steps(k, n, b.col_stride, 1);
     // The blocked product of a row-major `c` applies the epilogue to each block of rows
     // once its last `k` block is done, and the product of few steps to each row, while the
     // rows are in cache; other outputs (written transposed, matrix-vector products) get it
@@ -709,7 +708,7 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
         epilogue,
     } = operands;
     debug_assert!(epilogue.is_none() || (col_stride == 1 && n > 1));
-    if k == 1 || (k <= FEW_STEPS && n > 1 && b.col_stride == 1 && col_stride == 1) {
+    if runs_few_steps(k, n, b.col_stride, col_stride) {
         let strides = (row_stride, col_stride);
         return few_steps(m, n, k, a, b, c, strides, epilogue);
     }
@@ -774,6 +773,14 @@ fn blocked<T: Float, K: Microkernel<T, MR, NR>, const MR: usize, const NR: usize
 /// outer product of `k = 1`) run [`few_steps`] instead of the tiles: with so few
 /// multiply-adds per output, a tile's set-up and stores cost more than its FMAs.
 const FEW_STEPS: usize = 4;
+
+/// Whether a product of `k` steps into `n` columns runs as [`few_steps`] instead of in
+/// tiles: an outer product (`k = 1`), or at most [`FEW_STEPS`] steps of a row-major `B`
+/// (`b_col_stride` 1) into a row-major `C` of more than one column. The orientation is
+/// chosen with the same test, so that such a product is never transposed away from it.
+fn runs_few_steps(k: usize, n: usize, b_col_stride: usize, c_col_stride: usize) -> bool {
+    k == 1 || (k <= FEW_STEPS && n > 1 && b_col_stride == 1 && c_col_stride == 1)
+}
 
 /// `c = a @ b` for `k <=` [`FEW_STEPS`], row by row: each output is its whole chain over
 /// the `k` steps, written once (`k` a constant of the loop, so that it runs on full
@@ -895,7 +902,7 @@ fn matrix_vector<T: Float>(
                 let block = &mut pack[..count * GEMV_ROWS];
                 let starts = row_starts.map(|start| start + done * a.col_stride);
                 if a.col_stride == 1 {
-                    interleave_lines(a.data, &starts, block, GEMV_ROWS);
+                    interleave_lines(crate::simd::isa(), a.data, &starts, block, GEMV_ROWS);
                 } else {
                     for (r, &start) in starts.iter().enumerate() {
                         scatter_line(a.data, start, a.col_stride, block, GEMV_ROWS, r);
@@ -975,29 +982,13 @@ fn scatter_line<T: Copy>(
 /// Contiguous lines of `data` laid side by side: `steps[p * width + lane] =
 /// data[starts[lane] + p]` for every step `p < steps.len() / width` and every
 /// `lane < starts.len()` (other lanes are left as they are). A transposition: for `f32`
-/// it runs in 16 x 16 blocks in registers on a CPU with AVX-512 and in 8 x 8 blocks with
-/// AVX2, since the scalar copy (or the scatter LLVM makes of it) costs a cycle or more per
-/// element.
-#[inline(always)]
-fn interleave_lines<T: Float>(data: &[T], starts: &[usize], steps: &mut [T], width: usize) {
-    #[cfg(target_arch = "x86_64")]
-    let isa = crate::simd::isa();
-    #[cfg(not(target_arch = "x86_64"))]
-    let isa = ();
-    interleave_lines_in(isa, data, starts, steps, width);
-}
-
-/// The instruction set `interleave_lines_in` transposes with.
-#[cfg(target_arch = "x86_64")]
-type TransposeIsa = Isa;
-#[cfg(not(target_arch = "x86_64"))]
-type TransposeIsa = ();
-
-/// [`interleave_lines`] with the register transposes of `isa` (which the CPU supports).
+/// it runs in 16 x 16 blocks in registers when `isa` (which the CPU supports: the
+/// kernels pass [`crate::simd::isa`]) is AVX-512 and in 8 x 8 blocks with AVX2, since the
+/// scalar copy (or the scatter LLVM makes of it) costs a cycle or more per element.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn interleave_lines_in<T: Float>(
-    isa: TransposeIsa,
+fn interleave_lines<T: Float>(
+    isa: Isa,
     data: &[T],
     starts: &[usize],
     steps: &mut [T],
@@ -1083,7 +1074,7 @@ fn pack_b<T: Float, const NR: usize>(
             // A transposed `B` (the weight of `g @ W^T`): its columns are the lines.
             let starts: [usize; NR] =
                 std::array::from_fn(|lane| b.offset + pc + (jc + first + lane) * b.col_stride);
-            interleave_lines(b.data, &starts[..lanes], chunk, NR);
+            interleave_lines(crate::simd::isa(), b.data, &starts[..lanes], chunk, NR);
         } else {
             for lane in 0..lanes {
                 let start = b.offset + pc * b.row_stride + (jc + first + lane) * b.col_stride;
@@ -1278,23 +1269,19 @@ mod tests {
     /// counts around the 8 x 8 and 16 x 16 blocks, in f32 (the register transposes of
     /// every instruction set the CPU has) and f64.
     fn check_interleave<T: Float>() {
-        #[cfg(target_arch = "x86_64")]
-        let isas = Isa::ALL.into_iter().filter(|isa| isa.is_supported());
-        #[cfg(not(target_arch = "x86_64"))]
-        let isas = [()];
-        for isa in isas {
+        for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
             check_interleave_in::<T>(isa);
         }
     }
 
-    fn check_interleave_in<T: Float>(isa: TransposeIsa) {
+    fn check_interleave_in<T: Float>(isa: Isa) {
         let data: Vec<T> = (0..5000).map(|i| T::from_usize(i)).collect();
         for lanes in [1, 7, 8, 9, 15, 16, 17, 32] {
             for count in [1, 7, 8, 9, 15, 16, 17, 40] {
                 let width = 32;
                 let starts: Vec<usize> = (0..lanes).map(|l| 7 + l * 113).collect();
                 let mut steps = vec![T::nan(); count * width];
-                interleave_lines_in(isa, &data, &starts, &mut steps, width);
+                interleave_lines(isa, &data, &starts, &mut steps, width);
                 for p in 0..count {
                     for lane in 0..width {
                         let got = steps[p * width + lane];
