@@ -44,44 +44,6 @@ pub(crate) fn check_episodes<T: Float, B: ?Sized, F: Copy>(
     }
 }
 
-/// [`check_episodes`], and every flag of slice-level episodes 0 or 1: any other value is
-/// an [`Error::Value`] naming the argument and the step and column of the first one.
-/// Flags of another length than `layout` are left to the kernel's length check.
-fn check_slice_episodes<T: Float>(
-    function: &'static str,
-    layout: SliceLayout,
-    episodes: &SliceEpisodes<'_, T>,
-) -> Result<()> {
-    check_episodes(function, episodes)?;
-    let Episodes::Flags {
-        terminated,
-        truncation,
-        ..
-    } = episodes
-    else {
-        return Ok(());
-    };
-    let flags = [
-        ("terminated", Some(*terminated)),
-        ("truncated", truncation.map(|t| t.truncated)),
-    ];
-    for (argument, flags) in flags {
-        let Some(flags) = flags.filter(|f| Some(f.len()) == layout.shape().len()) else {
-            continue;
-        };
-        if let Some((i, value)) = flags.first_invalid() {
-            let (step, column) = layout.position(i);
-            return Err(Error::value(
-                function,
-                argument,
-                "0 or 1 at every step (false or true)",
-                format_args!("{value} at step {step} of column {column}"),
-            ));
-        }
-    }
-    Ok(())
-}
-
 pub(crate) fn check_lambda<T: Float>(function: &'static str, lambda: T) -> Result<()> {
     check::unit_interval(function, "lambda", lambda.as_f64())
 }
@@ -186,7 +148,7 @@ pub fn discounted_returns_into<T: Float>(
     returns: &mut [T],
 ) -> Result<()> {
     let layout: SliceLayout = layout.into();
-    check_slice_episodes("discounted_returns", layout, &episodes)?;
+    check_episodes("discounted_returns", &episodes)?;
     let inputs = [("rewards", rewards), ("bootstrap", bootstrap)];
     finite::check_inputs("discounted_returns", layout.shape(), &inputs, &episodes)?;
     kernel::discounted_returns(par, layout, rewards, episodes, bootstrap, returns)
@@ -241,7 +203,7 @@ pub fn gae_into<T: Float>(
     returns: Option<&mut [T]>,
 ) -> Result<()> {
     let layout: SliceLayout = layout.into();
-    check_slice_episodes("gae", layout, &episodes)?;
+    check_episodes("gae", &episodes)?;
     check_lambda("gae", lambda)?;
     let inputs = [
         ("rewards", rewards),
@@ -290,7 +252,7 @@ pub fn lambda_returns_into<T: Float>(
     returns: &mut [T],
 ) -> Result<()> {
     let layout: SliceLayout = layout.into();
-    check_slice_episodes("lambda_returns", layout, &episodes)?;
+    check_episodes("lambda_returns", &episodes)?;
     check_lambda("lambda_returns", lambda)?;
     let inputs = [("rewards", rewards), ("next_values", next_values)];
     finite::check_inputs("lambda_returns", layout.shape(), &inputs, &episodes)?;
@@ -333,7 +295,7 @@ pub fn n_step_returns_into<T: Float>(
     returns: &mut [T],
 ) -> Result<()> {
     let layout: SliceLayout = layout.into();
-    check_slice_episodes("n_step_returns", layout, &episodes)?;
+    check_episodes("n_step_returns", &episodes)?;
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
@@ -390,7 +352,7 @@ pub fn vtrace_into<T: Float>(
     pg_advantages: &mut [T],
 ) -> Result<()> {
     let layout: SliceLayout = layout.into();
-    check_slice_episodes("vtrace", layout, &episodes)?;
+    check_episodes("vtrace", &episodes)?;
     check_vtrace(&params)?;
     let inputs = [
         ("rewards", rewards),

@@ -33,7 +33,10 @@
 //! masks or 0/1 floats ([`FlagSlice`]; [`Episodes::gymnasium`] and
 //! [`Episodes::terminations`] take any of them). Each flag is 0 or 1: every slice-level
 //! estimator refuses any other value (a 0.5, a NaN, a byte 2) with an
-//! [`Error::Value`] naming the argument and the step and column of the first one. Where the value of the final observation
+//! [`Error::Value`] naming the argument and the step and column of the first one. The
+//! check costs nothing measurable (a compare per flag, made while the scan reads it), so
+//! an `_into` call refused for a flag has written its outputs; any other error leaves
+//! them as they were. Where the value of the final observation
 //! of a truncated episode comes from depends on the autoreset mode:
 //!
 //! - **Same-step autoreset** (Gymnasium 0.26 to 0.29, and 1.x with

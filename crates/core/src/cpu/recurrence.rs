@@ -14,6 +14,7 @@
 use crate::grain::{Family, grain};
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -106,14 +107,20 @@ impl<T: Float> Steps<T> for Discounts<'_, T> {
     }
 }
 
-/// A flag element: set when nonzero (floats: NaN included).
+/// A flag element: 0 or 1, set when nonzero.
 trait Flag: Copy + Sync {
     fn is_set(self) -> bool;
+    /// Whether the flag is 0 or 1 (a branch-free test, so that blocks of it vectorize).
+    fn is_flag(self) -> bool;
 }
 impl<T: Float> Flag for T {
     #[inline(always)]
     fn is_set(self) -> bool {
         self != T::zero()
+    }
+    #[inline(always)]
+    fn is_flag(self) -> bool {
+        (self == T::zero()) | (self == T::one())
     }
 }
 impl Flag for u8 {
@@ -121,19 +128,38 @@ impl Flag for u8 {
     fn is_set(self) -> bool {
         self != 0
     }
+    #[inline(always)]
+    fn is_flag(self) -> bool {
+        self <= 1
+    }
+}
+
+/// Records in `invalid` that a block of flags holds a value other than 0 or 1, for
+/// [`check_flags`] once the scan is done: the kernel reads every flag anyway, so the check
+/// costs a compare per flag and no pass of its own.
+#[inline(always)]
+fn note_invalid<F: Flag, const W: usize>(flags: &[F; W], invalid: &AtomicBool) {
+    if flags.iter().fold(false, |bad, f| bad | !f.is_flag()) {
+        invalid.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Whether each of the `W` flags of step `t` from column `j` is set.
 #[inline(always)]
 fn flags_set<T: Float, O: Order, const W: usize>(
     flags: FlagSlice<'_, T>,
+    invalid: &AtomicBool,
     order: O,
     t: usize,
     j: usize,
 ) -> [bool; W] {
+    fn set<F: Flag, const W: usize>(flags: [F; W], invalid: &AtomicBool) -> [bool; W] {
+        note_invalid(&flags, invalid);
+        flags.map(Flag::is_set)
+    }
     match flags {
-        FlagSlice::Values(v) => order.load::<T, W>(v, t, j).map(Flag::is_set),
-        FlagSlice::Bytes(b) => order.load::<u8, W>(b, t, j).map(Flag::is_set),
+        FlagSlice::Values(v) => set(order.load::<T, W>(v, t, j), invalid),
+        FlagSlice::Bytes(b) => set(order.load::<u8, W>(b, t, j), invalid),
     }
 }
 
@@ -143,11 +169,13 @@ struct Terminations<'a, T, F> {
     rewards: &'a [T],
     terminated: &'a [F],
     gamma: T,
+    invalid: &'a AtomicBool,
 }
 impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
     #[inline(always)]
     fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]) {
         let terminated: [F; W] = order.load(self.terminated, t, j);
+        note_invalid(&terminated, self.invalid);
         let discounts = terminated.map(|flag| if flag.is_set() { T::zero() } else { self.gamma });
         (order.load(self.rewards, t, j), discounts)
     }
@@ -159,13 +187,14 @@ struct Truncations<'a, T> {
     truncated: FlagSlice<'a, T>,
     final_values: &'a [T],
     gamma: T,
+    invalid: &'a AtomicBool,
 }
 impl<T: Float> Steps<T> for Truncations<'_, T> {
     #[inline(always)]
     fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]) {
         let rewards: [T; W] = order.load(self.rewards, t, j);
-        let terminated: [bool; W] = flags_set(self.terminated, order, t, j);
-        let truncated: [bool; W] = flags_set(self.truncated, order, t, j);
+        let terminated: [bool; W] = flags_set(self.terminated, self.invalid, order, t, j);
+        let truncated: [bool; W] = flags_set(self.truncated, self.invalid, order, t, j);
         let final_values: [T; W] = order.load(self.final_values, t, j);
         let mut out = ([T::zero(); W], [T::zero(); W]);
         for k in 0..W {
@@ -180,9 +209,10 @@ impl<T: Float> Steps<T> for Truncations<'_, T> {
     }
 }
 
-/// Runs `$body` with `$steps` bound to the [`Steps`] implementation of `$episodes`.
+/// Runs `$body` with `$steps` bound to the [`Steps`] implementation of `$episodes`, whose
+/// flags record in `$invalid` (an `AtomicBool`) any value other than 0 or 1.
 macro_rules! with_steps {
-    ($rewards:expr, $episodes:expr, |$steps:ident| $body:expr) => {
+    ($rewards:expr, $episodes:expr, $invalid:expr, |$steps:ident| $body:expr) => {
         match $episodes {
             Episodes::Constant { gamma } => {
                 let $steps = Constant {
@@ -207,6 +237,7 @@ macro_rules! with_steps {
                     rewards: $rewards,
                     terminated,
                     gamma,
+                    invalid: $invalid,
                 };
                 $body
             }
@@ -219,6 +250,7 @@ macro_rules! with_steps {
                     rewards: $rewards,
                     terminated,
                     gamma,
+                    invalid: $invalid,
                 };
                 $body
             }
@@ -233,6 +265,7 @@ macro_rules! with_steps {
                     truncated: tr.truncated,
                     final_values: tr.final_values,
                     gamma,
+                    invalid: $invalid,
                 };
                 $body
             }
@@ -540,6 +573,46 @@ pub fn check_lengths(
     Ok(len)
 }
 
+/// `Ok` unless the scan recorded in `invalid` a flag of `episodes` other than 0 or 1: then
+/// an [`Error::Value`] naming the argument and the step and column of the first such
+/// flag (found by [`FlagSlice::first_invalid`]; the outputs hold what the scan wrote).
+fn check_flags<T: Float>(
+    function: &'static str,
+    storage: SliceLayout,
+    episodes: SliceEpisodes<'_, T>,
+    invalid: &AtomicBool,
+) -> Result<()> {
+    if !invalid.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let Episodes::Flags {
+        terminated,
+        truncation,
+        ..
+    } = episodes
+    else {
+        unreachable!("only flags record invalid values");
+    };
+    let flags = [
+        ("terminated", Some(terminated)),
+        ("truncated", truncation.map(|t| t.truncated)),
+    ];
+    let (argument, i, value) = flags
+        .into_iter()
+        .find_map(|(argument, flags)| {
+            let (i, value) = flags?.first_invalid()?;
+            Some((argument, i, value))
+        })
+        .expect("the scan recorded an invalid flag, which a search finds");
+    let (step, column) = storage.position(i);
+    Err(Error::value(
+        function,
+        argument,
+        "0 or 1 at every step (false or true)",
+        format_args!("{value} at step {step} of column {column}"),
+    ))
+}
+
 fn episode_lengths<T: Float>(episodes: &SliceEpisodes<'_, T>) -> Vec<(&'static str, usize)> {
     episodes.lengths(<[T]>::len, |flags| flags.len())
 }
@@ -623,16 +696,20 @@ pub fn discounted_returns<T: Float>(
         &lengths,
         &[("bootstrap", bootstrap.len())],
     )?;
-    with_steps!(rewards, episodes, |steps| with_order!(storage, |order| {
-        let scan = ReturnsScan {
-            layout,
-            order,
-            steps: &steps,
-            bootstrap,
-        };
-        run_columns(par, storage, [returns], &scan);
-    }));
-    Ok(())
+    let invalid = AtomicBool::new(false);
+    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
+        storage,
+        |order| {
+            let scan = ReturnsScan {
+                layout,
+                order,
+                steps: &steps,
+                bootstrap,
+            };
+            run_columns(par, storage, [returns], &scan);
+        }
+    ));
+    check_flags("discounted_returns", storage, episodes, &invalid)
 }
 
 struct GaeScan<'a, T, S, O> {
@@ -726,21 +803,25 @@ pub fn gae<T: Float>(
     }
     lengths.extend(episode_lengths(&episodes));
     check_lengths("gae", layout, &lengths, &[("bootstrap", bootstrap.len())])?;
-    with_steps!(rewards, episodes, |steps| with_order!(storage, |order| {
-        let scan = GaeScan {
-            layout,
-            order,
-            steps: &steps,
-            values,
-            bootstrap,
-            lambda,
-        };
-        match returns {
-            Some(returns) => run_columns(par, storage, [advantages, returns], &scan),
-            None => run_columns(par, storage, [advantages], &scan),
+    let invalid = AtomicBool::new(false);
+    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
+        storage,
+        |order| {
+            let scan = GaeScan {
+                layout,
+                order,
+                steps: &steps,
+                values,
+                bootstrap,
+                lambda,
+            };
+            match returns {
+                Some(returns) => run_columns(par, storage, [advantages, returns], &scan),
+                None => run_columns(par, storage, [advantages], &scan),
+            }
         }
-    }));
-    Ok(())
+    ));
+    check_flags("gae", storage, episodes, &invalid)
 }
 
 struct LambdaScan<'a, T, S, O> {
@@ -791,17 +872,21 @@ pub fn lambda_returns<T: Float>(
     ];
     lengths.extend(episode_lengths(&episodes));
     check_lengths("lambda_returns", layout, &lengths, &[])?;
-    with_steps!(rewards, episodes, |steps| with_order!(storage, |order| {
-        let scan = LambdaScan {
-            layout,
-            order,
-            steps: &steps,
-            next_values,
-            lambda,
-        };
-        run_columns(par, storage, [returns], &scan);
-    }));
-    Ok(())
+    let invalid = AtomicBool::new(false);
+    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
+        storage,
+        |order| {
+            let scan = LambdaScan {
+                layout,
+                order,
+                steps: &steps,
+                next_values,
+                lambda,
+            };
+            run_columns(par, storage, [returns], &scan);
+        }
+    ));
+    check_flags("lambda_returns", storage, episodes, &invalid)
 }
 
 struct NStepScan<'a, T, S, O> {
@@ -854,17 +939,21 @@ pub fn n_step_returns<T: Float>(
     ];
     lengths.extend(episode_lengths(&episodes));
     check_lengths("n_step_returns", layout, &lengths, &[])?;
-    with_steps!(rewards, episodes, |steps| with_order!(storage, |order| {
-        let scan = NStepScan {
-            layout,
-            order,
-            steps: &steps,
-            next_values,
-            n,
-        };
-        run_columns(par, storage, [returns], &scan);
-    }));
-    Ok(())
+    let invalid = AtomicBool::new(false);
+    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
+        storage,
+        |order| {
+            let scan = NStepScan {
+                layout,
+                order,
+                steps: &steps,
+                next_values,
+                n,
+            };
+            run_columns(par, storage, [returns], &scan);
+        }
+    ));
+    check_flags("n_step_returns", storage, episodes, &invalid)
 }
 
 struct VtraceScan<'a, T, S, O> {
@@ -954,19 +1043,23 @@ pub fn vtrace<T: Float>(
         &lengths,
         &[("bootstrap", bootstrap.len())],
     )?;
-    with_steps!(rewards, episodes, |steps| with_order!(storage, |order| {
-        let scan = VtraceScan {
-            layout,
-            order,
-            steps: &steps,
-            values,
-            bootstrap,
-            rhos,
-            params,
-        };
-        run_columns(par, storage, [vs, pg_advantages], &scan);
-    }));
-    Ok(())
+    let invalid = AtomicBool::new(false);
+    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
+        storage,
+        |order| {
+            let scan = VtraceScan {
+                layout,
+                order,
+                steps: &steps,
+                values,
+                bootstrap,
+                rhos,
+                params,
+            };
+            run_columns(par, storage, [vs, pg_advantages], &scan);
+        }
+    ));
+    check_flags("vtrace", storage, episodes, &invalid)
 }
 
 mod device {

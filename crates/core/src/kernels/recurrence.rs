@@ -36,9 +36,11 @@
 //! Termination cuts the return at zero; time-limit truncation bootstraps from the value of
 //! the final observation, which the caller provides (see `rlgrad-returns` for both of
 //! Gymnasium's autoreset modes). Flags are 0 or 1 (`false` or `true`, [`FlagSlice`]):
-//! the slice-level estimators of `rlgrad-returns` refuse any other value, naming the
-//! argument and the first step that holds one; device kernels count a flag as set when
-//! it is nonzero.
+//! the Cpu's kernels refuse any other value, naming the argument and the step and column
+//! of the first one. They find it while they scan (a compare per flag read, instead of a
+//! pass of its own that cost a third of a `[2048, 64]` GAE), so the outputs then hold
+//! what the scan wrote; every other error is found before an output is written. The CUDA
+//! kernels count a flag as set when it is nonzero.
 //!
 //! # Estimators (the canonical formulas; `v_T` = `bootstrap`)
 //!
@@ -358,7 +360,8 @@ impl<T: Float> FlagSlice<'_, T> {
     pub fn first_invalid(&self) -> Option<(usize, f64)> {
         let (zero, one) = (T::zero(), T::one());
         match self {
-            Self::Values(v) => crate::check::first_where(v, |f| !(f == zero || f == one))
+            // Two compares and an `and`, without a branch, so that the scan vectorizes.
+            Self::Values(v) => crate::check::first_where(v, |f| (f != zero) & (f != one))
                 .map(|i| (i, v[i].as_f64())),
             Self::Bytes(b) => crate::check::first_where(b, |f| f > 1).map(|i| (i, f64::from(b[i]))),
         }

@@ -39,13 +39,22 @@ fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
 }
 
-/// Runs `kernel` on a copy of `out` and checks that an error left the copy alone.
+/// Runs `kernel` on a copy of `out` and checks that an error left the copy alone, unless
+/// it is a flag other than 0 or 1, which the recurrences find while they write (as their
+/// docs say).
 fn unchanged_on_error(
     out: &[f32],
     kernel: impl FnOnce(&mut [f32]) -> rlgrad_core::Result<()>,
 ) -> bool {
     let mut copy = out.to_vec();
-    kernel(&mut copy).is_ok() || bits(&copy) == bits(out)
+    match kernel(&mut copy) {
+        Ok(()) => true,
+        Err(rlgrad_core::Error::Value {
+            argument: "terminated" | "truncated",
+            ..
+        }) => true,
+        Err(_) => bits(&copy) == bits(out),
+    }
 }
 
 proptest! {

@@ -125,3 +125,33 @@ fn flags_of_another_length_are_refused_for_their_length() {
         "{message}"
     );
 }
+
+#[test]
+fn an_invalid_flag_anywhere_is_found_in_vector_blocks_tails_and_parallel_chunks() {
+    let (t, b) = (9, 300);
+    let x = vec![0.5f32; t * b];
+    let last = vec![0.25f32; b];
+    for layout in [TimeMajor::new(t, b).into(), SliceLayout::batch_major(t, b)] {
+        for (step, column) in [(0, 0), (8, 299), (4, 130), (3, 17), (5, 296)] {
+            let mut flags = vec![0u8; t * b];
+            flags[layout.index(step, column)] = 3;
+            for par in [Par::Seq, Par::rayon(2)] {
+                let message = rlgrad_returns::gae_into(
+                    par,
+                    layout,
+                    &x,
+                    &x,
+                    &last,
+                    Episodes::terminations(0.9, &flags),
+                    0.9,
+                    &mut vec![0.0; t * b],
+                    None,
+                )
+                .unwrap_err()
+                .to_string();
+                let want = format!("got 3 at step {step} of column {column}");
+                assert!(message.contains(&want), "{layout:?} {par:?}: {message}");
+            }
+        }
+    }
+}

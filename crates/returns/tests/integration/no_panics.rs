@@ -74,9 +74,18 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-/// `out` keeps its bits when `result` is an error.
+/// `out` keeps its bits when `result` is an error, except for a flag other than 0 or 1,
+/// which the estimators find while they write (as the crate docs say).
 fn unchanged_on_error(result: &Result<()>, before: &[f32], after: &[f32]) -> bool {
+    let invalid_flag = matches!(
+        result,
+        Err(rlgrad_returns::Error::Value {
+            argument: "terminated" | "truncated",
+            ..
+        })
+    );
     result.is_ok()
+        || invalid_flag
         || before
             .iter()
             .map(|v| v.to_bits())
