@@ -13,3 +13,17 @@ mod resume;
 mod resume_module;
 mod torch_weights;
 mod unwritable;
+
+/// Every slot's values as bits, by parameter and slot.
+fn slot_bits(state: &rlgrad_optim::OptimizerState<f32>) -> Vec<(String, String, Vec<u32>)> {
+    state
+        .params
+        .iter()
+        .flat_map(|(param, p)| {
+            p.slots.iter().map(move |(slot, values)| {
+                let bits = values.iter().map(|v| v.to_bits()).collect();
+                (param.clone(), slot.clone(), bits)
+            })
+        })
+        .collect()
+}

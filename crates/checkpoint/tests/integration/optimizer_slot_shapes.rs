@@ -6,7 +6,9 @@
 use rlgrad_autodiff::nn::{Activation, Init, Mlp, Module};
 use rlgrad_checkpoint::{Checkpoint, Restore, State};
 use rlgrad_core::{Result, Rng};
-use rlgrad_optim::{Adam, Optimizer, OptimizerState, Param};
+use rlgrad_optim::{Adam, Optimizer, Param};
+
+use crate::slot_bits;
 
 const WEIGHT: [usize; 2] = [4, 64];
 
@@ -46,20 +48,6 @@ fn trained() -> (Optimizer<f32>, Vec<f32>, Vec<f32>) {
 
 fn shape(checkpoint: &Checkpoint, name: &str) -> Vec<usize> {
     checkpoint.tensor_info(name).unwrap().shape.clone()
-}
-
-/// Every slot's values as bits, by parameter and slot.
-fn slot_bits(state: &OptimizerState<f32>) -> Vec<(String, String, Vec<u32>)> {
-    state
-        .params
-        .iter()
-        .flat_map(|(param, p)| {
-            p.slots.iter().map(move |(slot, values)| {
-                let bits = values.iter().map(|v| v.to_bits()).collect();
-                (param.clone(), slot.clone(), bits)
-            })
-        })
-        .collect()
 }
 
 fn restored(checkpoint: &Checkpoint) -> Result<Optimizer<f32>> {

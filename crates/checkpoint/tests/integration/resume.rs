@@ -12,6 +12,8 @@ use rlgrad_core::Rng;
 use rlgrad_optim::{Adam, Optimizer, Param};
 use rlgrad_testkit::strategies::config;
 
+use crate::slot_bits;
+
 const FEATURES: usize = 3;
 const EXAMPLES: usize = 40;
 
@@ -116,21 +118,11 @@ impl Run {
 
     fn bits(&self) -> Bits {
         let state = self.adam.state().unwrap();
-        let slots = state
-            .params
-            .iter()
-            .flat_map(|(param, p)| {
-                p.slots.iter().map(move |(slot, values)| {
-                    let bits = values.iter().map(|v| v.to_bits()).collect();
-                    (param.clone(), slot.clone(), bits)
-                })
-            })
-            .collect();
         Bits {
             w: self.w.iter().map(|v| v.to_bits()).collect(),
             b: self.b.iter().map(|v| v.to_bits()).collect(),
             optimizer_step: state.step,
-            slots,
+            slots: slot_bits(&state),
         }
     }
 }
