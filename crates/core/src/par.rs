@@ -74,12 +74,13 @@ impl Par {
                 .enumerate()
                 .for_each(|(i, c)| f(i, c));
         } else {
-            wake_idle_pollers();
             let per_task = chunks.div_ceil(self.threads());
-            data.par_chunks_mut(chunk_len)
-                .enumerate()
-                .with_min_len(per_task)
-                .for_each(|(i, c)| f(i, c));
+            self.split(|| {
+                data.par_chunks_mut(chunk_len)
+                    .enumerate()
+                    .with_min_len(per_task)
+                    .for_each(|(i, c)| f(i, c));
+            });
         }
     }
 
@@ -95,12 +96,13 @@ impl Par {
         if self.threads() == 1 || chunks <= 1 {
             (0..chunks).for_each(|i| f(range_of(i)));
         } else {
-            wake_idle_pollers();
             let per_task = chunks.div_ceil(self.threads());
-            (0..chunks)
-                .into_par_iter()
-                .with_min_len(per_task)
-                .for_each(|i| f(range_of(i)));
+            self.split(|| {
+                (0..chunks)
+                    .into_par_iter()
+                    .with_min_len(per_task)
+                    .for_each(|i| f(range_of(i)));
+            });
         }
     }
 
@@ -114,9 +116,8 @@ impl Par {
         if self.threads() == 1 || items.len() <= 1 {
             items.into_iter().for_each(f);
         } else {
-            wake_idle_pollers();
             let per_task = items.len().div_ceil(self.threads());
-            items.into_par_iter().with_min_len(per_task).for_each(f);
+            self.split(|| items.into_par_iter().with_min_len(per_task).for_each(f));
         }
     }
 
@@ -131,9 +132,17 @@ impl Par {
         if self.threads() == 1 {
             (a(), b())
         } else {
-            wake_idle_pollers();
-            rayon::join(a, b)
+            self.split(|| rayon::join(a, b))
         }
+    }
+
+    /// Runs `split`, which hands pieces of work to the current rayon pool, after starting
+    /// again the pollers of [`keep_workers_awake`] that stopped for lack of work: the one
+    /// door through which every kernel splits (the methods above go through it), so that
+    /// none can split without waking them.
+    pub(crate) fn split<R>(self, split: impl FnOnce() -> R) -> R {
+        wake_idle_pollers();
+        split()
     }
 }
 
@@ -225,9 +234,9 @@ thread_local! {
 }
 
 /// Starts again the pollers of the [`keep_workers_awake`] call running on this thread
-/// that stopped for lack of work; every kernel calls it before it splits. Without such a
-/// call (or such pollers) it only reads a thread-local.
-pub(crate) fn wake_idle_pollers() {
+/// that stopped for lack of work ([`Par::split`] calls it before every split). Without
+/// such a call (or such pollers) it only reads a thread-local.
+fn wake_idle_pollers() {
     AWAKE.with(|awake| {
         if let Some(awake) = &*awake.borrow() {
             for _ in 0..awake.idle.swap(0, Ordering::AcqRel) {
@@ -351,9 +360,53 @@ mod tests {
     }
 
     /// Workers that find no work for `IDLE_LIMIT` stop polling, and the next kernel that
-    /// splits starts them again; its work is done either way, and none is left behind.
+    /// splits starts them again, whichever kernel it is (a `Par` method, the optimizer
+    /// update, the recurrences, which split their own way); its work is done either way,
+    /// and none is left behind.
     #[test]
-    fn idle_pollers_stop_and_the_next_kernel_starts_them_again() {
+    fn idle_pollers_stop_and_every_kernel_that_splits_starts_them_again() {
+        let seen = AtomicUsize::new(0);
+        let mut for_each_range = || {
+            Par::rayon(3).for_each_range(3000, 10, |range| {
+                seen.fetch_add(range.len(), Ordering::Relaxed);
+            });
+        };
+        let (mut param, grad) = (vec![1.0f32; 1 << 18], vec![0.5f32; 1 << 18]);
+        let sgd = crate::kernels::optim::Update::Sgd(crate::kernels::optim::Sgd {
+            lr: 0.0,
+            weight_decay: 0.0,
+        });
+        let mut optimizer_update = || {
+            crate::cpu::optim::update(Par::rayon(3), &sgd, &mut param, &grad, &mut []).unwrap();
+        };
+        let (t, b) = (512, 1024);
+        let rewards = vec![0.5f32; t * b];
+        let mut advantages = vec![0.0f32; t * b];
+        let mut gae = || {
+            let episodes = crate::kernels::recurrence::Episodes::Constant { gamma: 0.9 };
+            let layout = crate::kernels::recurrence::TimeMajor::new(t, b);
+            crate::cpu::recurrence::gae(
+                Par::rayon(3),
+                layout,
+                &rewards,
+                &rewards,
+                &rewards[..b],
+                episodes,
+                0.9,
+                &mut advantages,
+                None,
+            )
+            .unwrap();
+        };
+        assert_restarts_idle_pollers(&mut for_each_range);
+        assert_eq!(seen.load(Ordering::Relaxed) % 3000, 0, "every range ran");
+        assert_restarts_idle_pollers(&mut optimizer_update);
+        assert_restarts_idle_pollers(&mut gae);
+    }
+
+    /// Inside `keep_workers_awake` on a pool of 3: once both pollers stopped, `kernel` (a
+    /// kernel that splits) starts them again; none outlives the call.
+    fn assert_restarts_idle_pollers(kernel: &mut (dyn FnMut() + Send)) {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(3)
             .build()
@@ -374,11 +427,7 @@ mod tests {
                 // A kernel that splits starts them again (seen before they can stop
                 // again, unless this thread was held for an idle limit: then retry).
                 let restarted = (0..100).any(|_| {
-                    let seen = AtomicUsize::new(0);
-                    Par::rayon(3).for_each_range(3000, 10, |range| {
-                        seen.fetch_add(range.len(), Ordering::Relaxed);
-                    });
-                    assert_eq!(seen.into_inner(), 3000);
+                    kernel();
                     let restarted = awake.idle.load(Ordering::Acquire) < 2;
                     while awake.idle.load(Ordering::Acquire) < 2 {
                         assert!(Instant::now() < deadline, "restarted pollers never stopped");
@@ -386,7 +435,7 @@ mod tests {
                     }
                     restarted
                 });
-                assert!(restarted, "no kernel started the idle pollers again");
+                assert!(restarted, "the kernel did not start the idle pollers again");
                 awake
             });
             assert!(
@@ -401,6 +450,48 @@ mod tests {
             "no poller outlives op"
         );
         assert!(awake.done.load(Ordering::Acquire));
+    }
+
+    /// A kernel that reaches rayon itself does so inside `Par::split`: every source file
+    /// but this one that names a rayon parallel iterator or `rayon::join` calls `split`.
+    #[test]
+    fn every_file_that_splits_goes_through_par_split() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        let splitting = [
+            "into_par_iter",
+            "par_chunks",
+            "par_iter",
+            "rayon::join",
+            "rayon::scope",
+        ];
+        let mut checked = 0;
+        for file in files.iter().filter(|f| !f.ends_with("par.rs")) {
+            let text = std::fs::read_to_string(file).unwrap();
+            if splitting.iter().any(|s| text.contains(s)) {
+                checked += 1;
+                assert!(
+                    text.contains(".split(||"),
+                    "{} splits work without Par::split (the pollers would not wake)",
+                    file.display()
+                );
+            }
+        }
+        assert!(
+            checked >= 2,
+            "the optimizer and the recurrences split: {checked} files"
+        );
     }
 
     #[test]

@@ -146,14 +146,13 @@ pub fn update<T: Float>(
         }
         return Ok(());
     }
-    crate::par::wake_idle_pollers();
     let chunks = param.len().div_ceil(CHUNK);
     let per_task = chunks.div_ceil(par.threads());
     let pieces = param
         .par_chunks_mut(CHUNK)
         .zip(grad.par_chunks(CHUNK))
         .with_min_len(per_task);
-    match slots {
+    par.split(|| match slots {
         [] => pieces.for_each(|(p, g)| run(p, g, SmallVec::new())),
         [a] => pieces
             .zip(a.par_chunks_mut(CHUNK))
@@ -169,7 +168,7 @@ pub fn update<T: Float>(
             )
             .for_each(|((p, g), ((a, b), c))| run(p, g, SmallVec::from_iter([a, b, c]))),
         _ => unreachable!("check accepted at most MAX_SLOTS slots"),
-    }
+    });
     Ok(())
 }
 

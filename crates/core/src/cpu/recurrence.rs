@@ -477,8 +477,7 @@ fn run_columns<T, K, const N: usize>(
         if chunks.len() == 1 {
             chunks.into_iter().enumerate().for_each(run);
         } else {
-            crate::par::wake_idle_pollers();
-            chunks.into_par_iter().enumerate().for_each(run);
+            par.split(|| chunks.into_par_iter().enumerate().for_each(run));
         }
         return;
     }
@@ -511,9 +510,10 @@ fn run_columns<T, K, const N: usize>(
             }
         }
     }
-    crate::par::wake_idle_pollers();
-    chunks.into_par_iter().for_each(|(columns, rows)| {
-        scan_blocks_dispatch(kernel, columns, &mut rows.map(Rows::Segments));
+    par.split(|| {
+        chunks.into_par_iter().for_each(|(columns, rows)| {
+            scan_blocks_dispatch(kernel, columns, &mut rows.map(Rows::Segments));
+        })
     });
 }
 
