@@ -82,6 +82,10 @@ mod target;
 
 pub use compile::{Compiled, Family, Image, nvrtc_archs, nvrtc_available, nvrtc_version};
 pub use device::{Cuda, CudaBuffer};
+/// How this crate's tests and bench binary skip without a GPU and report to the GPU
+/// runner (`cargo xtask gpu-run`): a test harness, public for them only (a binary cannot
+/// take a dev-dependency such as the testkit) and not covered by semantic versioning.
+#[doc(hidden)]
 pub use require::{REQUIRE_GPU, bits_line, gpu_required, skip, skip_outcome};
 pub use target::{Arch, CudaVersion, KernelResources, Target};
 

@@ -28,8 +28,6 @@
 //!   is a complete dependency.
 //! - [`clip_grad_norm`] (global, canonical reduction, returns the norm before clipping),
 //!   [`clip_grad_value`], [`polyak_update`] and [`hard_update`] for target networks.
-//! - [`converge`]: the TF "optimizers with Core APIs" convergence test (`cargo xtask
-//!   converge` plots it).
 //!
 //! # Example
 //!
@@ -108,6 +106,10 @@
 #![forbid(unsafe_code)]
 
 mod clip;
+/// The TF "optimizers with Core APIs" convergence test, which the workspace's tools run
+/// (`cargo xtask converge`, the parity suite): a test harness, public for them only and
+/// not covered by semantic versioning.
+#[doc(hidden)]
 pub mod converge;
 mod optimizer;
 mod rule;
