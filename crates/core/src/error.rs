@@ -24,57 +24,84 @@ pub enum Error {
         "{function}: argument `{argument}` has the wrong shape: expected {expected}, got {got}"
     )]
     Shape {
+        /// The public function that refused the call.
         function: &'static str,
+        /// The argument at fault.
         argument: &'static str,
+        /// The shape, length or layout it takes.
         expected: String,
+        /// What it was given.
         got: String,
     },
     /// An argument's value is outside its domain (a negative learning rate, gamma > 1, NaN).
     #[error("{function}: argument `{argument}` is invalid: expected {expected}, got {got}")]
     Value {
+        /// The public function that refused the call.
         function: &'static str,
+        /// The argument at fault.
         argument: &'static str,
+        /// The domain it takes.
         expected: String,
+        /// The value it was given.
         got: String,
     },
     /// An index, axis or length is out of range.
     #[error("{function}: argument `{argument}` is out of range: expected {expected}, got {got}")]
     OutOfRange {
+        /// The public function that refused the call.
         function: &'static str,
+        /// The argument at fault.
         argument: &'static str,
+        /// The range it takes.
         expected: String,
+        /// The index, axis or length it was given.
         got: String,
     },
     /// An operation that has no value for zero elements was given none.
     #[error("{function}: argument `{argument}` is empty: expected {expected}")]
     Empty {
+        /// The public function that refused the call.
         function: &'static str,
+        /// The empty argument.
         argument: &'static str,
+        /// How many elements it needs.
         expected: String,
     },
     /// An opt-in finiteness check found a NaN or an infinity.
     #[error("{function}: argument `{argument}` holds a non-finite value at index {index}: {value}")]
     NonFinite {
+        /// The public function that refused the call.
         function: &'static str,
+        /// The argument holding the value.
         argument: &'static str,
+        /// The index of the first non-finite value.
         index: usize,
+        /// That value.
         value: f64,
     },
     /// Saved state (optimizer slots, a checkpoint) does not fit what it is loaded into.
     #[error("{function}: argument `{argument}` does not match: expected {expected}, got {got}")]
     State {
+        /// The public function that refused the state.
         function: &'static str,
+        /// The state or part of it that does not fit.
         argument: &'static str,
+        /// What the receiver holds.
         expected: String,
+        /// What the state holds.
         got: String,
     },
     /// A file or directory could not be read or written (permissions, a full disk, a
     /// missing path); `path` names it and `message` is the operating system's reason.
     #[error("{function}: cannot {action} `{path}`: {message}")]
     Io {
+        /// The public function whose file operation failed.
         function: &'static str,
+        /// What it attempted (`"write"`, `"rename"`).
         action: &'static str,
+        /// The file or directory.
         path: String,
+        /// The operating system's reason.
         message: String,
     },
     /// An I/O error of the caller's own code, converted by `?` in a function returning
@@ -90,8 +117,11 @@ pub enum Error {
     /// The device failed (allocation, transfer, kernel launch).
     #[error("{function}: device `{device}` failed: {message}")]
     Device {
+        /// The public function whose device call failed.
         function: &'static str,
+        /// The device, as it names itself.
         device: String,
+        /// The device's reason.
         message: String,
     },
 }
