@@ -581,7 +581,7 @@ fn latest_checkpoint(function: &'static str, dir: &Path) -> Result<Vec<u8>> {
             format_args!("none in {}", dir.display()),
         ));
     };
-    std::fs::read(&saved.path).map_err(|e| Error::io(function, "read", &saved.path, &e))
+    std::fs::read(&saved.path).map_err(|e| Error::io(function, "read", &saved.path, e))
 }
 
 /// Rank 0's `outcome` on every rank: its bytes, or its error (rank 0's own error there,

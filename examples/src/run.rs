@@ -324,7 +324,7 @@ pub struct Outcome {
 }
 
 fn io(function: &'static str, action: &'static str, path: &Path, e: std::io::Error) -> Error {
-    Error::io(function, action, path, &e)
+    Error::io(function, action, path, e)
 }
 
 /// Trains the agent `make` builds, in a rayon pool of `options.threads` threads (the

@@ -38,7 +38,7 @@ pub(crate) fn write(function: &'static str, path: &Path, bytes: &[u8]) -> Result
     };
     let temp = dir.join(temp_name(&file_name.to_string_lossy()));
     let written = write_and_sync(function, &temp, bytes).and_then(|()| {
-        fs::rename(&temp, path).map_err(|e| Error::io(function, "rename", &temp, &e))
+        fs::rename(&temp, path).map_err(|e| Error::io(function, "rename", &temp, e))
     });
     if let Err(error) = written {
         // The temporary file may not exist (creation failed); either way it must not stay.
@@ -62,11 +62,11 @@ fn write_and_sync(function: &'static str, temp: &Path, bytes: &[u8]) -> Result<(
         .write(true)
         .create_new(true)
         .open(temp)
-        .map_err(|e| Error::io(function, "create", temp, &e))?;
+        .map_err(|e| Error::io(function, "create", temp, e))?;
     file.write_all(bytes)
-        .map_err(|e| Error::io(function, "write", temp, &e))?;
+        .map_err(|e| Error::io(function, "write", temp, e))?;
     file.sync_all()
-        .map_err(|e| Error::io(function, "sync", temp, &e))
+        .map_err(|e| Error::io(function, "sync", temp, e))
 }
 
 /// Makes a rename or removal in `dir` durable. Windows has no directory handles to sync;
@@ -75,7 +75,7 @@ pub(crate) fn sync_dir(function: &'static str, dir: &Path) -> Result<()> {
     if cfg!(unix) {
         File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(function, "sync", dir, &e))?;
+            .map_err(|e| Error::io(function, "sync", dir, e))?;
     }
     Ok(())
 }

@@ -572,7 +572,7 @@ impl Checkpoint {
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes =
-            std::fs::read(path).map_err(|e| Error::io("Checkpoint::load", "read", path, &e))?;
+            std::fs::read(path).map_err(|e| Error::io("Checkpoint::load", "read", path, e))?;
         Self::decode(&bytes).map_err(|why| {
             Error::value(
                 "Checkpoint::load",

@@ -81,11 +81,11 @@ impl CheckpointManager {
             ));
         }
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|e| Error::io(FUNCTION, "create", &dir, &e))?;
+        fs::create_dir_all(&dir).map_err(|e| Error::io(FUNCTION, "create", &dir, e))?;
         for name in file_names(FUNCTION, &dir)? {
             if atomic::temp_file_target(&name).is_some_and(|target| number_of(target).is_some()) {
                 let path = dir.join(&name);
-                fs::remove_file(&path).map_err(|e| Error::io(FUNCTION, "remove", &path, &e))?;
+                fs::remove_file(&path).map_err(|e| Error::io(FUNCTION, "remove", &path, e))?;
             }
         }
         Ok(Self { dir, max_to_keep })
@@ -144,7 +144,7 @@ impl CheckpointManager {
             let excess = saved.len().saturating_sub(keep);
             for old in &saved[..excess] {
                 fs::remove_file(&old.path)
-                    .map_err(|e| Error::io(FUNCTION, "remove", &old.path, &e))?;
+                    .map_err(|e| Error::io(FUNCTION, "remove", &old.path, e))?;
             }
             if excess > 0 {
                 atomic::sync_dir(FUNCTION, &self.dir)?;
@@ -182,10 +182,10 @@ impl CheckpointManager {
 
 /// The names of the files in `dir` (names that are not UTF-8 are nobody's checkpoint).
 fn file_names(function: &'static str, dir: &Path) -> Result<Vec<String>> {
-    let entries = fs::read_dir(dir).map_err(|e| Error::io(function, "list", dir, &e))?;
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(function, "list", dir, e))?;
     let mut names = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io(function, "list", dir, &e))?;
+        let entry = entry.map_err(|e| Error::io(function, "list", dir, e))?;
         if let Ok(name) = entry.file_name().into_string() {
             names.push(name);
         }

@@ -7,6 +7,7 @@
 //! work in a function that returns [`Result`].
 
 use std::fmt::Display;
+use std::sync::Arc;
 
 /// `Result` with [`Error`] as the error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -92,8 +93,9 @@ pub enum Error {
         got: String,
     },
     /// A file or directory could not be read or written (permissions, a full disk, a
-    /// missing path); `path` names it and `message` is the operating system's reason.
-    #[error("{function}: cannot {action} `{path}`: {message}")]
+    /// missing path); `path` names it and `cause` is the operating system's error, the
+    /// error's [`source`](std::error::Error::source).
+    #[error("{function}: cannot {action} `{path}`: {cause}")]
     Io {
         /// The public function whose file operation failed.
         function: &'static str,
@@ -101,18 +103,20 @@ pub enum Error {
         action: &'static str,
         /// The file or directory.
         path: String,
-        /// The operating system's reason.
-        message: String,
+        /// The operating system's error (a `std::io::Error`).
+        #[source]
+        cause: Cause,
     },
     /// An I/O error of the caller's own code, converted by `?` in a function returning
     /// `rlgrad_core::Result` (`From<std::io::Error>`); its function is `std::io`.
     /// rlgrad's own file operations report [`Error::Io`], which names the file.
-    #[error("std::io: {message} ({kind:?})")]
+    #[error("std::io: {cause} ({kind:?})")]
     ForeignIo {
         /// The kind of the original error.
         kind: std::io::ErrorKind,
-        /// Its message.
-        message: String,
+        /// The original error, the error's [`source`](std::error::Error::source).
+        #[source]
+        cause: Cause,
     },
     /// The device failed (allocation, transfer, kernel launch).
     #[error("{function}: device `{device}` failed: {message}")]
@@ -219,13 +223,13 @@ impl Error {
         function: &'static str,
         action: &'static str,
         path: &std::path::Path,
-        error: &std::io::Error,
+        error: std::io::Error,
     ) -> Self {
         Self::Io {
             function,
             action,
             path: path.display().to_string(),
-            message: error.to_string(),
+            cause: Cause::new(error),
         }
     }
 
@@ -272,8 +276,59 @@ impl From<std::io::Error> for Error {
     fn from(error: std::io::Error) -> Self {
         Self::ForeignIo {
             kind: error.kind(),
-            message: error.to_string(),
+            cause: Cause::new(error),
         }
+    }
+}
+
+/// The error underneath an [`Error`] (the operating system's `std::io::Error`), kept so
+/// that [`std::error::Error::source`] reaches it and [`Cause::get`] can downcast it. Shared,
+/// so that [`Error`] stays `Clone`; two causes are equal when their messages are.
+///
+/// ```
+/// use std::error::Error as _;
+/// let e = rlgrad_core::Error::io(
+///     "Checkpoint::save",
+///     "create",
+///     std::path::Path::new("/ckpt/a.tmp"),
+///     std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+/// );
+/// let cause = e.source().expect("the OS error is the source");
+/// assert_eq!(cause.to_string(), "permission denied");
+/// let rlgrad_core::Error::Io { cause, .. } = &e else { unreachable!() };
+/// let io = cause.get().downcast_ref::<std::io::Error>().unwrap();
+/// assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// `error` as a cause.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(error))
+    }
+
+    /// The error itself.
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
     }
 }
 
@@ -301,7 +356,7 @@ mod tests {
             "Checkpoint::save",
             "create",
             std::path::Path::new("/ckpt/a.tmp"),
-            &std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         );
         assert_eq!(
             e.to_string(),

@@ -54,7 +54,7 @@ pub mod simd;
 
 pub use cpu::Cpu;
 pub use device::{Device, View};
-pub use error::{Error, Result};
+pub use error::{Cause, Error, Result};
 pub use fingerprint::Fingerprint;
 pub use float::{DType, Element, Float};
 pub use par::{Par, keep_workers_awake};

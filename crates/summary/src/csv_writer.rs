@@ -39,7 +39,7 @@ pub struct CsvWriter {
 }
 
 fn io_error(function: &'static str, action: &'static str, path: &Path, e: csv::Error) -> Error {
-    Error::io(function, action, path, &std::io::Error::other(e))
+    Error::io(function, action, path, std::io::Error::other(e))
 }
 
 impl CsvWriter {
@@ -50,16 +50,16 @@ impl CsvWriter {
         let cadence = Cadence::new(FUNCTION, options)?;
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(FUNCTION, "create", dir, &e))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(FUNCTION, "create", dir, e))?;
         }
         let file = OpenOptions::new()
             .append(true)
             .create(true)
             .open(&path)
-            .map_err(|e| Error::io(FUNCTION, "open", &path, &e))?;
+            .map_err(|e| Error::io(FUNCTION, "open", &path, e))?;
         let empty = file
             .metadata()
-            .map_err(|e| Error::io(FUNCTION, "open", &path, &e))?
+            .map_err(|e| Error::io(FUNCTION, "open", &path, e))?
             .len()
             == 0;
         let mut out = csv::Writer::from_writer(file);

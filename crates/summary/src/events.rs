@@ -116,7 +116,7 @@ impl EventWriter {
         const FUNCTION: &str = "EventWriter::create";
         let cadence = Cadence::new(FUNCTION, options)?;
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(FUNCTION, "create", dir, &e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(FUNCTION, "create", dir, e))?;
         let seconds = wall_time() as u64;
         let path = dir.join(format!(
             "events.out.tfevents.{seconds}.{}.{}.{}",
@@ -128,7 +128,7 @@ impl EventWriter {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| Error::io(FUNCTION, "create", &path, &e))?;
+            .map_err(|e| Error::io(FUNCTION, "create", &path, e))?;
         let mut writer = Self {
             output: Output {
                 path,
@@ -232,7 +232,7 @@ impl EventWriter {
         self.output
             .out
             .write_all(&self.scratch)
-            .map_err(|e| Error::io(function, "write", &self.output.path, &e))
+            .map_err(|e| Error::io(function, "write", &self.output.path, e))
     }
 
     /// Writes the buffered records to the file.
@@ -250,7 +250,7 @@ impl EventWriter {
 /// The events of the file at `path`, as written. A record cut short at the end (a writer
 /// still running, or killed) is left out.
 pub(crate) fn read_events(function: &'static str, path: &Path) -> Result<Vec<Event>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(function, "read", path, &e))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(function, "read", path, e))?;
     let corrupt = |why: String| {
         Error::value(
             function,

@@ -60,7 +60,7 @@ impl<W: Buffered> Output<W> {
         self.cadence.flushed();
         self.out
             .flush_buffer()
-            .map_err(|e| Error::io(function, "write", &self.path, &e))
+            .map_err(|e| Error::io(function, "write", &self.path, e))
     }
 
     /// Flushes and syncs the file to disk, reporting any error.
@@ -69,7 +69,7 @@ impl<W: Buffered> Output<W> {
         self.out
             .file()
             .sync_all()
-            .map_err(|e| Error::io(function, "sync", &self.path, &e))
+            .map_err(|e| Error::io(function, "sync", &self.path, e))
     }
 }
 

@@ -132,7 +132,7 @@ pub fn plot_learning_curves(
         ));
     };
     register_font();
-    let failed = |e: String| Error::io(FUNCTION, "draw", path, &std::io::Error::other(e));
+    let failed = |e: String| Error::io(FUNCTION, "draw", path, std::io::Error::other(e));
     match path.extension().and_then(|e| e.to_str()) {
         Some("png") => draw(
             &BitMapBackend::new(path, options.size).into_drawing_area(),
