@@ -608,6 +608,7 @@ fn from_root<C: Collective + ?Sized>(
             function,
             device: "rank 0".to_owned(),
             message: String::from_utf8_lossy(message.get(1..).unwrap_or_default()).into_owned(),
+            cause: None,
         }),
     }
 }

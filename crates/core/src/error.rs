@@ -118,7 +118,7 @@ pub enum Error {
         #[source]
         cause: Cause,
     },
-    /// The device failed (allocation, transfer, kernel launch).
+    /// The device failed (allocation, transfer, kernel launch, a collective).
     #[error("{function}: device `{device}` failed: {message}")]
     Device {
         /// The public function whose device call failed.
@@ -127,6 +127,10 @@ pub enum Error {
         device: String,
         /// The device's reason.
         message: String,
+        /// The driver's or library's own error, where there is one (the error's
+        /// [`source`](std::error::Error::source)).
+        #[source]
+        cause: Option<Cause>,
     },
 }
 
@@ -363,5 +367,34 @@ mod tests {
             "Checkpoint::save: cannot create `/ckpt/a.tmp`: permission denied"
         );
         assert_eq!(e.argument(), None);
+    }
+
+    #[test]
+    fn causes_are_sources_and_compare_by_message() {
+        use std::error::Error as _;
+        use std::io::ErrorKind;
+        let foreign = |kind| Error::from(std::io::Error::from(kind));
+        let not_found = foreign(ErrorKind::NotFound);
+        assert_eq!(not_found.source().unwrap().to_string(), "entity not found");
+        assert_eq!(not_found.clone(), not_found);
+        assert_ne!(not_found, foreign(ErrorKind::PermissionDenied));
+        let device = |cause| Error::Device {
+            function: "Cuda::launch",
+            device: "cuda:0".to_owned(),
+            message: "launch failed".to_owned(),
+            cause,
+        };
+        let driver = device(Some(Cause::new(std::io::Error::other(
+            "CUDA_ERROR_LAUNCH_FAILED",
+        ))));
+        assert_eq!(
+            driver.source().unwrap().to_string(),
+            "CUDA_ERROR_LAUNCH_FAILED"
+        );
+        assert!(device(None).source().is_none());
+        assert_eq!(
+            driver.to_string(),
+            "Cuda::launch: device `cuda:0` failed: launch failed"
+        );
     }
 }

@@ -362,6 +362,7 @@ fn compile_error(message: String) -> Error {
         function: "rlgrad_cuda::compile",
         device: "nvrtc".to_owned(),
         message,
+        cause: None,
     }
 }
 

@@ -111,6 +111,7 @@ impl Cuda {
             function: "Cuda::new",
             device: format!("cuda:{ordinal}"),
             message,
+            cause: None,
         };
         // cudarc panics when a library it needs is missing: ask first.
         // SAFETY: only tries to open the driver library by its candidate names.
@@ -201,7 +202,7 @@ impl Cuda {
         self.inner
             .stream
             .memcpy_dtod(&from, &mut to)
-            .map_err(|e| self.error("Cuda::copy_buffer", e))
+            .map_err(|e| self.driver_error("Cuda::copy_buffer", e))
     }
 
     /// What the kernels are compiled into for this GPU (a cubin for its architecture,
@@ -263,6 +264,21 @@ impl Cuda {
             function,
             device: self.name(),
             message: message.to_string(),
+            cause: None,
+        }
+    }
+
+    /// The driver's error `e` as this device's, kept as the error's source.
+    pub(crate) fn driver_error(
+        &self,
+        function: &'static str,
+        e: cudarc::driver::DriverError,
+    ) -> Error {
+        Error::Device {
+            function,
+            device: self.name(),
+            message: e.to_string(),
+            cause: Some(rlgrad_core::Cause::new(e)),
         }
     }
 
@@ -362,7 +378,7 @@ impl Cuda {
         self.inner
             .stream
             .memcpy_htod(host, &mut target)
-            .map_err(|e| self.error(function, e))
+            .map_err(|e| self.driver_error(function, e))
     }
 
     /// Sets every byte of `buffer` to zero (`+0` for floats).
@@ -370,7 +386,7 @@ impl Cuda {
         self.inner
             .stream
             .memset_zeros(&mut buffer.bytes)
-            .map_err(|e| self.error(function, e))
+            .map_err(|e| self.driver_error(function, e))
     }
 
     /// The loaded function `<name>_<f32|f64>` of `family`, compiling and loading the
@@ -435,7 +451,7 @@ impl Cuda {
         // index a kernel computes stays inside the sizes the Rust side checked.
         unsafe { builder.launch(config) }
             .map(|_| ())
-            .map_err(|e| self.error(function, e))
+            .map_err(|e| self.driver_error(function, e))
     }
 }
 

@@ -113,6 +113,7 @@ impl Target {
             function: "Target::choose",
             device: format!("sm_{}", gpu.number()),
             message,
+            cause: None,
         };
         if nvrtc.major > driver.major {
             return Err(fail(format!(
@@ -189,6 +190,7 @@ pub(crate) fn lower_ptx_version(ptx: &str, (major, minor): (u32, u32)) -> Result
         function: "rlgrad_cuda::compile",
         device: "nvrtc".to_owned(),
         message: message.to_owned(),
+        cause: None,
     };
     let start = ptx
         .find(".version ")

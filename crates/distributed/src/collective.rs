@@ -297,6 +297,7 @@ impl<'a> Reader<'a> {
                     self.from,
                     self.bytes.len()
                 ),
+                cause: None,
             });
         }
         let (head, tail) = self.bytes.split_at(n);
@@ -318,6 +319,7 @@ impl<'a> Reader<'a> {
                 "rank {} sent a count ({v}) that does not fit usize",
                 self.from
             ),
+            cause: None,
         })
     }
 

@@ -152,6 +152,7 @@ impl Local {
                                 function,
                                 device: format!("Local rank {rank}"),
                                 message: format!("rank {rank} panicked: {}", panic_text(&*panic)),
+                                cause: None,
                             },
                         };
                         // Recorded before the communicator is dropped (which tells the
@@ -196,6 +197,7 @@ impl Local {
             function,
             device: format!("Local rank {}", self.rank),
             message,
+            cause: None,
         }
     }
 

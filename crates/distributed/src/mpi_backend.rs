@@ -100,6 +100,7 @@ impl Mpi {
             function,
             device: "mpi".to_owned(),
             message: "MPI is initialized already in this process (one Mpi per process)".to_owned(),
+            cause: None,
         })?;
         Ok(Mpi {
             world: universe.world(),
@@ -160,6 +161,7 @@ impl Mpi {
             function,
             device: format!("mpi rank {} of {}", self.world.rank(), self.world.size()),
             message,
+            cause: None,
         }
     }
 
@@ -250,6 +252,7 @@ impl Mpi {
                         "the messages of one collective add up to more bytes than MPI's count type allows ({})",
                         Count::MAX
                     ),
+                    cause: None,
                 })?;
                 Ok(d)
             })

@@ -180,6 +180,7 @@ fn library(function: &'static str) -> Result<()> {
         function,
         device: "nccl".to_owned(),
         message: format!("cannot load {missing}"),
+        cause: None,
     })
 }
 
@@ -216,6 +217,7 @@ fn nccl_error(function: &'static str, device: String, e: NcclError) -> Error {
         function,
         device,
         message: format!("NCCL failed with {:?} ({what}){last}", e.0),
+        cause: None,
     }
 }
 
@@ -224,6 +226,7 @@ fn driver_error(function: &'static str, device: String, e: DriverError) -> Error
         function,
         device,
         message: format!("CUDA failed: {e}"),
+        cause: Some(rlgrad_core::Cause::new(e)),
     }
 }
 
@@ -473,6 +476,7 @@ impl Nccl {
                 message: format!(
                     "the communicator was aborted when an earlier {step} failed; make a new one"
                 ),
+                cause: None,
             }),
         }
     }
@@ -531,6 +535,7 @@ impl Nccl {
                          communicator is aborted",
                         self.timeout
                     ),
+                    cause: None,
                 });
             }
             // NCCL's proxy thread and the GPU make the progress, not this loop: after a
@@ -674,6 +679,7 @@ impl Nccl {
             function,
             device: self.name(),
             message: format!("a peer sends {len} bytes, more than this process can hold"),
+            cause: None,
         })
     }
 }

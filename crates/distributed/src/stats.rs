@@ -70,6 +70,7 @@ fn spread<T: Float, C: Collective + ?Sized>(
                      the ranks do not call the same statistics",
                     arrays.len()
                 ),
+                cause: None,
             });
         }
         let heads = (0..count)

@@ -290,6 +290,7 @@ fn one_per_rank(function: &'static str, workers: usize, messages: Packed) -> Res
                 "the backend returned {} messages for a world of {workers} ranks",
                 messages.len()
             ),
+            cause: None,
         });
     }
     Ok(messages)
@@ -482,6 +483,7 @@ impl Plan {
                         "no rank sent item {}: the ranks disagree on the world size or on who owns what",
                         range.start
                     ),
+                    cause: None,
                 });
             }
             let mid = range.start + split_point(range.len());
@@ -556,6 +558,7 @@ fn overlap(function: &'static str, from: usize, start: usize) -> Error {
             "{who} sent a subtree starting at item {start} that another rank covers too: \
              the ranks disagree on the world size or on who owns what"
         ),
+        cause: None,
     }
 }
 
@@ -569,6 +572,7 @@ fn check_consumed(function: &'static str, from: usize, reader: Reader<'_>) -> Re
                 "a message from rank {from} has {rest} bytes more than its header says \
                  (the ranks do not run the same program or the same collectives)"
             ),
+            cause: None,
         });
     }
     Ok(())

@@ -76,6 +76,7 @@ impl<T: Float, D: Device> Tensor<T, D> {
                 function: "Tensor",
                 device: device.name(),
                 message: "alloc_output returned a buffer that is shared".to_owned(),
+                cause: None,
             });
         };
         match fill(target) {

@@ -60,6 +60,7 @@ fn cannot_allocate(
         message: format!(
             "cannot allocate {len} elements of {what} ({bytes}) for argument `{argument}`"
         ),
+        cause: None,
     }
 }
 
