@@ -59,6 +59,15 @@ fn describe(obj: &Bound<'_, PyAny>) -> String {
     }
 }
 
+/// The `TypeError` for array argument `name` of `function`, which is not a NumPy array
+/// of `want` (the dtypes it takes).
+pub fn type_error(function: &str, name: &str, want: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{function}: argument `{name}` must be a numpy.ndarray of {want}, got {}",
+        describe(obj)
+    ))
+}
+
 /// The float dtype of array argument `name`; a `TypeError` for anything else.
 pub fn dtype(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dtype> {
     if obj.cast::<PyArrayDyn<f32>>().is_ok() {
@@ -66,10 +75,7 @@ pub fn dtype(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dty
     } else if obj.cast::<PyArrayDyn<f64>>().is_ok() {
         Ok(Dtype::F64)
     } else {
-        Err(PyTypeError::new_err(format!(
-            "{function}: argument `{name}` must be a numpy.ndarray of float32 or float64, got {}",
-            describe(obj)
-        )))
+        Err(type_error(function, name, "float32 or float64", obj))
     }
 }
 
@@ -127,12 +133,9 @@ impl<'py, T: Element + Copy + Default> Input<'py, T> {
         obj: &Bound<'py, PyAny>,
         order: ReadOrder,
     ) -> PyResult<Self> {
-        let array = obj.cast::<PyArrayDyn<T>>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{function}: argument `{name}` must be a numpy.ndarray of {want}, got {}",
-                describe(obj)
-            ))
-        })?;
+        let array = obj
+            .cast::<PyArrayDyn<T>>()
+            .map_err(|_| type_error(function, name, want, obj))?;
         Self::from_array_in(function, name, array, order)
     }
 

@@ -12,7 +12,7 @@ use rlgrad_returns::{
 
 use crate::arrays::{
     Input, Order, ReadOrder, Real, by_dtype, error, input, input_in, par, same_shape, to_numpy,
-    to_numpy_in, value_error, zeroed,
+    to_numpy_in, type_error, value_error, zeroed,
 };
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -205,12 +205,12 @@ impl<'py, T: Real> Flags<'py, T> {
             };
         }
         copied_as!(i8, i16, i32, i64, u16, u32, u64, f32, f64);
-        Input::<bool>::new_in(function, name, FLAG_DTYPES, obj, order).map(Self::Bools)
+        Err(type_error(function, name, FLAG_DTYPES, obj))
     }
 
     /// Flags of element type `X` as bytes, each checked to be 0 or 1: any other value is
-    /// a `ValueError` naming the argument and the step and column of the first one, as
-    /// rlgrad-returns words it for the flags it reads in place.
+    /// a `ValueError` naming the argument and the step and column of the first one, in
+    /// the words of the Rust kernels' own check of the flags they read in place.
     fn copied<X: FlagElement>(
         function: &'static str,
         name: &'static str,
@@ -226,17 +226,10 @@ impl<'py, T: Real> Flags<'py, T> {
             .map(|(i, &flag)| match flag {
                 f if f == X::ZERO => Ok(0),
                 f if f == X::ONE => Ok(1),
-                _ => {
-                    let (step, column) = frame.layout.position(i);
-                    Err(value_error(
-                        function,
-                        name,
-                        format_args!(
-                            "is invalid: expected 0 or 1 at every step (false or true), got \
-                             {flag} at step {step} of column {column}"
-                        ),
-                    ))
-                }
+                _ => Err(error(
+                    function,
+                    frame.layout.invalid_flag(function, name, i, flag),
+                )),
             })
             .collect::<PyResult<Vec<u8>>>()
             .map(Self::Copied)

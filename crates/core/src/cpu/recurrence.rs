@@ -604,13 +604,7 @@ fn check_flags<T: Float>(
             Some((argument, i, value))
         })
         .expect("the scan recorded an invalid flag, which a search finds");
-    let (step, column) = storage.position(i);
-    Err(Error::value(
-        function,
-        argument,
-        "0 or 1 at every step (false or true)",
-        format_args!("{value} at step {step} of column {column}"),
-    ))
+    Err(storage.invalid_flag(function, argument, i, value))
 }
 
 fn episode_lengths<T: Float>(episodes: &SliceEpisodes<'_, T>) -> Vec<(&'static str, usize)> {

@@ -179,6 +179,26 @@ impl SliceLayout {
         }
     }
 
+    /// The error for flag argument `argument` of `function` holding `value`, neither 0
+    /// nor 1, at flat index `i`: an [`Error::Value`](crate::Error::Value) naming the step
+    /// and column, the one wording of every check of flags (the Cpu's kernels, the Python
+    /// bindings' conversions).
+    pub fn invalid_flag(
+        &self,
+        function: &'static str,
+        argument: &'static str,
+        i: usize,
+        value: impl std::fmt::Display,
+    ) -> crate::Error {
+        let (step, column) = self.position(i);
+        crate::Error::value(
+            function,
+            argument,
+            "0 or 1 at every step (false or true)",
+            format_args!("{value} at step {step} of column {column}"),
+        )
+    }
+
     /// The flat index of element `(s, j)`.
     pub fn index(&self, s: usize, j: usize) -> usize {
         if self.batch_major {
