@@ -9,7 +9,6 @@ use rlgrad_core::{Error, Result, Rng, RngState};
 
 use crate::atomic;
 use crate::dtype::{Dtype, Scalar};
-use crate::restore::Restore;
 
 /// Metadata keys starting with this are written by rlgrad itself (optimizer state).
 pub(crate) const RESERVED_PREFIX: &str = "rlgrad.";
@@ -79,7 +78,7 @@ fn hex(crc: u32) -> String {
 /// is bit-identical. Files are [safetensors]: `safetensors.numpy.load_file` and
 /// `safetensors.torch.load_file` open them, and this crate opens theirs.
 ///
-/// Restoring into a training run's state goes through a [`Restore`] plan, which checks
+/// Restoring into a training run's state goes through a [`Restore`](crate::Restore) plan, which checks
 /// every name, dtype and shape before it writes anything and reports every mismatch in one
 /// error.
 ///
@@ -581,22 +580,6 @@ impl Checkpoint {
                 format_args!("`{}`: {why}", path.display()),
             )
         })
-    }
-
-    /// Writes the stored values into the plan's targets after checking every one of them:
-    /// each target's name must be stored with its dtype and shape, and every stored tensor
-    /// must be some target's (unless the plan allows missing or extra entries). All
-    /// mismatches are reported in one [`Error::State`]; then nothing was written.
-    ///
-    /// Targets are matched by name only; their order in the plan does not matter. What
-    /// can still refuse once a target's name, dtype and shape passed (an optimizer's own
-    /// checks of its rule and hyper-parameters, a [`Restore::with`] setter, an upload to a
-    /// device) runs for every such target before any target is written, and its refusal
-    /// is one more mismatch of the same error (an optimizer built with another learning
-    /// rate is listed with the shapes that do not fit), so a refusal at any point leaves
-    /// every target as it was.
-    pub fn restore(&self, plan: Restore<'_>) -> Result<()> {
-        plan.apply_from(self)
     }
 }
 

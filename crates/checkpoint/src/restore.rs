@@ -67,6 +67,24 @@ impl Default for Restore<'_> {
     }
 }
 
+impl Checkpoint {
+    /// Writes the stored values into the plan's targets after checking every one of them:
+    /// each target's name must be stored with its dtype and shape, and every stored tensor
+    /// must be some target's (unless the plan allows missing or extra entries). All
+    /// mismatches are reported in one [`Error::State`]; then nothing was written.
+    ///
+    /// Targets are matched by name only; their order in the plan does not matter. What
+    /// can still refuse once a target's name, dtype and shape passed (an optimizer's own
+    /// checks of its rule and hyper-parameters, a [`Restore::with`] setter, an upload to a
+    /// device) runs for every such target before any target is written, and its refusal
+    /// is one more mismatch of the same error (an optimizer built with another learning
+    /// rate is listed with the shapes that do not fit), so a refusal at any point leaves
+    /// every target as it was.
+    pub fn restore(&self, plan: Restore<'_>) -> Result<()> {
+        plan.apply_from(self)
+    }
+}
+
 impl<'a> Restore<'a> {
     /// An empty plan that refuses missing and extra entries.
     pub fn new() -> Self {
@@ -180,7 +198,7 @@ impl<'a> Restore<'a> {
         self
     }
 
-    pub(crate) fn apply_from(self, checkpoint: &Checkpoint) -> Result<()> {
+    fn apply_from(self, checkpoint: &Checkpoint) -> Result<()> {
         let Self {
             mut targets,
             allow_missing,
