@@ -6,8 +6,8 @@ use rlgrad_core::kernels::CopyKernel;
 use rlgrad_core::{Error, Float, Result, View};
 
 use crate::compile::Family;
-use crate::device::{Cuda, CudaBuffer, grid};
-use crate::strided::{check_len, check_view, strided};
+use crate::device::{Cuda, CudaBuffer, check_len, check_view, grid};
+use crate::strided::strided;
 
 /// `Ok` when every index is below `len`, the size of axis `axis`.
 fn check_indices(function: &'static str, indices: &[usize], len: usize, axis: usize) -> Result<()> {

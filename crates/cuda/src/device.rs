@@ -11,10 +11,9 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchArgs,
     LaunchConfig, PushKernelArg,
 };
-use rlgrad_core::{Device, Element, Error, Float, Result};
+use rlgrad_core::{Device, Element, Error, Float, Result, View};
 
 use crate::compile::Family;
-use crate::strided::Strided;
 use crate::target::{Arch, CudaVersion, Target};
 
 /// A buffer of `len` elements of `E` in GPU memory (the [`Device::Buffer`] of [`Cuda`]).
@@ -39,6 +38,42 @@ impl<E> CudaBuffer<E> {
     /// Whether the buffer holds no element.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+/// `Ok` when every element `view` addresses lies inside its buffer.
+pub(crate) fn check_view<E>(
+    function: &'static str,
+    argument: &'static str,
+    view: View<'_, CudaBuffer<E>>,
+) -> Result<()> {
+    match view.layout.max_offset() {
+        Some(last) if last >= view.buffer.len() => Err(Error::shape(
+            function,
+            argument,
+            format_args!("a view inside its buffer of {} elements", view.buffer.len()),
+            format_args!("a layout reaching element {last}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `Ok` when `buffer` has `len` elements.
+pub(crate) fn check_len<E>(
+    function: &'static str,
+    argument: &'static str,
+    buffer: &CudaBuffer<E>,
+    len: usize,
+) -> Result<()> {
+    if buffer.len() == len {
+        Ok(())
+    } else {
+        Err(Error::shape(
+            function,
+            argument,
+            format_args!("{len} elements"),
+            format_args!("{} elements", buffer.len()),
+        ))
     }
 }
 
@@ -192,7 +227,7 @@ impl Cuda {
         source: &CudaBuffer<E>,
         target: &mut CudaBuffer<E>,
     ) -> Result<()> {
-        crate::strided::check_len("Cuda::copy_buffer", "target", target, source.len)?;
+        check_len("Cuda::copy_buffer", "target", target, source.len)?;
         let bytes = source.len * E::DTYPE.size_in_bytes();
         if bytes == 0 {
             return Ok(());
@@ -467,12 +502,6 @@ impl KernelArg for u64 {
 }
 
 impl KernelArg for i32 {
-    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
-        builder.arg(self);
-    }
-}
-
-impl KernelArg for Strided {
     fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
         builder.arg(self);
     }

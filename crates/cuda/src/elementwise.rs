@@ -5,8 +5,8 @@ use rlgrad_core::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use rlgrad_core::{Error, Float, Result, View};
 
 use crate::compile::Family;
-use crate::device::{Cuda, CudaBuffer, Scalar, grid};
-use crate::strided::{check_len, check_view, strided};
+use crate::device::{Cuda, CudaBuffer, Scalar, check_len, check_view, grid};
+use crate::strided::strided;
 
 /// An op added to rlgrad-core after this device was written.
 fn unknown(function: &'static str, op: impl std::fmt::Debug) -> Error {

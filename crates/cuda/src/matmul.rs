@@ -6,8 +6,8 @@ use rlgrad_core::kernels::{MatmulKernel, matmul_dims};
 use rlgrad_core::{Dims, Error, Float, Layout, Result, Shape, View};
 
 use crate::compile::Family;
-use crate::device::{BLOCK, Cuda, CudaBuffer};
-use crate::strided::{check_len, check_view, strided};
+use crate::device::{BLOCK, Cuda, CudaBuffer, check_len, check_view};
+use crate::strided::strided;
 
 /// Output tile edge of a block (`TILE_M`, `TILE_N` in matmul.cu).
 const TILE: usize = 64;

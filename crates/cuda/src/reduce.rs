@@ -11,8 +11,7 @@ use rlgrad_core::kernels::{CopyKernel, ReduceKernel, ReduceOp};
 use rlgrad_core::{Error, Float, Result, View};
 
 use crate::compile::Family;
-use crate::device::{BLOCK, Cuda, CudaBuffer, KernelArg, Scalar, grid};
-use crate::strided::{check_len, check_view};
+use crate::device::{BLOCK, Cuda, CudaBuffer, KernelArg, Scalar, check_len, check_view, grid};
 
 /// Elements per first-level block (128 leaves of 64).
 const LEVEL_ONE: usize = 128 * 64;

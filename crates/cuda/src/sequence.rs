@@ -7,9 +7,8 @@ use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences}
 use rlgrad_core::{Error, Float, Result, check};
 
 use crate::compile::Family;
-use crate::device::{Cuda, CudaBuffer, Scalar, grid};
+use crate::device::{Cuda, CudaBuffer, Scalar, check_len, grid};
 use crate::reduce::Source;
-use crate::strided::check_len;
 
 /// `N * F` and `B * T * F`, or an error when they overflow.
 fn sizes(function: &'static str, seqs: &Sequences, features: usize) -> Result<(usize, usize)> {

@@ -1,9 +1,9 @@
-//! Strided views as kernel parameters, and the argument checks every kernel shares.
+//! Strided views as kernel parameters.
 
-use cudarc::driver::DeviceRepr;
-use rlgrad_core::{Error, Layout, Result, View};
+use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg};
+use rlgrad_core::{Error, Layout, Result};
 
-use crate::device::CudaBuffer;
+use crate::device::KernelArg;
 
 /// The most dimensions a view may keep after merging (`MAX_DIMS` in common.cuh).
 pub(crate) const MAX_DIMS: usize = 8;
@@ -22,6 +22,12 @@ pub(crate) struct Strided {
 // SAFETY: `Strided` is `repr(C)` plain data laid out exactly as `struct Strided` in
 // common.cuh (two u32, then u64 fields), passed by value.
 unsafe impl DeviceRepr for Strided {}
+
+impl KernelArg for Strided {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
+        builder.arg(self);
+    }
+}
 
 /// The kernel views of `N` layouts of one shape, with dimensions of size 1 dropped and
 /// neighbours merged where every layout allows it (so a dense view is one dimension of
@@ -69,42 +75,6 @@ pub(crate) fn strided<const N: usize>(
         }
         view
     }))
-}
-
-/// `Ok` when every element `view` addresses lies inside its buffer.
-pub(crate) fn check_view<E>(
-    function: &'static str,
-    argument: &'static str,
-    view: View<'_, CudaBuffer<E>>,
-) -> Result<()> {
-    match view.layout.max_offset() {
-        Some(last) if last >= view.buffer.len() => Err(Error::shape(
-            function,
-            argument,
-            format_args!("a view inside its buffer of {} elements", view.buffer.len()),
-            format_args!("a layout reaching element {last}"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// `Ok` when `buffer` has `len` elements.
-pub(crate) fn check_len<E>(
-    function: &'static str,
-    argument: &'static str,
-    buffer: &CudaBuffer<E>,
-    len: usize,
-) -> Result<()> {
-    if buffer.len() == len {
-        Ok(())
-    } else {
-        Err(Error::shape(
-            function,
-            argument,
-            format_args!("{len} elements"),
-            format_args!("{} elements", buffer.len()),
-        ))
-    }
 }
 
 #[cfg(test)]
