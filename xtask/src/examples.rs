@@ -24,9 +24,6 @@ const DEMO_INTRO: &str = "demo: building the actor-critic example (release: rlgr
 their dependencies; about 80 s the first time on 2 cores, seconds after that), then \
 training it on CartPole until the mean return of 100 episodes reaches 475 (about a second)";
 
-/// The Gymnasium the twins step (the one `crates/envs` recorded its trajectories with).
-const GYMNASIUM: &str = "gymnasium==1.4.0";
-
 /// The options of `cargo xtask examples-compare` (its `--help`).
 pub const OPTIONS: &str = "\
   --only      agents among actor_critic, td3, ddpg, sac, ppo_lstm, ppo_mlp (default: all)
@@ -259,7 +256,7 @@ pub fn compare(args: &[String]) -> Result<(), String> {
     let root = crate::root();
     let peers = Peers::locate(options.peers.clone(), &root)?;
     let python = peers.venv.join("bin/python");
-    ensure_gymnasium(&python)?;
+    peers.ensure_gymnasium()?;
     crate::cargo(
         &["build", "--release", "-p", "rlgrad-examples", "--examples"],
         &[],
@@ -368,31 +365,6 @@ fn timed_run(mut command: Command, summary: &Path, agent: &str) -> Result<Side, 
         summary,
         other_cores_busy: before.zip(after).map(|(b, a)| b.other_cores(&a)),
     })
-}
-
-/// Installs the pinned Gymnasium into the peers' venv unless it is there.
-pub(crate) fn ensure_gymnasium(python: &Path) -> Result<(), String> {
-    let version = GYMNASIUM.trim_start_matches("gymnasium==");
-    let check = format!(
-        "import importlib.metadata as m, sys; sys.exit(m.version('gymnasium') != '{version}')"
-    );
-    let present = Command::new(python)
-        .args(["-c", &check])
-        .status()
-        .is_ok_and(|s| s.success());
-    if present {
-        return Ok(());
-    }
-    eprintln!("xtask: installing {GYMNASIUM} into the peers' venv");
-    let status = Command::new(python)
-        .args(["-m", "pip", "install", "--quiet", GYMNASIUM])
-        .status()
-        .map_err(|e| format!("cannot run pip: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`pip install {GYMNASIUM}` failed ({status})"))
-    }
 }
 
 /// `{"torch": version}` of the venv, for the machine line.

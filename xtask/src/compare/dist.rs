@@ -87,7 +87,7 @@ pub fn run(quick: bool, rounds: usize, peers: &Peers, verbose: bool) -> Result<(
     }
     let examples = target_dir(&root).join("release/examples");
     let python = peers.venv.join("bin/python");
-    crate::examples::ensure_gymnasium(&python)?;
+    peers.ensure_gymnasium()?;
     let driver = root.join("xtask/src/compare/ddp.py");
     let mut by_world: BTreeMap<usize, Vec<Round>> = BTreeMap::new();
     let mut peer_versions = BTreeMap::new();

@@ -14,6 +14,9 @@ use std::process::{Command, Stdio};
 
 use serde::Deserialize;
 
+/// The Gymnasium the twins step (the one `crates/envs` recorded its trajectories with).
+const GYMNASIUM: &str = "gymnasium==1.4.0";
+
 /// Where the peers and their venv are.
 #[derive(Debug, Clone)]
 pub struct Peers {
@@ -85,6 +88,32 @@ impl Peers {
             program: PathBuf::from("bash"),
             args: vec![self.dir.join("run.sh").into()],
             env: Vec::new(),
+        }
+    }
+
+    /// Installs the pinned Gymnasium into the peers' venv unless it is there.
+    pub fn ensure_gymnasium(&self) -> Result<(), String> {
+        let python = self.venv.join("bin/python");
+        let version = GYMNASIUM.trim_start_matches("gymnasium==");
+        let check = format!(
+            "import importlib.metadata as m, sys; sys.exit(m.version('gymnasium') != '{version}')"
+        );
+        let present = Command::new(&python)
+            .args(["-c", &check])
+            .status()
+            .is_ok_and(|s| s.success());
+        if present {
+            return Ok(());
+        }
+        eprintln!("xtask: installing {GYMNASIUM} into the peers' venv");
+        let status = Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", GYMNASIUM])
+            .status()
+            .map_err(|e| format!("cannot run pip: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("`pip install {GYMNASIUM}` failed ({status})"))
         }
     }
 
