@@ -17,6 +17,7 @@
 //! cargo xtask converge                the TF guide's convergence test, plotted
 //! cargo xtask interop                 checkpoints and event files against Python's readers
 //! cargo xtask package [--verify]      what crates.io needs of every publishable crate
+//! cargo xtask msrv                    every publishable crate checked by the MSRV toolchain
 //! cargo xtask compare [--only W1,W3] [--threads 1|2|both] [--quick] [--out FILE]
 //!                                     rlgrad beside the peers of ../shared/peers, as ratios
 //! cargo xtask examples-compare        each example's training beside its PyTorch twin
@@ -220,6 +221,16 @@ const SUBCOMMANDS: &[Subcommand] = &[
         ],
         options: "",
         run: package::run,
+    },
+    Subcommand {
+        synopsis: "msrv",
+        about: &[
+            "every publishable crate with all its features checked by",
+            "the toolchain of its rust-version (rustup installs it when",
+            "missing), in target/msrv",
+        ],
+        options: "",
+        run: package::msrv,
     },
     Subcommand {
         synopsis: "compare [--only W1,W3] [--threads 1|2|both] [--quick] [--rounds N] [--out FILE] [--peers DIR] [-v]",

@@ -11,6 +11,12 @@
 //! the verification build of every package, and every publishable crate linted and
 //! documented alone with no features, each feature, and all of them (`cargo clippy -p
 //! CRATE`, so without dev-dependencies: the build a user's project makes).
+//!
+//! `cargo xtask msrv`: every publishable crate, with every feature, checked by the Rust
+//! toolchain its `rust-version` names (installed with `rustup toolchain install` when it is
+//! missing), in `target/msrv`. Clippy's `incompatible_msrv` lint catches newer standard
+//! library APIs; only the old compiler catches newer language features and dependencies
+//! whose own MSRV moved past ours.
 
 use std::path::{Path, PathBuf};
 
@@ -86,6 +92,106 @@ pub fn run(args: &[String]) -> Result<(), String> {
             problems.join("\n  ")
         ))
     }
+}
+
+pub fn msrv(args: &[String]) -> Result<(), String> {
+    if !args.is_empty() {
+        return Err(format!("usage: cargo xtask msrv, got {args:?}"));
+    }
+    let packages = publishable()?;
+    let mpi = crate::mpi_missing();
+    let mut by_version: Vec<(&str, Vec<&Package>)> = Vec::new();
+    for package in &packages {
+        let version = package.manifest["rust_version"]
+            .as_str()
+            .ok_or_else(|| format!("{}: no `rust-version` in its manifest", package.name))?;
+        match by_version.iter_mut().find(|(v, _)| *v == version) {
+            Some((_, members)) => members.push(package),
+            None => by_version.push((version, vec![package])),
+        }
+    }
+    for (version, members) in &by_version {
+        install_toolchain(version)?;
+        let mut check = vec![
+            "run".to_owned(),
+            (*version).to_owned(),
+            "cargo".to_owned(),
+            "check".to_owned(),
+            "--target-dir".to_owned(),
+            "target/msrv".to_owned(),
+        ];
+        let mut features = Vec::new();
+        for package in members {
+            check.extend(["-p".to_owned(), package.name.clone()]);
+            for feature in optional_features(package) {
+                if package.name == "rlgrad-dist" && feature == "mpi" && mpi.is_some() {
+                    println!("msrv: {} without `mpi`: MPI is missing here", package.name);
+                } else {
+                    features.push(format!("{}/{feature}", package.name));
+                }
+            }
+        }
+        if !features.is_empty() {
+            check.extend(["--features".to_owned(), features.join(",")]);
+        }
+        rustup(&check, &[("RUSTFLAGS", "-D warnings")])?;
+        println!(
+            "msrv: {} publishable crates build with Rust {version} and every feature",
+            members.len()
+        );
+    }
+    Ok(())
+}
+
+/// Installs Rust `version` (minimal profile) unless rustup already has it.
+fn install_toolchain(version: &str) -> Result<(), String> {
+    let present = std::process::Command::new("rustup")
+        .args(["run", version, "cargo", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if present {
+        return Ok(());
+    }
+    println!("msrv: installing Rust {version} with rustup");
+    rustup(
+        &[
+            "toolchain".to_owned(),
+            "install".to_owned(),
+            version.to_owned(),
+            "--profile".to_owned(),
+            "minimal".to_owned(),
+        ],
+        &[],
+    )
+}
+
+/// Runs `rustup ARGS` in the workspace root, with `envs` set.
+fn rustup(args: &[String], envs: &[(&str, &str)]) -> Result<(), String> {
+    eprintln!("xtask: rustup {}", args.join(" "));
+    let status = std::process::Command::new("rustup")
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(crate::root())
+        .status()
+        .map_err(|e| format!("cannot run rustup (the MSRV check needs it): {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`rustup {}` failed ({status})", args.join(" ")))
+    }
+}
+
+/// The package's features, `default` left out.
+fn optional_features(package: &Package) -> Vec<&str> {
+    package.manifest["features"]
+        .as_object()
+        .map(|f| {
+            f.keys()
+                .map(String::as_str)
+                .filter(|f| *f != "default")
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The workspace's packages whose `publish` is not `false`.
@@ -214,15 +320,7 @@ fn link_problems(text: &str, files: &[String]) -> Vec<String> {
 /// dev-dependencies and their features (dead code that only a test or another feature
 /// uses, or a doc link to an item behind another feature, shows here).
 fn check_features_alone(package: &Package, mpi_missing: &Option<String>) -> Result<(), String> {
-    let features: Vec<&str> = package.manifest["features"]
-        .as_object()
-        .map(|f| {
-            f.keys()
-                .map(String::as_str)
-                .filter(|f| *f != "default")
-                .collect()
-        })
-        .unwrap_or_default();
+    let features = optional_features(package);
     let needs_mpi = |feature: &str| package.name == "rlgrad-dist" && feature == "mpi";
     let mut runs: Vec<Vec<String>> = vec![vec!["--no-default-features".to_owned()]];
     for feature in &features {

@@ -35,6 +35,7 @@ impl SumTree {
     }
 
     /// The number of nodes of the arrays (`2 * P`), as checkpoints store them.
+    #[cfg(any(test, feature = "checkpoint"))]
     pub(crate) fn nodes(&self) -> usize {
         2 * self.base
     }
