@@ -18,12 +18,6 @@ use crate::isa::IsaSetting;
 
 const DEMO_SEED: &str = "42";
 
-/// What `cargo xtask demo` says before it builds: the first build's time measured on a
-/// fresh clone (2-vCPU AMD EPYC Zen 5, 2026-11-28: 82 s), so that a quiet minute is expected.
-const DEMO_INTRO: &str = "demo: building the actor-critic example (release: rlgrad's crates and \
-their dependencies; about 80 s the first time on 2 cores, seconds after that), then \
-training it on CartPole until the mean return of 100 episodes reaches 475 (about a second)";
-
 /// The options of `cargo xtask examples-compare` (its `--help`).
 pub const OPTIONS: &str = "\
   --only      agents among actor_critic, td3, ddpg, sac, ppo_lstm, ppo_mlp (default: all)
@@ -152,12 +146,12 @@ struct Sitting {
 }
 
 /// `cargo xtask demo`: the actor-critic on CartPole, trained to its target with a progress
-/// bar; the example prints where its learning curve, logs and checkpoint are. It says
-/// first what it builds and how long a first build takes, since cargo builds quietly.
+/// bar; the example prints where its learning curve, logs and checkpoint are. What it
+/// builds, and how long a first build takes, the launcher (xtask/launcher) has said before
+/// this driver was built.
 pub fn demo() -> Result<(), String> {
     let run_dir = crate::root().join("runs/demo");
     let run_dir = run_dir.to_string_lossy();
-    println!("{DEMO_INTRO}");
     crate::cargo(
         &[
             "run",
