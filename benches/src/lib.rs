@@ -6,7 +6,9 @@
 //! many threads, so kernels that take [`Par::auto`] see that count too, never the
 //! machine's default. The cases that `cargo xtask compare` puts beside a peer are checked
 //! against a reference first ([`check`]: float64, or the exact values for copies); the check prints one
-//! `compare-check <id>: ok|FAILED, ...` line that the command reads.
+//! `compare-check <id>: ok|FAILED, ...` line that the command reads. A count listed twice
+//! (`1,1,2`) is timed twice, the second time as `gae/1t-again`: the A/A pair from which
+//! `cargo xtask compare` reads the noise floor of its `2t/1t` verdicts.
 
 use std::fmt;
 use std::time::Duration;
@@ -16,7 +18,8 @@ use criterion::{BenchmarkGroup, Criterion};
 use rayon::prelude::*;
 use rlgrad_core::{Par, keep_workers_awake};
 
-/// The environment variable that sets the thread counts of a bench run (`1`, `2`, `1,2`).
+/// The environment variable that sets the thread counts of a bench run (`1`, `2`, `1,2`;
+/// a count at most twice, the second run being its A/A repeat).
 pub const THREADS_VAR: &str = "RLGRAD_BENCH_THREADS";
 
 /// Criterion settings for memory-bound kernels: few samples, each long enough to span
@@ -29,7 +32,7 @@ pub fn criterion() -> Criterion {
 }
 
 /// The thread counts of this run, from [`THREADS_VAR`] (default 1 and 2), each with its
-/// own rayon pool.
+/// own rayon pool; a count's second occurrence is its A/A repeat ([`Threads::id`]).
 ///
 /// # Panics
 ///
@@ -40,24 +43,50 @@ pub fn thread_counts() -> Vec<Threads> {
         Ok(list) => parse_thread_counts(&list).unwrap_or_else(|e| panic!("{THREADS_VAR}: {e}")),
         Err(_) => vec![1, 2],
     };
-    counts.into_iter().map(Threads::new).collect()
+    pools(counts)
+}
+
+/// A pool per count, a count's second occurrence marked as its A/A repeat.
+fn pools(counts: Vec<usize>) -> Vec<Threads> {
+    let mut threads: Vec<Threads> = Vec::new();
+    for count in counts {
+        let again = threads.iter().any(|t| t.count == count);
+        threads.push(Threads {
+            again,
+            ..Threads::new(count)
+        });
+    }
+    threads
 }
 
 fn parse_thread_counts(list: &str) -> Result<Vec<usize>, String> {
-    list.split(',')
+    let counts = list
+        .split(',')
         .map(|item| match item.trim().parse::<usize>() {
             Ok(n) if n > 0 => Ok(n),
             _ => Err(format!(
                 "expected thread counts like `1`, `2` or `1,2`, got `{list}`"
             )),
         })
-        .collect()
+        .collect::<Result<Vec<usize>, String>>()?;
+    match counts
+        .iter()
+        .find(|&&n| counts.iter().filter(|&&m| m == n).count() > 2)
+    {
+        Some(n) => Err(format!(
+            "a thread count at most twice (the second run is its A/A repeat), got {n} more \
+             often in `{list}`"
+        )),
+        None => Ok(counts),
+    }
 }
 
 /// One thread count of a bench run: its [`Par`] and a rayon pool of exactly that size.
 #[derive(Debug)]
 pub struct Threads {
     count: usize,
+    /// Whether this is the second run at `count` in this process (the A/A repeat).
+    again: bool,
     pool: rayon::ThreadPool,
 }
 
@@ -68,7 +97,11 @@ impl Threads {
             .num_threads(count)
             .build()
             .expect("a rayon pool of a few threads can be built");
-        Self { count, pool }
+        Self {
+            count,
+            again: false,
+            pool,
+        }
     }
 
     /// The number of threads.
@@ -81,9 +114,11 @@ impl Threads {
         Par::rayon(self.count)
     }
 
-    /// `name` with this count appended, as the bench ids spell it: `gae/2t`.
+    /// `name` with this count appended, as the bench ids spell it: `gae/2t`, and
+    /// `gae/1t-again` for a count's A/A repeat.
     pub fn id(&self, name: &str) -> String {
-        format!("{name}/{}t", self.count)
+        let again = if self.again { "-again" } else { "" };
+        format!("{name}/{}t{again}", self.count)
     }
 
     /// Runs `op` inside the pool.
@@ -271,6 +306,14 @@ mod tests {
         assert!(parse_thread_counts("0").is_err());
         assert!(parse_thread_counts("two").is_err());
         assert!(parse_thread_counts("").is_err());
+        assert_eq!(parse_thread_counts("1,1,2"), Ok(vec![1, 1, 2]));
+        assert!(parse_thread_counts("1,1,1").is_err());
+    }
+
+    #[test]
+    fn a_count_listed_twice_runs_again_under_its_own_id() {
+        let ids: Vec<String> = pools(vec![1, 1, 2]).iter().map(|t| t.id("gae")).collect();
+        assert_eq!(ids, ["gae/1t", "gae/1t-again", "gae/2t"]);
     }
 
     #[test]

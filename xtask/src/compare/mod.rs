@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use report::{PeerRound, RlgradRound, Sitting, ThreadsResult, WorkloadResult};
-use workloads::{Runs, Workload};
+use workloads::{Runs, Slot, Workload};
 
 use crate::isa::IsaSetting;
 
@@ -490,8 +490,9 @@ impl Runner {
     }
 
     /// The bench of `workload` timing every case at every thread count in one process, 1
-    /// first in odd rounds and last in even ones, for the `2t/1t` lines
-    /// ([`report::SameProcessRound`]).
+    /// first in odd rounds and last in even ones, for the `2t/1t` lines, with the fewest
+    /// threads timed twice in a row (`1t`, `1t-again`): the A/A pair whose ratio is the
+    /// noise floor of their verdicts ([`report::SameProcessRound`]).
     fn same_process_round(
         &self,
         workload: &Workload,
@@ -499,14 +500,12 @@ impl Runner {
         round: usize,
         options: &Options,
     ) -> report::SameProcessRound {
-        let mut order = options.threads.clone();
-        if round.is_multiple_of(2) {
-            order.reverse();
-        }
-        let ids: Vec<String> = (order.iter())
-            .flat_map(|&threads| side.cases.iter().map(move |c| c.bench_id(threads)))
+        let order = same_process_order(&options.threads, round);
+        let slots = slots(&order);
+        let ids: Vec<String> = (slots.iter())
+            .flat_map(|&slot| side.cases.iter().map(move |c| c.bench_id(slot)))
             .collect();
-        let order_text = (order.iter().map(|t| format!("{t}t")))
+        let order_text = (slots.iter().map(Slot::to_string))
             .collect::<Vec<_>>()
             .join(", ");
         print!(
@@ -531,9 +530,9 @@ impl Runner {
         ) {
             Ok(run) => {
                 result.problems.extend(run.failure.clone());
-                for &threads in &order {
+                for &slot in &slots {
                     let RlgradRound { estimates, .. } =
-                        rlgrad_estimates(run.clone(), side.cases, threads, &self.criterion_home);
+                        rlgrad_estimates(run.clone(), side.cases, slot, &self.criterion_home);
                     for (id, estimate) in estimates {
                         match estimate {
                             Ok(estimate) => {
@@ -555,18 +554,43 @@ impl Runner {
     }
 }
 
+/// The thread counts of round `round`'s same-process run: ascending in odd rounds and
+/// descending in even ones, the fewest listed twice in a row (its A/A pair).
+fn same_process_order(threads: &[usize], round: usize) -> Vec<usize> {
+    let mut order = threads.to_vec();
+    order.sort_unstable();
+    if let Some(&fewest) = order.first() {
+        order.insert(0, fewest);
+    }
+    if round.is_multiple_of(2) {
+        order.reverse();
+    }
+    order
+}
+
+/// The bench's timings of a run at `order`: a count's second occurrence is its A/A repeat.
+fn slots(order: &[usize]) -> Vec<Slot> {
+    let mut slots: Vec<Slot> = Vec::new();
+    for &threads in order {
+        let again = slots.iter().any(|s| s.threads == threads);
+        slots.push(Slot { threads, again });
+    }
+    slots
+}
+
 /// Reads criterion's estimate of every case after a bench run.
 fn rlgrad_estimates(
     run: bench::BenchRun,
     cases: &[workloads::Case],
-    threads: usize,
+    slot: impl Into<Slot>,
     criterion_home: &Path,
 ) -> RlgradRound {
+    let slot = slot.into();
     let estimates = cases
         .iter()
         .map(|case| {
-            let id = case.bench_id(threads);
-            let dir = bench::results_dir(criterion_home, case.group, &case.function_id(threads));
+            let id = case.bench_id(slot);
+            let dir = bench::results_dir(criterion_home, case.group, &case.function_id(slot));
             let estimate = bench::read_estimate(&dir, &id, run.started);
             (id, estimate)
         })
@@ -580,6 +604,14 @@ mod tests {
 
     fn args(line: &str) -> Vec<String> {
         line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn same_process_runs_time_one_thread_twice_in_a_row_and_alternate_the_order() {
+        assert_eq!(same_process_order(&[1, 2], 1), [1, 1, 2]);
+        assert_eq!(same_process_order(&[2, 1], 2), [2, 1, 1]);
+        let labels: Vec<String> = slots(&[2, 1, 1]).iter().map(Slot::to_string).collect();
+        assert_eq!(labels, ["2t", "1t", "1t-again"]);
     }
 
     #[test]

@@ -428,7 +428,9 @@ pub fn summary_lines(workload: &WorkloadResult) -> Vec<String> {
 /// noise. The ratios come from [`WorkloadResult::same_process`] when the workload has those
 /// runs (both counts in one process, the order alternating between rounds), otherwise
 /// from the rounds of the tables paired in order (separate processes minutes apart; only
-/// the medians are compared when a side lost a round).
+/// the medians are compared when a side lost a round). The same-process runs also time
+/// one thread twice in a row: that A/A pair's ratios are the noise floor, and a count is
+/// called slower (or faster) only when every round's ratio lies beyond it.
 pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
     let Some(one) = workload.by_threads.iter().find(|t| t.threads == 1) else {
         return Vec::new();
@@ -449,32 +451,39 @@ pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
                 };
                 (ratios, "paired rounds")
             } else {
-                let ratios: Vec<f64> = (workload.same_process.iter())
-                    .filter_map(|run| {
-                        let one = run.median_ns.get(&base.rlgrad_bench)?;
-                        let more = run.median_ns.get(&case.rlgrad_bench)?;
-                        Some(more / one)
-                    })
-                    .collect();
+                let ratios = same_process_ratios(workload, &base.rlgrad_bench, &case.rlgrad_bench);
                 (ratios, "same process, order alternating")
             };
             let Some(ratio) = median(&ratios) else {
                 continue;
             };
-            let (low, high) = ratios
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), &r| {
-                    (low.min(r), high.max(r))
-                });
-            let verdict = if low > 1.0 {
-                "slower in every round"
-            } else if high < 1.0 {
-                "faster in every round"
+            let (low, high) = range(&ratios);
+            // The A/A repeat's id, as `workloads::Slot` spells it.
+            let again = format!("{}-again", base.rlgrad_bench);
+            let aa = same_process_ratios(workload, &base.rlgrad_bench, &again);
+            let verdict = if aa.is_empty() {
+                let verdict = if low > 1.0 {
+                    "slower in every round"
+                } else if high < 1.0 {
+                    "faster in every round"
+                } else {
+                    "within the rounds' spread"
+                };
+                format!(": {verdict}")
             } else {
-                "within the rounds' spread"
+                let (aa_low, aa_high) = range(&aa);
+                let noise = (1.0 - aa_low).max(aa_high - 1.0).max(0.0);
+                let verdict = if low > 1.0 + noise {
+                    "slower in every round, beyond the noise"
+                } else if high < 1.0 - noise {
+                    "faster in every round, beyond the noise"
+                } else {
+                    "within the noise"
+                };
+                format!("; A/A 1t/1t {aa_low:.2}-{aa_high:.2}x: {verdict}")
             };
             lines.push(format!(
-                "{} {} rlgrad {}t/1t: {ratio:.2}x the time ({method} {low:.2}-{high:.2}x, {} rounds: {verdict})",
+                "{} {} rlgrad {}t/1t: {ratio:.2}x the time ({method} {low:.2}-{high:.2}x, {} rounds{verdict})",
                 workload.id,
                 case.case,
                 more.threads,
@@ -483,6 +492,22 @@ pub fn thread_lines(workload: &WorkloadResult) -> Vec<String> {
         }
     }
     lines
+}
+
+/// `numerator / denominator` (criterion ids) in every same-process run that measured both.
+fn same_process_ratios(workload: &WorkloadResult, denominator: &str, numerator: &str) -> Vec<f64> {
+    (workload.same_process.iter())
+        .filter_map(|run| Some(run.median_ns.get(numerator)? / run.median_ns.get(denominator)?))
+        .collect()
+}
+
+/// The smallest and largest of `values`.
+fn range(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), &v| {
+            (low.min(v), high.max(v))
+        })
 }
 
 /// The current time as [`utc_timestamp`] writes it.
@@ -772,6 +797,37 @@ mod tests {
                 "W3 [2048,64] rlgrad 2t/1t: 0.99x the time (same process, order alternating 0.99-0.99x, 2 rounds: faster in every round)"
             ]
         );
+        // With the A/A repeat timed, a ratio within its spread is noise: 1.01x in every
+        // round, against 1t/1t pairs 0.98-1.03x, is no slowdown.
+        let with_again = |order: [usize; 2], one: f64, again: f64, two: f64| {
+            let mut run = run(order, Some(one), two);
+            run.order.insert(0, 1);
+            run.median_ns
+                .insert("returns_f32/2048x64/gae/1t-again".to_owned(), again);
+            run
+        };
+        workload.same_process = vec![
+            with_again([1, 2], 100.0, 103.0, 101.0),
+            with_again([2, 1], 100.0, 98.0, 101.5),
+            with_again([1, 2], 100.0, 100.5, 101.2),
+        ];
+        assert_eq!(
+            thread_lines(&workload),
+            [
+                "W3 [2048,64] rlgrad 2t/1t: 1.01x the time (same process, order alternating 1.01-1.01x, 3 rounds; A/A 1t/1t 0.98-1.03x: within the noise)"
+            ]
+        );
+        workload.same_process = vec![
+            with_again([1, 2], 100.0, 101.0, 110.0),
+            with_again([2, 1], 100.0, 99.5, 108.0),
+        ];
+        assert_eq!(
+            thread_lines(&workload),
+            [
+                "W3 [2048,64] rlgrad 2t/1t: 1.09x the time (same process, order alternating 1.08-1.10x, 2 rounds; A/A 1t/1t 0.99-1.01x: slower in every round, beyond the noise)"
+            ]
+        );
+
         workload.same_process.truncate(0);
         workload.same_process.push(run([1, 2], None, 50.0));
         assert!(

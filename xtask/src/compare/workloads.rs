@@ -98,15 +98,39 @@ impl PeerImpls {
     }
 }
 
+/// One timing of a case in a bench process: its thread count, and whether it is that
+/// count's second run in the process (the A/A repeat, `1t-again`, `rlgrad_benches::Threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub threads: usize,
+    pub again: bool,
+}
+
+impl From<usize> for Slot {
+    fn from(threads: usize) -> Self {
+        Self {
+            threads,
+            again: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let again = if self.again { "-again" } else { "" };
+        write!(f, "{}t{again}", self.threads)
+    }
+}
+
 impl Case {
-    /// The criterion id of the case at `threads`: `returns_f32/2048x64/gae/1t`.
-    pub fn bench_id(&self, threads: usize) -> String {
-        format!("{}/{}", self.group, self.function_id(threads))
+    /// The criterion id of the case at `slot` (a thread count): `returns_f32/2048x64/gae/1t`.
+    pub fn bench_id(&self, slot: impl Into<Slot>) -> String {
+        format!("{}/{}", self.group, self.function_id(slot))
     }
 
-    /// The criterion function id at `threads`: `gae/1t`.
-    pub fn function_id(&self, threads: usize) -> String {
-        format!("{}/{threads}t", self.function)
+    /// The criterion function id at `slot` (a thread count): `gae/1t`, `gae/1t-again`.
+    pub fn function_id(&self, slot: impl Into<Slot>) -> String {
+        format!("{}/{}", self.function, slot.into())
     }
 
     pub fn matches_peer_case(&self, name: &str) -> bool {
@@ -516,6 +540,11 @@ mod tests {
     fn bench_ids_carry_the_thread_count() {
         let gae = &find("W3").unwrap().rlgrad.as_ref().unwrap().cases[0];
         assert_eq!(gae.bench_id(2), "returns_f32/2048x64/gae/2t");
+        let again = Slot {
+            threads: 1,
+            again: true,
+        };
+        assert_eq!(gae.bench_id(again), "returns_f32/2048x64/gae/1t-again");
         assert!(find("W9").is_err());
     }
 }
