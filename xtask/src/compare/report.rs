@@ -62,7 +62,8 @@ pub struct WorkloadResult {
 }
 
 /// One bench process that timed every case of a workload at every thread count, in
-/// `order` (1 then 2 in odd rounds, 2 then 1 in even ones), so that the thread counts are
+/// `order` (1, 1, 2 in odd rounds, 2, 1, 1 in even ones; the second 1 is the A/A repeat,
+/// `1t-again`, whose ratio to the first is the verdicts' noise floor), so that the thread counts are
 /// compared on the same memory: between two processes of the same binary, where the
 /// allocator and the kernel place a memory-bound kernel's arrays moves its time by more
 /// than the effect measured (`W3 [128,1024]`: 30.1-34.7 us over six runs on an AMD EPYC).
