@@ -6,6 +6,9 @@
 //!   Keras flavors, amsgrad, L2 weight decay), [`AdamW`], [`Rmsprop`] (centered, momentum;
 //!   both flavors) and [`Adagrad`] (both flavors). [`Flavor`] names where the frameworks put
 //!   epsilon and weight decay differently.
+//! - Each built-in rule is also data ([`Builtin`]): its flavors with their defaults and
+//!   one table of its hyper-parameters (name and [`Domain`]), which its checks and
+//!   [`Rule::hyperparameters`] read, for building a rule by name (the Python bindings do).
 //! - [`Optimizer`]: named parameters, parameter groups with their own hyper-parameters and
 //!   [`Schedule`]s, slots with stable names (`m`, `v`, `v_max`, `momentum_buffer`,
 //!   `velocity`, `change`, `square_avg`, `grad_avg`, `sum`) readable at any time, a step
@@ -111,6 +114,7 @@ mod clip;
 /// not covered by semantic versioning.
 #[doc(hidden)]
 pub mod converge;
+mod hyper;
 mod optimizer;
 mod rule;
 mod schedule;
@@ -118,6 +122,7 @@ mod schedule;
 pub use clip::{
     clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
 };
+pub use hyper::{Builtin, Domain, FlavorDefaults, Hyperparameter, Value};
 pub use optimizer::{
     DeviceParam, GroupState, Optimizer, OptimizerState, Param, ParamState, PreparedState,
 };

@@ -3,7 +3,11 @@
 use std::fmt::Debug;
 
 use rlgrad_core::kernels::optim::{self as fused, Update};
-use rlgrad_core::{Float, Result, check};
+use rlgrad_core::{Float, Result};
+
+use crate::hyper::{
+    Builtin, FlavorDefaults, Hyperparameter, check_domains, hyperparameters, numbers,
+};
 
 /// What a rule does at one step, built once per step on the host.
 pub enum StepRule<'a, T> {
@@ -180,15 +184,23 @@ pub struct Sgd {
     pub weight_decay: f64,
 }
 
+impl Builtin for Sgd {
+    const NAME: &'static str = "sgd";
+    const TYPE: &'static str = "Sgd";
+    const FLAVORS: &'static [FlavorDefaults<Self>] = &[("torch", Self::default)];
+    const HYPERPARAMETERS: &'static [Hyperparameter<Self>] =
+        hyperparameters![weight_decay: NonNegative];
+}
+
 impl<T: Float> Rule<T> for Sgd {
     fn name(&self) -> &'static str {
-        "sgd"
+        Self::NAME
     }
     fn validate(&self) -> Result<()> {
-        check::non_negative("Sgd", "weight_decay", self.weight_decay)
+        check_domains(self)
     }
     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
-        vec![("weight_decay", self.weight_decay)]
+        numbers(self)
     }
     fn slot_names(&self) -> Vec<&'static str> {
         Vec::new()
@@ -243,9 +255,25 @@ impl Momentum {
     }
 }
 
+impl Builtin for Momentum {
+    const NAME: &'static str = "momentum";
+    const TYPE: &'static str = "Momentum";
+    const FLAVORS: &'static [FlavorDefaults<Self>] = &[
+        ("torch", || Self::new(MomentumFlavor::Torch)),
+        ("keras", || Self::new(MomentumFlavor::Keras)),
+        ("core", || Self::new(MomentumFlavor::Core)),
+    ];
+    const HYPERPARAMETERS: &'static [Hyperparameter<Self>] = hyperparameters![
+        momentum: UnitIntervalOpen,
+        dampening: UnitInterval,
+        nesterov: Switch,
+        weight_decay: NonNegative,
+    ];
+}
+
 impl<T: Float> Rule<T> for Momentum {
     fn name(&self) -> &'static str {
-        "momentum"
+        Self::NAME
     }
     fn spec(&self) -> RuleSpec {
         let flavor = match self.flavor {
@@ -253,14 +281,12 @@ impl<T: Float> Rule<T> for Momentum {
             MomentumFlavor::Keras => "keras",
             MomentumFlavor::Core => "core",
         };
-        RuleSpec::new("momentum")
+        RuleSpec::new(Self::NAME)
             .flavor(flavor)
             .option_if("nesterov", self.nesterov)
     }
     fn validate(&self) -> Result<()> {
-        check::unit_interval_open("Momentum", "momentum", self.momentum)?;
-        check::unit_interval("Momentum", "dampening", self.dampening)?;
-        check::non_negative("Momentum", "weight_decay", self.weight_decay)?;
+        check_domains(self)?;
         if self.nesterov && self.dampening != 0.0 {
             return Err(rlgrad_core::Error::value(
                 "Momentum",
@@ -280,11 +306,7 @@ impl<T: Float> Rule<T> for Momentum {
         Ok(())
     }
     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("momentum", self.momentum),
-            ("dampening", self.dampening),
-            ("weight_decay", self.weight_decay),
-        ]
+        numbers(self)
     }
     fn slot_names(&self) -> Vec<&'static str> {
         vec![match self.flavor {
@@ -364,13 +386,6 @@ impl Adam {
         }
     }
 
-    fn check(&self, function: &'static str) -> Result<()> {
-        check::unit_interval_open(function, "beta1", self.beta1)?;
-        check::unit_interval_open(function, "beta2", self.beta2)?;
-        check::positive(function, "eps", self.eps)?;
-        check::non_negative(function, "weight_decay", self.weight_decay)
-    }
-
     fn slots(&self) -> Vec<&'static str> {
         if self.amsgrad {
             vec!["m", "v", "v_max"]
@@ -380,25 +395,34 @@ impl Adam {
     }
 }
 
+impl Builtin for Adam {
+    const NAME: &'static str = "adam";
+    const TYPE: &'static str = "Adam";
+    const FLAVORS: &'static [FlavorDefaults<Self>] =
+        &[("torch", Self::torch), ("keras", Self::keras)];
+    const HYPERPARAMETERS: &'static [Hyperparameter<Self>] = hyperparameters![
+        beta1: UnitIntervalOpen,
+        beta2: UnitIntervalOpen,
+        eps: Positive,
+        weight_decay: NonNegative,
+        amsgrad: Switch,
+    ];
+}
+
 impl<T: Float> Rule<T> for Adam {
     fn name(&self) -> &'static str {
-        "adam"
+        Self::NAME
     }
     fn spec(&self) -> RuleSpec {
-        RuleSpec::new("adam")
+        RuleSpec::new(Self::NAME)
             .flavor(flavor_name(self.flavor))
             .option_if("amsgrad", self.amsgrad)
     }
     fn validate(&self) -> Result<()> {
-        self.check("Adam")
+        check_domains(self)
     }
     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("beta1", self.beta1),
-            ("beta2", self.beta2),
-            ("eps", self.eps),
-            ("weight_decay", self.weight_decay),
-        ]
+        numbers(self)
     }
     fn slot_names(&self) -> Vec<&'static str> {
         self.slots()
@@ -479,23 +503,31 @@ impl AdamW {
     }
 }
 
+impl Builtin for AdamW {
+    const NAME: &'static str = "adamw";
+    const TYPE: &'static str = "AdamW";
+    const FLAVORS: &'static [FlavorDefaults<Self>] = &[("torch", Self::default)];
+    const HYPERPARAMETERS: &'static [Hyperparameter<Self>] = hyperparameters![
+        beta1: UnitIntervalOpen,
+        beta2: UnitIntervalOpen,
+        eps: Positive,
+        weight_decay: NonNegative,
+        amsgrad: Switch,
+    ];
+}
+
 impl<T: Float> Rule<T> for AdamW {
     fn name(&self) -> &'static str {
-        "adamw"
+        Self::NAME
     }
     fn spec(&self) -> RuleSpec {
-        RuleSpec::new("adamw").option_if("amsgrad", self.amsgrad)
+        RuleSpec::new(Self::NAME).option_if("amsgrad", self.amsgrad)
     }
     fn validate(&self) -> Result<()> {
-        self.as_adam().check("AdamW")?;
-        check::non_negative("AdamW", "weight_decay", self.weight_decay)
+        check_domains(self)
     }
     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
-        let adam = Adam {
-            weight_decay: self.weight_decay,
-            ..self.as_adam()
-        };
-        <Adam as Rule<T>>::hyperparameters(&adam)
+        numbers(self)
     }
     fn slot_names(&self) -> Vec<&'static str> {
         self.as_adam().slots()
@@ -558,29 +590,35 @@ impl Rmsprop {
     }
 }
 
+impl Builtin for Rmsprop {
+    const NAME: &'static str = "rmsprop";
+    const TYPE: &'static str = "Rmsprop";
+    const FLAVORS: &'static [FlavorDefaults<Self>] =
+        &[("torch", Self::torch), ("keras", Self::keras)];
+    const HYPERPARAMETERS: &'static [Hyperparameter<Self>] = hyperparameters![
+        alpha: UnitIntervalOpen,
+        eps: Positive,
+        momentum: UnitIntervalOpen,
+        centered: Switch,
+        weight_decay: NonNegative,
+    ];
+}
+
 impl<T: Float> Rule<T> for Rmsprop {
     fn name(&self) -> &'static str {
-        "rmsprop"
+        Self::NAME
     }
     fn spec(&self) -> RuleSpec {
-        RuleSpec::new("rmsprop")
+        RuleSpec::new(Self::NAME)
             .flavor(flavor_name(self.flavor))
             .option_if("centered", self.centered)
             .option_if("momentum", self.momentum != 0.0)
     }
     fn validate(&self) -> Result<()> {
-        check::unit_interval_open("Rmsprop", "alpha", self.alpha)?;
-        check::positive("Rmsprop", "eps", self.eps)?;
-        check::unit_interval_open("Rmsprop", "momentum", self.momentum)?;
-        check::non_negative("Rmsprop", "weight_decay", self.weight_decay)
+        check_domains(self)
     }
     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("alpha", self.alpha),
-            ("eps", self.eps),
-            ("momentum", self.momentum),
-            ("weight_decay", self.weight_decay),
-        ]
+        numbers(self)
     }
     fn slot_names(&self) -> Vec<&'static str> {
         let mut names = vec!["square_avg"];
@@ -650,22 +688,28 @@ impl Adagrad {
     }
 }
 
+impl Builtin for Adagrad {
+    const NAME: &'static str = "adagrad";
+    const TYPE: &'static str = "Adagrad";
+    const FLAVORS: &'static [FlavorDefaults<Self>] =
+        &[("torch", Self::torch), ("keras", Self::keras)];
+    const HYPERPARAMETERS: &'static [Hyperparameter<Self>] = hyperparameters![
+        lr_decay: NonNegative,
+        eps: Positive,
+        initial_accumulator_value: NonNegative,
+        weight_decay: NonNegative,
+    ];
+}
+
 impl<T: Float> Rule<T> for Adagrad {
     fn name(&self) -> &'static str {
-        "adagrad"
+        Self::NAME
     }
     fn spec(&self) -> RuleSpec {
-        RuleSpec::new("adagrad").flavor(flavor_name(self.flavor))
+        RuleSpec::new(Self::NAME).flavor(flavor_name(self.flavor))
     }
     fn validate(&self) -> Result<()> {
-        check::non_negative("Adagrad", "lr_decay", self.lr_decay)?;
-        check::positive("Adagrad", "eps", self.eps)?;
-        check::non_negative(
-            "Adagrad",
-            "initial_accumulator_value",
-            self.initial_accumulator_value,
-        )?;
-        check::non_negative("Adagrad", "weight_decay", self.weight_decay)?;
+        check_domains(self)?;
         if self.flavor == Flavor::Keras && self.lr_decay != 0.0 {
             return Err(rlgrad_core::Error::value(
                 "Adagrad",
@@ -677,12 +721,7 @@ impl<T: Float> Rule<T> for Adagrad {
         Ok(())
     }
     fn hyperparameters(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("lr_decay", self.lr_decay),
-            ("eps", self.eps),
-            ("initial_accumulator_value", self.initial_accumulator_value),
-            ("weight_decay", self.weight_decay),
-        ]
+        numbers(self)
     }
     fn slot_names(&self) -> Vec<&'static str> {
         vec!["sum"]
