@@ -9,236 +9,179 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rlgrad_optim::{
-    Adagrad, Adam, AdamW, Flavor, GroupState, Momentum, MomentumFlavor, Optimizer, OptimizerState,
-    Param, ParamState, Rmsprop, Sgd,
+    Adagrad, Adam, AdamW, Builtin, Domain, GroupState, Momentum, Optimizer, OptimizerState, Param,
+    ParamState, Rmsprop, Sgd, Value,
 };
 
 use crate::arrays::{Input, Real, error, input, par, to_numpy, value_error};
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_class::<PyOptimizer>()
+    module.add_class::<PyOptimizer>()?;
+    module.add_function(wrap_pyfunction!(hyperparameters, module)?)
 }
 
-/// A built-in rule with its hyper-parameters.
-#[derive(Debug, Clone, Copy)]
-enum AnyRule {
-    Sgd(Sgd),
-    Momentum(Momentum),
-    Adam(Adam),
-    AdamW(AdamW),
-    Rmsprop(Rmsprop),
-    Adagrad(Adagrad),
-}
+/// The built-in rules, each named once: [`AnyRule`], and what the constructor reads from
+/// their tables ([`Builtin`]).
+macro_rules! any_rule {
+    ($($rule:ident),*) => {
+        /// A built-in rule with its hyper-parameters.
+        #[derive(Debug, Clone, Copy)]
+        enum AnyRule {
+            $($rule($rule)),*
+        }
 
-/// The optional hyper-parameters of the constructor.
-#[derive(Debug, Default)]
-struct Options {
-    momentum: Option<f64>,
-    dampening: Option<f64>,
-    nesterov: Option<bool>,
-    beta1: Option<f64>,
-    beta2: Option<f64>,
-    eps: Option<f64>,
-    weight_decay: Option<f64>,
-    amsgrad: Option<bool>,
-    alpha: Option<f64>,
-    centered: Option<bool>,
-    lr_decay: Option<f64>,
-    initial_accumulator_value: Option<f64>,
-}
-
-impl Options {
-    /// The names given, for the check that a rule takes them.
-    fn given(&self) -> Vec<&'static str> {
-        let f = |name, set: bool| set.then_some(name);
-        [
-            f("momentum", self.momentum.is_some()),
-            f("dampening", self.dampening.is_some()),
-            f("nesterov", self.nesterov.is_some()),
-            f("beta1", self.beta1.is_some()),
-            f("beta2", self.beta2.is_some()),
-            f("eps", self.eps.is_some()),
-            f("weight_decay", self.weight_decay.is_some()),
-            f("amsgrad", self.amsgrad.is_some()),
-            f("alpha", self.alpha.is_some()),
-            f("centered", self.centered.is_some()),
-            f("lr_decay", self.lr_decay.is_some()),
-            f(
-                "initial_accumulator_value",
-                self.initial_accumulator_value.is_some(),
-            ),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
-    }
-}
-
-fn flavor(rule: &str, flavor: &str) -> PyResult<Flavor> {
-    match flavor {
-        "torch" => Ok(Flavor::Torch),
-        "keras" => Ok(Flavor::Keras),
-        other => Err(value_error(
-            "Optimizer",
-            "flavor",
-            format_args!("is `{other}`, expected `torch` or `keras` for {rule}"),
-        )),
-    }
-}
-
-impl AnyRule {
-    fn new(rule: &str, flavor_name: &str, o: &Options) -> PyResult<Self> {
-        let (built, takes): (Self, &[&str]) = match rule {
-            "sgd" => {
-                if flavor_name != "torch" {
-                    return Err(value_error(
-                        "Optimizer",
-                        "flavor",
-                        format_args!("is `{flavor_name}`, expected `torch` for sgd"),
-                    ));
-                }
-                let d = Sgd::default();
-                (
-                    Self::Sgd(Sgd {
-                        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-                    }),
-                    &["weight_decay"],
-                )
-            }
-            "momentum" => {
-                let flavor = match flavor_name {
-                    "torch" => MomentumFlavor::Torch,
-                    "keras" => MomentumFlavor::Keras,
-                    "core" => MomentumFlavor::Core,
-                    other => {
-                        return Err(value_error(
-                            "Optimizer",
-                            "flavor",
-                            format_args!(
-                                "is `{other}`, expected `torch`, `keras` or `core` for momentum"
-                            ),
-                        ));
-                    }
-                };
-                let d = Momentum::new(flavor);
-                (
-                    Self::Momentum(Momentum {
-                        flavor,
-                        momentum: o.momentum.unwrap_or(d.momentum),
-                        dampening: o.dampening.unwrap_or(d.dampening),
-                        nesterov: o.nesterov.unwrap_or(d.nesterov),
-                        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-                    }),
-                    &["momentum", "dampening", "nesterov", "weight_decay"],
-                )
-            }
-            "adam" => {
-                let d = match flavor(rule, flavor_name)? {
-                    Flavor::Torch => Adam::torch(),
-                    Flavor::Keras => Adam::keras(),
-                };
-                (
-                    Self::Adam(Adam {
-                        beta1: o.beta1.unwrap_or(d.beta1),
-                        beta2: o.beta2.unwrap_or(d.beta2),
-                        eps: o.eps.unwrap_or(d.eps),
-                        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-                        amsgrad: o.amsgrad.unwrap_or(d.amsgrad),
-                        ..d
-                    }),
-                    &["beta1", "beta2", "eps", "weight_decay", "amsgrad"],
-                )
-            }
-            "adamw" => {
-                if flavor_name != "torch" {
-                    return Err(value_error(
-                        "Optimizer",
-                        "flavor",
-                        format_args!("is `{flavor_name}`, expected `torch` for adamw"),
-                    ));
-                }
-                let d = AdamW::default();
-                (
-                    Self::AdamW(AdamW {
-                        beta1: o.beta1.unwrap_or(d.beta1),
-                        beta2: o.beta2.unwrap_or(d.beta2),
-                        eps: o.eps.unwrap_or(d.eps),
-                        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-                        amsgrad: o.amsgrad.unwrap_or(d.amsgrad),
-                    }),
-                    &["beta1", "beta2", "eps", "weight_decay", "amsgrad"],
-                )
-            }
-            "rmsprop" => {
-                let d = match flavor(rule, flavor_name)? {
-                    Flavor::Torch => Rmsprop::torch(),
-                    Flavor::Keras => Rmsprop::keras(),
-                };
-                (
-                    Self::Rmsprop(Rmsprop {
-                        alpha: o.alpha.unwrap_or(d.alpha),
-                        eps: o.eps.unwrap_or(d.eps),
-                        momentum: o.momentum.unwrap_or(d.momentum),
-                        centered: o.centered.unwrap_or(d.centered),
-                        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-                        ..d
-                    }),
-                    &["alpha", "eps", "momentum", "centered", "weight_decay"],
-                )
-            }
-            "adagrad" => {
-                let d = match flavor(rule, flavor_name)? {
-                    Flavor::Torch => Adagrad::torch(),
-                    Flavor::Keras => Adagrad::keras(),
-                };
-                (
-                    Self::Adagrad(Adagrad {
-                        lr_decay: o.lr_decay.unwrap_or(d.lr_decay),
-                        eps: o.eps.unwrap_or(d.eps),
-                        initial_accumulator_value: o
-                            .initial_accumulator_value
-                            .unwrap_or(d.initial_accumulator_value),
-                        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-                        ..d
-                    }),
-                    &[
-                        "lr_decay",
-                        "eps",
-                        "initial_accumulator_value",
-                        "weight_decay",
-                    ],
-                )
-            }
-            other => {
-                return Err(value_error(
+        impl AnyRule {
+            /// Rule `rule` of `flavor`: the flavor's defaults, then the hyper-parameters given.
+            fn new(rule: &str, flavor: &str, given: &[(String, Value)]) -> PyResult<Self> {
+                $(if rule == <$rule as Builtin>::NAME {
+                    return configure::<$rule>(flavor, given).map(Self::$rule);
+                })*
+                let names = [$(<$rule as Builtin>::NAME),*];
+                Err(value_error(
                     "Optimizer",
                     "rule",
-                    format_args!(
-                        "is `{other}`, expected one of sgd, momentum, adam, adamw, rmsprop, adagrad"
-                    ),
-                ));
+                    format_args!("is `{rule}`, expected one of {}", names.join(", ")),
+                ))
             }
+
+            /// The domain of hyper-parameter `name`, the same in every rule that takes it;
+            /// `None` when no rule does.
+            fn domain(name: &str) -> Option<Domain> {
+                None$(.or_else(|| domain::<$rule>(name)))*
+            }
+
+            fn optimizer<T: Real>(self, lr: f64) -> rlgrad_optim::Result<Optimizer<T>> {
+                match self {
+                    $(Self::$rule(r) => Optimizer::new(r, lr)),*
+                }
+            }
+
+            /// Every rule's [`table`], by rule name.
+            fn tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+                let out = PyDict::new(py);
+                $(out.set_item(<$rule as Builtin>::NAME, table::<$rule>(py)?)?;)*
+                Ok(out)
+            }
+        }
+    };
+}
+
+any_rule!(Sgd, Momentum, Adam, AdamW, Rmsprop, Adagrad);
+
+/// `R` of `flavor` at that flavor's defaults, with the hyper-parameters `given`.
+fn configure<R: Builtin>(flavor: &str, given: &[(String, Value)]) -> PyResult<R> {
+    let Some(&(_, defaults)) = R::FLAVORS.iter().find(|(name, _)| *name == flavor) else {
+        let names: Vec<String> = R::FLAVORS.iter().map(|(f, _)| format!("`{f}`")).collect();
+        let expected = match names.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, others)) => format!("{} or {last}", others.join(", ")),
+            None => String::new(),
         };
-        if let Some(name) = o.given().into_iter().find(|n| !takes.contains(n)) {
+        return Err(value_error(
+            "Optimizer",
+            "flavor",
+            format_args!("is `{flavor}`, expected {expected} for {}", R::NAME),
+        ));
+    };
+    let mut rule = defaults();
+    for (name, value) in given {
+        let Some(entry) = R::HYPERPARAMETERS.iter().find(|h| h.name == name) else {
+            let takes: Vec<&str> = R::HYPERPARAMETERS.iter().map(|h| h.name).collect();
             return Err(value_error(
                 "Optimizer",
                 name,
-                format_args!("is not a hyper-parameter of {rule} (it takes {takes:?})"),
+                format_args!(
+                    "is not a hyper-parameter of {} (it takes {takes:?})",
+                    R::NAME
+                ),
             ));
-        }
-        Ok(built)
+        };
+        entry
+            .set(&mut rule, *value)
+            .map_err(|e| error("Optimizer", e))?;
     }
+    Ok(rule)
+}
 
-    fn optimizer<T: Real>(self, lr: f64) -> rlgrad_optim::Result<Optimizer<T>> {
-        match self {
-            Self::Sgd(r) => Optimizer::new(r, lr),
-            Self::Momentum(r) => Optimizer::new(r, lr),
-            Self::Adam(r) => Optimizer::new(r, lr),
-            Self::AdamW(r) => Optimizer::new(r, lr),
-            Self::Rmsprop(r) => Optimizer::new(r, lr),
-            Self::Adagrad(r) => Optimizer::new(r, lr),
+fn domain<R: Builtin>(name: &str) -> Option<Domain> {
+    R::HYPERPARAMETERS
+        .iter()
+        .find(|h| h.name == name)
+        .map(|h| h.domain)
+}
+
+/// The Python type of a hyper-parameter of `domain`.
+fn python_type(domain: Domain) -> &'static str {
+    match domain {
+        Domain::Switch => "bool",
+        _ => "float",
+    }
+}
+
+fn table<R: Builtin>(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    let flavors: Vec<&str> = R::FLAVORS.iter().map(|(name, _)| *name).collect();
+    out.set_item("flavors", flavors)?;
+    let mut entries = Vec::with_capacity(R::HYPERPARAMETERS.len());
+    for h in R::HYPERPARAMETERS {
+        let defaults = PyDict::new(py);
+        for (flavor, rule) in R::FLAVORS {
+            match h.get(&rule()) {
+                Value::Number(v) => defaults.set_item(flavor, v)?,
+                Value::Switch(on) => defaults.set_item(flavor, on)?,
+            }
+        }
+        entries.push((h.name, python_type(h.domain), defaults));
+    }
+    out.set_item("hyperparameters", entries)?;
+    Ok(out)
+}
+
+/// The hyper-parameters given as keywords, read as PyO3 reads a declared keyword
+/// argument: a name no rule takes is the TypeError of an unexpected keyword, a value that
+/// does not convert is the conversion's TypeError noting the name, and None is the
+/// rule's default.
+fn given(keywords: &Bound<'_, PyDict>) -> PyResult<Vec<(String, Value)>> {
+    let mut named = Vec::with_capacity(keywords.len());
+    for (key, value) in keywords.iter() {
+        let name: String = key.extract()?;
+        let Some(domain) = AnyRule::domain(&name) else {
+            return Err(PyTypeError::new_err(format!(
+                "Optimizer.__new__() got an unexpected keyword argument '{name}'"
+            )));
+        };
+        named.push((name, domain, value));
+    }
+    let mut given = Vec::with_capacity(named.len());
+    for (name, domain, value) in named {
+        if value.is_none() {
+            continue;
+        }
+        let converted = match domain {
+            Domain::Switch => value.extract::<bool>().map(Value::Switch),
+            _ => value.extract::<f64>().map(Value::Number),
+        };
+        match converted {
+            Ok(v) => given.push((name, v)),
+            Err(e) => {
+                let py = keywords.py();
+                // PyO3's note on a declared argument that failed to convert.
+                let _ = e
+                    .value(py)
+                    .call_method1("add_note", (format!("while processing '{name}'"),));
+                return Err(e);
+            }
         }
     }
+    Ok(given)
+}
+
+/// Every built-in rule's table: its flavors and each hyper-parameter's name, Python type
+/// and default per flavor (what the package's tests check `optim.py` and `optim.pyi`
+/// against).
+#[pyfunction(name = "_hyperparameters")]
+fn hyperparameters(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    AnyRule::tables(py)
 }
 
 /// The optimizer of one dtype; both until the first step or loaded state decides.
@@ -312,41 +255,19 @@ macro_rules! one {
 #[pymethods]
 impl PyOptimizer {
     #[new]
-    #[pyo3(signature = (rule, lr, *, flavor="torch", threads=None, momentum=None, dampening=None, nesterov=None, beta1=None, beta2=None, eps=None, weight_decay=None, amsgrad=None, alpha=None, centered=None, lr_decay=None, initial_accumulator_value=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (rule, lr, *, flavor="torch", threads=None, **hyperparameters))]
     fn new(
         rule: &str,
         lr: f64,
         flavor: &str,
         threads: Option<i64>,
-        momentum: Option<f64>,
-        dampening: Option<f64>,
-        nesterov: Option<bool>,
-        beta1: Option<f64>,
-        beta2: Option<f64>,
-        eps: Option<f64>,
-        weight_decay: Option<f64>,
-        amsgrad: Option<bool>,
-        alpha: Option<f64>,
-        centered: Option<bool>,
-        lr_decay: Option<f64>,
-        initial_accumulator_value: Option<f64>,
+        hyperparameters: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let options = Options {
-            momentum,
-            dampening,
-            nesterov,
-            beta1,
-            beta2,
-            eps,
-            weight_decay,
-            amsgrad,
-            alpha,
-            centered,
-            lr_decay,
-            initial_accumulator_value,
+        let given = match hyperparameters {
+            Some(keywords) => given(keywords)?,
+            None => Vec::new(),
         };
-        let rule = AnyRule::new(rule, flavor, &options)?;
+        let rule = AnyRule::new(rule, flavor, &given)?;
         let mut a = Box::new(
             rule.optimizer::<f32>(lr)
                 .map_err(|e| error("Optimizer", e))?,

@@ -14,12 +14,20 @@ from ._rlgrad import Optimizer
 __all__ = ["Adagrad", "Adam", "AdamW", "Momentum", "Optimizer", "Rmsprop", "Sgd"]
 
 
+def _new(cls, rule, arguments):
+    """The optimizer of ``rule`` from the arguments of a class's ``__new__`` (its
+    ``locals()``), so that each keyword is written once, in the signature; the tests hold
+    the signatures to rlgrad-optim's tables of hyper-parameters."""
+    keywords = {name: value for name, value in arguments.items() if name not in ("cls", "lr")}
+    return Optimizer.__new__(cls, rule, arguments["lr"], **keywords)
+
+
 class Sgd(Optimizer):
     """Plain SGD, ``torch.optim.SGD`` without momentum: ``g += weight_decay * p`` (L2),
     ``p -= lr * g``. No slots."""
 
     def __new__(cls, lr, *, weight_decay=0.0, threads=None):
-        return super().__new__(cls, "sgd", lr, weight_decay=weight_decay, threads=threads)
+        return _new(cls, "sgd", locals())
 
 
 class Momentum(Optimizer):
@@ -49,17 +57,7 @@ class Momentum(Optimizer):
         weight_decay=0.0,
         threads=None,
     ):
-        return super().__new__(
-            cls,
-            "momentum",
-            lr,
-            flavor=flavor,
-            momentum=momentum,
-            dampening=dampening,
-            nesterov=nesterov,
-            weight_decay=weight_decay,
-            threads=threads,
-        )
+        return _new(cls, "momentum", locals())
 
 
 class Adam(Optimizer):
@@ -90,18 +88,7 @@ class Adam(Optimizer):
         amsgrad=False,
         threads=None,
     ):
-        return super().__new__(
-            cls,
-            "adam",
-            lr,
-            flavor=flavor,
-            beta1=beta1,
-            beta2=beta2,
-            eps=eps,
-            weight_decay=weight_decay,
-            amsgrad=amsgrad,
-            threads=threads,
-        )
+        return _new(cls, "adam", locals())
 
 
 class AdamW(Optimizer):
@@ -119,17 +106,7 @@ class AdamW(Optimizer):
         amsgrad=False,
         threads=None,
     ):
-        return super().__new__(
-            cls,
-            "adamw",
-            lr,
-            beta1=beta1,
-            beta2=beta2,
-            eps=eps,
-            weight_decay=weight_decay,
-            amsgrad=amsgrad,
-            threads=threads,
-        )
+        return _new(cls, "adamw", locals())
 
 
 class Rmsprop(Optimizer):
@@ -159,18 +136,7 @@ class Rmsprop(Optimizer):
         weight_decay=0.0,
         threads=None,
     ):
-        return super().__new__(
-            cls,
-            "rmsprop",
-            lr,
-            flavor=flavor,
-            alpha=alpha,
-            eps=eps,
-            momentum=momentum,
-            centered=centered,
-            weight_decay=weight_decay,
-            threads=threads,
-        )
+        return _new(cls, "rmsprop", locals())
 
 
 class Adagrad(Optimizer):
@@ -193,14 +159,4 @@ class Adagrad(Optimizer):
         weight_decay=0.0,
         threads=None,
     ):
-        return super().__new__(
-            cls,
-            "adagrad",
-            lr,
-            flavor=flavor,
-            lr_decay=lr_decay,
-            eps=eps,
-            initial_accumulator_value=initial_accumulator_value,
-            weight_decay=weight_decay,
-            threads=threads,
-        )
+        return _new(cls, "adagrad", locals())
