@@ -3,7 +3,7 @@
 //! Each check returns the [`Error`] variant a caller expects, with the function and the
 //! argument named, so that a public function validates its input in a few lines.
 
-use crate::{Error, Float, Result};
+use crate::{Error, Float, Layout, Result};
 
 /// `value` must be finite and lie in `[0, 1]` (discounts, lambda, Polyak tau).
 pub fn unit_interval(function: &'static str, argument: &'static str, value: f64) -> Result<()> {
@@ -81,6 +81,25 @@ pub fn len(
             format_args!("{expected} elements"),
             format_args!("{got}"),
         ))
+    }
+}
+
+/// Every element a view of `layout` addresses must lie inside its buffer of `buffer_len`
+/// elements (each device's check of a [`View`](crate::View) before a kernel reads it).
+pub fn inside_buffer(
+    function: &'static str,
+    argument: &'static str,
+    layout: &Layout,
+    buffer_len: usize,
+) -> Result<()> {
+    match layout.max_offset() {
+        Some(last) if last >= buffer_len => Err(Error::shape(
+            function,
+            argument,
+            format_args!("a view inside its buffer of {buffer_len} elements"),
+            format_args!("a layout reaching element {last}"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -181,6 +200,19 @@ pub fn finite_where<T: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_must_stay_inside_its_buffer() {
+        let layout = Layout::contiguous(crate::Shape::new(&[2, 3]));
+        assert!(inside_buffer("f", "x", &layout, 6).is_ok());
+        let err = inside_buffer("f", "x", &layout, 5).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "f: argument `x` has the wrong shape: expected a view inside its buffer of 5 elements, got a layout reaching element 5"
+        );
+        let empty = Layout::contiguous(crate::Shape::new(&[0, 3]));
+        assert!(inside_buffer("f", "x", &empty, 0).is_ok());
+    }
 
     #[test]
     fn finite_names_the_first_bad_index_it_reads() {

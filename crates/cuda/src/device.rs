@@ -47,15 +47,7 @@ pub(crate) fn check_view<E>(
     argument: &'static str,
     view: View<'_, CudaBuffer<E>>,
 ) -> Result<()> {
-    match view.layout.max_offset() {
-        Some(last) if last >= view.buffer.len() => Err(Error::shape(
-            function,
-            argument,
-            format_args!("a view inside its buffer of {} elements", view.buffer.len()),
-            format_args!("a layout reaching element {last}"),
-        )),
-        _ => Ok(()),
-    }
+    rlgrad_core::check::inside_buffer(function, argument, view.layout, view.buffer.len())
 }
 
 /// `Ok` when `buffer` has `len` elements.

@@ -119,15 +119,7 @@ fn check_view<E>(
     argument: &'static str,
     view: View<'_, Vec<E>>,
 ) -> Result<()> {
-    match view.layout.max_offset() {
-        Some(last) if last >= view.buffer.len() => Err(Error::shape(
-            function,
-            argument,
-            format_args!("a view inside its buffer of {} elements", view.buffer.len()),
-            format_args!("a layout reaching element {last}"),
-        )),
-        _ => Ok(()),
-    }
+    crate::check::inside_buffer(function, argument, view.layout, view.buffer.len())
 }
 
 /// `Ok` when the output buffer `out` has the `len` elements the kernel writes.
