@@ -46,18 +46,17 @@ mod float;
 pub mod grain;
 pub mod kernels;
 mod lanes;
-mod par;
 pub mod reduce;
 mod rng;
 mod shape;
 pub mod simd;
 
 pub use cpu::Cpu;
+pub use cpu::par::{Par, keep_workers_awake};
 pub use device::{Device, View};
 pub use error::{Cause, Error, Result};
 pub use fingerprint::Fingerprint;
 pub use float::{DType, Element, Float};
-pub use par::{Par, keep_workers_awake};
 pub use rng::{Rng, RngState};
 pub use shape::{Dims, Layout, RowCursor, Shape};
 

@@ -14,6 +14,7 @@ mod gemm;
 pub mod layout;
 mod matmul;
 pub mod optim;
+pub(crate) mod par;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;
