@@ -247,7 +247,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         synopsis: "calibrate [--only FAMILY,...] [--quick] [--out FILE]",
         about: &[
-            "per kernel family (rlgrad_core::grain), one thread against",
+            "per kernel family (rlgrad_core::cpu::grain), one thread against",
             "two forced to split at growing sizes: where two threads",
             "start to pay, beside the default grain; JSON in",
             "target/calibrate/latest.json",

@@ -1,6 +1,6 @@
 //! `cargo xtask calibrate`: where a second thread starts to pay, per kernel family.
 //!
-//! For each family of [`rlgrad_core::grain`], one representative kernel (the cheapest
+//! For each family of [`rlgrad_core::cpu::grain`], one representative kernel (the cheapest
 //! per element of the family, so that a grain that suits it suits the rest) runs at
 //! geometric sizes on one thread, and on two threads with the grain forced to 1 so that
 //! it always splits, in a rayon pool whose workers are kept awake as in a training loop.
@@ -12,8 +12,8 @@
 
 use std::hint::black_box;
 
+use rlgrad_core::cpu::grain::{self, Family};
 use rlgrad_core::cpu::{cell, optim, recurrence, sequence};
-use rlgrad_core::grain::{self, Family};
 use rlgrad_core::kernels::cell::LstmForward;
 use rlgrad_core::kernels::optim::{Adam, AdamTorch, Update};
 use rlgrad_core::kernels::recurrence::TimeMajor;

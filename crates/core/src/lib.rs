@@ -43,7 +43,6 @@ mod device;
 mod error;
 mod fingerprint;
 mod float;
-pub mod grain;
 pub mod kernels;
 mod lanes;
 pub mod reduce;

@@ -32,7 +32,7 @@
 //! assert_eq!(one.to_bits(), four.to_bits());
 //! ```
 
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use std::ops::Range;
 
 use crate::{Error, Float, Par, Result};

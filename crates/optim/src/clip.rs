@@ -1,6 +1,6 @@
 //! Gradient clipping over all gradients of a step (not per tensor), and clipping by value.
 
-use rlgrad_core::grain::{Family, grain};
+use rlgrad_core::cpu::grain::{Family, grain};
 use rlgrad_core::{Error, Float, Par, Result, check, reduce};
 
 /// Elements per parallel piece.

@@ -1,7 +1,7 @@
 //! The optimizer engine: parameters by name, parameter groups, slots, the step counter,
 //! schedules and the opt-in finite check; state export/import is in [`state`].
 
-use rlgrad_core::grain::{Family, grain};
+use rlgrad_core::cpu::grain::{Family, grain};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rlgrad_core::cpu::alloc;

@@ -31,9 +31,9 @@ pub fn config(default_cases: u32) -> Config {
 
 /// Runs `f(isa, par)` at every instruction set this CPU supports (through the cap of
 /// [`rlgrad_core::simd::set_max_isa`]) and two thread settings: `Par::Seq` with the default
-/// grains, and `Par::rayon(3)` with every grain 1 ([`rlgrad_core::grain`]), so that every kernel
-/// splits as far as its pieces allow whatever its size. The cap and the grains are put
-/// back afterwards, also when `f` panics. Both are process-wide: call this from one test
+/// grains, and `Par::rayon(3)` with every grain 1 ([`rlgrad_core::cpu::grain`]), so that
+/// every kernel splits as far as its pieces allow whatever its size. The cap and the grains
+/// are put back afterwards, also when `f` panics. Both are process-wide: call this from one test
 /// per test binary (the cross-ISA golden tests do).
 ///
 /// ```
@@ -45,7 +45,7 @@ pub fn config(default_cases: u32) -> Config {
 /// assert!(sums.len() >= 2 && sums.windows(2).all(|w| w[0] == w[1]));
 /// ```
 pub fn every_isa_and_split(mut f: impl FnMut(rlgrad_core::simd::Isa, rlgrad_core::Par)) {
-    use rlgrad_core::grain::{self, Family};
+    use rlgrad_core::cpu::grain::{self, Family};
     use rlgrad_core::simd::{self, Isa};
 
     fn split_everything(split: bool) {

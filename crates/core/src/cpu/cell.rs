@@ -1,11 +1,11 @@
 //! The Cpu fused LSTM cell ([`crate::kernels::CellKernel`]): rows split in halves over
-//! rayon tasks while each half still has a grain ([`crate::grain::Family::Cell`]) of
+//! rayon tasks while each half still has a grain ([`crate::cpu::grain::Family::Cell`]) of
 //! elements; each element is the
 //! canonical [`lstm_forward`] / [`lstm_backward`], so any split gives the same bits. The
 //! `f32` forward runs 16 units at a time through the lane versions of `libm`'s sigmoid and
 //! tanh (`crate::lanes`), bitwise the scalar ones.
 
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::kernels::CellKernel;
 use crate::kernels::cell::{LstmBackward, LstmForward, lstm_backward, lstm_forward};
 use crate::{Float, Par, Result, lanes};

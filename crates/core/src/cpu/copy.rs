@@ -1,5 +1,5 @@
 use super::{CHUNK, Cpu, check_output, check_view, dense_or_copy, for_each_run};
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::kernels::CopyKernel;
 use crate::{Error, Float, Result, View};
 

@@ -10,7 +10,7 @@
 //! versions of `crate::lanes` (the same bits).
 
 use super::{CHUNK, Cpu, Run, check_output, check_view, dense, for_each_run, repeated_row, runs};
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
 use crate::{Error, Float, Par, Result, View, lanes};
 

@@ -15,7 +15,7 @@
 use std::cell::RefCell;
 
 use super::elementwise::with_formula;
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::kernels::UnaryOp;
 use crate::simd::Isa;
 use crate::{DType, Float, Par};

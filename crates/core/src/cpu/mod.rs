@@ -11,6 +11,7 @@ pub mod cell;
 mod copy;
 mod elementwise;
 mod gemm;
+pub mod grain;
 pub mod layout;
 mod matmul;
 pub mod optim;
@@ -21,7 +22,7 @@ pub mod sequence;
 
 use std::sync::Arc;
 
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::{Device, Element, Error, Layout, Par, Result, View};
 
 /// The host device. Its [`Par`] setting decides how many rayon tasks a kernel may use;

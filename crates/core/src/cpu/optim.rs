@@ -7,7 +7,7 @@
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::kernels::optim::{MAX_SLOTS, Update};
 use crate::simd::{Vectorized, widest};
 use crate::{Error, Float, Par, Result};

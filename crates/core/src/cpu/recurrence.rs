@@ -11,7 +11,7 @@
 //! the same scans, compiled a second time with loads that gather the block's columns at
 //! one step and stores that scatter them, so both orders give the same bits.
 
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -464,7 +464,7 @@ type Chunk<'a, T, const N: usize> = (Range<usize>, [Vec<&'a mut [T]>; N]);
 
 /// Splits the columns of the `[T, B]` outputs `outs` (stored as `storage` says) into one
 /// chunk per task, hands each chunk its part of every output, and runs `kernel` over the
-/// chunks in parallel. Chunks are a grain ([`crate::grain::Family::Recurrence`]) large and,
+/// chunks in parallel. Chunks are a grain ([`crate::cpu::grain::Family::Recurrence`]) large and,
 /// time-major, at least [`MIN_TASK_COLUMNS`] wide (narrower ones would share cache lines of
 /// the outputs between threads; batch-major chunks are contiguous ranges and need no
 /// minimum).

@@ -5,7 +5,7 @@
 use std::mem::MaybeUninit;
 
 use super::alloc;
-use crate::grain::{Family, grain};
+use crate::cpu::grain::{Family, grain};
 use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use crate::{Error, Float, Par, Result, check, reduce};
 

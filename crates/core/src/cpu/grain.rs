@@ -28,7 +28,7 @@
 //! pay later), and [`set_grain`] applies its figures to a process.
 //!
 //! ```
-//! use rlgrad_core::grain::{self, Family};
+//! use rlgrad_core::cpu::grain::{self, Family};
 //! assert_eq!(grain::grain(Family::Matmul), grain::default_grain(Family::Matmul));
 //! grain::set_grain(Family::Matmul, Some(1 << 16));
 //! assert_eq!(grain::grain(Family::Matmul), 1 << 16);
