@@ -1,10 +1,10 @@
 //! `--isa` of `cargo xtask compare` and `examples-compare`: both sides capped to one vector
 //! instruction set, so that an AVX-512 machine also measures what AVX2 and SSE users get.
 //!
-//! rlgrad's side gets `RLGRAD_MAX_ISA` (`rlgrad_core::simd`); which levels this CPU has,
-//! and what a level's name means, rlgrad-core's `isa` example says. The peers get the switches
-//! their libraries read: PyTorch's `ATEN_CPU_CAPABILITY`, XLA's `--xla_cpu_max_isa`,
-//! oneDNN's `ONEDNN_MAX_CPU_ISA` (PyTorch's and TensorFlow's), MKL's
+//! rlgrad's side gets `RLGRAD_MAX_ISA` (`rlgrad_core::cpu::simd`); which levels this CPU
+//! has, and what a level's name means, rlgrad-core's `isa` example says. The peers get the
+//! switches their libraries read: PyTorch's `ATEN_CPU_CAPABILITY`, XLA's
+//! `--xla_cpu_max_isa`, oneDNN's `ONEDNN_MAX_CPU_ISA` (PyTorch's and TensorFlow's), MKL's
 //! `MKL_ENABLE_INSTRUCTIONS` and NumPy's `NPY_DISABLE_CPU_FEATURES`. Two limits, recorded
 //! in every sitting's JSON: the peers' wheels are built for x86-64-v2, so `sse2` caps them
 //! at SSE4.2 (rlgrad runs plain SSE2: the comparison favours the peers), and TensorFlow's

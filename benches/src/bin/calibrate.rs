@@ -255,7 +255,7 @@ fn main() {
         .expect("a pool of 2 threads");
     println!(
         "calibrate: 1 thread vs 2 (forced to split), ISA {}",
-        rlgrad_core::simd::isa()
+        rlgrad_core::cpu::simd::isa()
     );
     let mut results = Vec::new();
     for family in families {

@@ -11,8 +11,8 @@
 
 use std::hint::black_box;
 
+use rlgrad_core::cpu::simd::{self, Isa};
 use rlgrad_core::kernels::MatmulKernel;
-use rlgrad_core::simd::{self, Isa};
 use rlgrad_core::{Cpu, Dims, Layout, Rng, Shape, View};
 
 /// One product `[m, k] @ [k, n]`, with `a` and `b` possibly transposed views.

@@ -1,14 +1,14 @@
 //! The cross-ISA golden test of training: a small MLP and a small LSTM over padded
-//! sequences, trained a few steps through the public autodiff, nn and optim API, in
-//! `f32` and `f64`, with the bits of every parameter afterwards (in name order) hashed into
-//! one value per model and element type. The hashes are committed below ([`GOLDEN`]) and
-//! must come out the same at every instruction set this CPU supports ([`rlgrad_core::simd::Isa::ALL`],
-//! through the process-wide cap [`rlgrad_core::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`,
-//! and on every platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64
-//! NEON under qemu). Every forward op, backward rule and optimizer update has one
-//! canonical order, so a training run is the same bits everywhere. The golden test of
-//! rlgrad-core checks the kernels one by one; this one checks them strung together the
-//! way a user does.
+//! sequences, trained a few steps through the public autodiff, nn and optim API, in `f32`
+//! and `f64`, with the bits of every parameter afterwards (in name order) hashed into one
+//! value per model and element type. The hashes are committed below ([`GOLDEN`]) and must
+//! come out the same at every instruction set this CPU supports
+//! ([`rlgrad_core::cpu::simd::Isa::ALL`], through the process-wide cap
+//! [`rlgrad_core::cpu::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on
+//! every platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
+//! qemu). Every forward op, backward rule and optimizer update has one canonical order, so
+//! a training run is the same bits everywhere. The golden test of rlgrad-core checks the
+//! kernels one by one; this one checks them strung together the way a user does.
 //!
 //! # When a hash differs
 //!

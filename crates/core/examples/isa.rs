@@ -12,7 +12,7 @@
 
 use std::process::ExitCode;
 
-use rlgrad_core::simd::{self, Isa};
+use rlgrad_core::cpu::simd::{self, Isa};
 
 fn main() -> ExitCode {
     match report() {

@@ -152,7 +152,7 @@ pub fn first_non_finite<T: Float>(values: &[T]) -> Option<usize> {
 /// block that holds such an element is searched for it ([`first_non_finite`], the
 /// episode flags' check).
 pub(crate) fn first_where<X: Copy>(values: &[X], invalid: impl Fn(X) -> bool) -> Option<usize> {
-    crate::simd::widest(FirstWhere { values, invalid })
+    crate::cpu::simd::widest(FirstWhere { values, invalid })
 }
 
 /// [`first_where`], compiled for each instruction set.
@@ -161,7 +161,7 @@ struct FirstWhere<'a, X, P> {
     invalid: P,
 }
 
-impl<X: Copy, P: Fn(X) -> bool> crate::simd::Vectorized for FirstWhere<'_, X, P> {
+impl<X: Copy, P: Fn(X) -> bool> crate::cpu::simd::Vectorized for FirstWhere<'_, X, P> {
     type Output = Option<usize>;
 
     #[inline(always)]

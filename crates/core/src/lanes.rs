@@ -4,12 +4,12 @@
 //!
 //! Each function is `libm`'s algorithm with its branches turned into per-lane selects:
 //! every lane computes every case with the same operations in the same order, then keeps
-//! the case its input selects, so a lane's result is the scalar function's to the bit
-//! (Rust never contracts a multiply and an add, and the vector units round like the scalar
-//! ones). Inputs outside the range where the cases are written out (huge, infinite or NaN)
-//! send the whole group to the scalar function. The loops vectorize in
-//! [`crate::simd::widest`] versions of their callers; the tests compare the results with
-//! `libm` over a sweep of every exponent and many mantissas.
+//! the case its input selects, so a lane's result is the scalar function's to the bit (Rust
+//! never contracts a multiply and an add, and the vector units round like the scalar ones).
+//! Inputs outside the range where the cases are written out (huge, infinite or NaN) send
+//! the whole group to the scalar function. The loops vectorize in
+//! [`crate::cpu::simd::widest`] versions of their callers; the tests compare the results
+//! with `libm` over a sweep of every exponent and many mantissas.
 
 use std::any::TypeId;
 
@@ -31,14 +31,14 @@ pub(crate) fn as_f32_mut<T: crate::Float>(x: &mut [T]) -> Option<&mut [f32]> {
 }
 
 /// `out[i] = f(x[i])` in groups of [`LANES`] (a last short group padded with zeros whose
-/// results are dropped), for [`crate::simd::widest`].
+/// results are dropped), for [`crate::cpu::simd::widest`].
 pub(crate) struct LaneMap<'a, F> {
     pub(crate) f: F,
     pub(crate) x: &'a [f32],
     pub(crate) out: &'a mut [f32],
 }
 
-impl<F: Fn(&Lanes) -> Lanes> crate::simd::Vectorized for LaneMap<'_, F> {
+impl<F: Fn(&Lanes) -> Lanes> crate::cpu::simd::Vectorized for LaneMap<'_, F> {
     type Output = ();
     #[inline(always)]
     fn run(self) {

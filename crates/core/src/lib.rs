@@ -48,7 +48,6 @@ mod lanes;
 pub mod reduce;
 mod rng;
 mod shape;
-pub mod simd;
 
 pub use cpu::Cpu;
 pub use cpu::par::{Par, keep_workers_awake};

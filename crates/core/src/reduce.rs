@@ -279,8 +279,8 @@ fn add_lanes<T: Float>(a: &[T; LANES], b: &[T; LANES]) -> [T; LANES] {
 /// The stack depth of [`slice_subtree`] for inputs of at most 128 leaves (8192 elements).
 const SHORT_STACK: usize = 8;
 
-/// The job of [`slice_subtree`], for [`crate::simd::widest`]: the lanes and the order of
-/// additions are fixed by the canonical order, so SSE2, AVX2 and AVX-512 give the same
+/// The job of [`slice_subtree`], for [`crate::cpu::simd::widest`]: the lanes and the order
+/// of additions are fixed by the canonical order, so SSE2, AVX2 and AVX-512 give the same
 /// bits; only the number of lanes per instruction changes.
 #[derive(Clone)]
 struct SliceSubtree<'a, T, M> {
@@ -289,7 +289,7 @@ struct SliceSubtree<'a, T, M> {
     map: &'a M,
 }
 
-impl<T: Float, M: Fn(T) -> T> crate::simd::Vectorized for SliceSubtree<'_, T, M> {
+impl<T: Float, M: Fn(T) -> T> crate::cpu::simd::Vectorized for SliceSubtree<'_, T, M> {
     type Output = [T; LANES];
     #[inline(always)]
     fn run(self) -> [T; LANES] {
@@ -393,7 +393,7 @@ where
     G: Fn(&mut S, Range<usize>, &mut [T]) + Sync,
 {
     leaf_sum(len, par, |leaves| {
-        crate::simd::widest(GatheredSubtree {
+        crate::cpu::simd::widest(GatheredSubtree {
             len,
             leaves,
             start: &start,
@@ -403,8 +403,8 @@ where
     })
 }
 
-/// The subtree of [`sum_gathered`] over `leaves`, for [`crate::simd::widest`]: the gathers
-/// (often mapped copies) and the sums vectorize at the same width.
+/// The subtree of [`sum_gathered`] over `leaves`, for [`crate::cpu::simd::widest`]: the
+/// gathers (often mapped copies) and the sums vectorize at the same width.
 struct GatheredSubtree<'a, T, S, I, G> {
     len: usize,
     leaves: Range<usize>,
@@ -414,7 +414,7 @@ struct GatheredSubtree<'a, T, S, I, G> {
     types: std::marker::PhantomData<fn(S) -> T>,
 }
 
-impl<T, S, I, G> crate::simd::Vectorized for GatheredSubtree<'_, T, S, I, G>
+impl<T, S, I, G> crate::cpu::simd::Vectorized for GatheredSubtree<'_, T, S, I, G>
 where
     T: Float,
     I: Fn(usize) -> S,
@@ -624,7 +624,7 @@ pub(crate) fn plain_segments_sum<T: Float>(
 ) -> T {
     #[cfg(target_arch = "x86_64")]
     if let Some(xs) = crate::lanes::as_f32(x)
-        && crate::simd::enabled(crate::simd::Isa::Avx512)
+        && crate::cpu::simd::enabled(crate::cpu::simd::Isa::Avx512)
     {
         let len = offsets.last().copied().unwrap_or(0);
         // SAFETY: the CPU has AVX-512F (`enabled` implies it) and the segments were checked.
@@ -848,7 +848,7 @@ where
     F: Fn(T) -> T + Sync,
 {
     leaf_sum(x.len(), par, |range| Leaf {
-        lanes: crate::simd::widest(SliceSubtree {
+        lanes: crate::cpu::simd::widest(SliceSubtree {
             x,
             leaves: range,
             map: &map,
@@ -960,7 +960,7 @@ type BlockLanes<T> = [BlockRow<T>; LANES];
 
 /// The lane accumulators of the canonical subtree of a range of at most
 /// [`COLUMN_SUBTREE`] leaves of a block of up to [`COLUMN_BLOCK`] columns, for
-/// [`crate::simd::widest`].
+/// [`crate::cpu::simd::widest`].
 struct ColumnSubtree<'a, 'b, T, F> {
     block: BlockColumns<'b, T, F>,
     leaves: Range<usize>,
@@ -973,7 +973,7 @@ fn column_subtree<'a, T: Float, F: Fn(T, usize) -> T>(
     leaves: Range<usize>,
     tree: &'a mut Counter<BlockLanes<T>, COLUMN_STACK>,
 ) -> &'a mut BlockLanes<T> {
-    crate::simd::widest(ColumnSubtree {
+    crate::cpu::simd::widest(ColumnSubtree {
         block,
         leaves,
         tree,
@@ -999,7 +999,9 @@ impl<T, F> Clone for BlockColumns<'_, T, F> {
 
 impl<T, F> Copy for BlockColumns<'_, T, F> {}
 
-impl<'a, T: Float, F: Fn(T, usize) -> T> crate::simd::Vectorized for ColumnSubtree<'a, '_, T, F> {
+impl<'a, T: Float, F: Fn(T, usize) -> T> crate::cpu::simd::Vectorized
+    for ColumnSubtree<'a, '_, T, F>
+{
     type Output = &'a mut BlockLanes<T>;
 
     /// The same binary-counter walk over the leaves as [`slice_subtree`], with every
@@ -1201,7 +1203,7 @@ mod tests {
             leaves: 0..x.len().div_ceil(LEAF_LEN),
             map: &square,
         };
-        let versions = crate::simd::every_version(job);
+        let versions = crate::cpu::simd::every_version(job);
         let (_, baseline) = versions.last().expect("the baseline always runs");
         for (name, lanes) in &versions {
             assert_eq!(

@@ -3,9 +3,9 @@
 //! [`rlgrad_core::reduce`], in `f32` and `f64`, with the bits of every output hashed into
 //! one value per family and element type. They must be the committed
 //! [`rlgrad_testkit::golden::KERNEL_HASHES`] at every instruction set this CPU supports
-//! ([`rlgrad_core::simd::Isa::ALL`], through the process-wide cap
-//! [`rlgrad_core::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on every
-//! platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
+//! ([`rlgrad_core::cpu::simd::Isa::ALL`], through the process-wide cap
+//! [`rlgrad_core::cpu::simd::set_max_isa`]), at `Par::Seq` and `Par::rayon(3)`, and on
+//! every platform the suite runs on (x86-64 at SSE2, AVX2 and AVX-512; aarch64 NEON under
 //! qemu). rlgrad-cuda's `tests/golden.rs` holds the Cuda device to the same hashes.
 //!
 //! What to do when a hash differs, and how to update one on purpose: the docs of

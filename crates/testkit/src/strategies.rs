@@ -30,11 +30,11 @@ pub fn config(default_cases: u32) -> Config {
 }
 
 /// Runs `f(isa, par)` at every instruction set this CPU supports (through the cap of
-/// [`rlgrad_core::simd::set_max_isa`]) and two thread settings: `Par::Seq` with the default
-/// grains, and `Par::rayon(3)` with every grain 1 ([`rlgrad_core::cpu::grain`]), so that
-/// every kernel splits as far as its pieces allow whatever its size. The cap and the grains
-/// are put back afterwards, also when `f` panics. Both are process-wide: call this from one test
-/// per test binary (the cross-ISA golden tests do).
+/// [`rlgrad_core::cpu::simd::set_max_isa`]) and two thread settings: `Par::Seq` with the
+/// default grains, and `Par::rayon(3)` with every grain 1 ([`rlgrad_core::cpu::grain`]), so
+/// that every kernel splits as far as its pieces allow whatever its size. The cap and the
+/// grains are put back afterwards, also when `f` panics. Both are process-wide: call this
+/// from one test per test binary (the cross-ISA golden tests do).
 ///
 /// ```
 /// use rlgrad_core::reduce;
@@ -44,9 +44,9 @@ pub fn config(default_cases: u32) -> Config {
 /// every_isa_and_split(|_, par| sums.push(reduce::sum(&x, par).to_bits()));
 /// assert!(sums.len() >= 2 && sums.windows(2).all(|w| w[0] == w[1]));
 /// ```
-pub fn every_isa_and_split(mut f: impl FnMut(rlgrad_core::simd::Isa, rlgrad_core::Par)) {
+pub fn every_isa_and_split(mut f: impl FnMut(rlgrad_core::cpu::simd::Isa, rlgrad_core::Par)) {
     use rlgrad_core::cpu::grain::{self, Family};
-    use rlgrad_core::simd::{self, Isa};
+    use rlgrad_core::cpu::simd::{self, Isa};
 
     fn split_everything(split: bool) {
         for family in Family::ALL {
@@ -83,7 +83,7 @@ pub fn assert_golden_hashes(
     let mut failures = Vec::new();
     let mut printed = false;
     every_isa_and_split(|isa, par| {
-        assert_eq!(rlgrad_core::simd::isa(), isa, "the cap selects {isa}");
+        assert_eq!(rlgrad_core::cpu::simd::isa(), isa, "the cap selects {isa}");
         let rows = hashes(par);
         if !printed {
             for (name, dtype, hash) in &rows {

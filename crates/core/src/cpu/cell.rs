@@ -41,7 +41,7 @@ fn forward_rows<T: Float>(
         (gates, c),
         (&mut *cache, &mut *h_next, &mut *c_next),
     ) {
-        return crate::simd::widest(job);
+        return crate::cpu::simd::widest(job);
     }
     let rows = gates
         .chunks_exact(4 * hidden)
@@ -93,7 +93,7 @@ impl<'a> ForwardF32<'a> {
     }
 }
 
-impl crate::simd::Vectorized for ForwardF32<'_> {
+impl crate::cpu::simd::Vectorized for ForwardF32<'_> {
     type Output = ();
     #[inline(always)]
     fn run(self) {

@@ -41,7 +41,7 @@ pub(super) fn map<T: Float>(
     f: impl Fn(T) -> T + Sync + Send,
 ) {
     chunked(par, out, |first, out| {
-        crate::simd::widest(MapChunk {
+        crate::cpu::simd::widest(MapChunk {
             x,
             first,
             out,
@@ -66,7 +66,7 @@ struct MapChunk<'a, T, F> {
     f: &'a F,
 }
 
-impl<T: Float, F: Fn(T) -> T> crate::simd::Vectorized for MapChunk<'_, T, F> {
+impl<T: Float, F: Fn(T) -> T> crate::cpu::simd::Vectorized for MapChunk<'_, T, F> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
@@ -110,7 +110,7 @@ where
     par.for_work(out.len(), grain(Family::Elementwise))
         .for_each_chunk_mut(out, CHUNK, |ci, chunk| {
             let x = &x[ci * CHUNK..ci * CHUNK + chunk.len()];
-            crate::simd::widest(lanes::LaneMap { f, x, out: chunk });
+            crate::cpu::simd::widest(lanes::LaneMap { f, x, out: chunk });
         });
     true
 }
@@ -125,7 +125,7 @@ fn zip<T: Float>(
     f: impl Fn(T, T) -> T + Sync + Send,
 ) {
     chunked(par, out, |first, out| {
-        crate::simd::widest(ZipChunk {
+        crate::cpu::simd::widest(ZipChunk {
             a,
             b,
             first,
@@ -145,7 +145,7 @@ struct ZipChunk<'a, T, F> {
     f: &'a F,
 }
 
-impl<T: Float, F: Fn(T, T) -> T> crate::simd::Vectorized for ZipChunk<'_, T, F> {
+impl<T: Float, F: Fn(T, T) -> T> crate::cpu::simd::Vectorized for ZipChunk<'_, T, F> {
     type Output = ();
     #[inline(always)]
     fn run(self) {

@@ -16,8 +16,8 @@ use std::cell::RefCell;
 
 use super::elementwise::with_formula;
 use crate::cpu::grain::{Family, grain};
+use crate::cpu::simd::Isa;
 use crate::kernels::UnaryOp;
-use crate::simd::Isa;
 use crate::{DType, Float, Par};
 
 #[cfg(target_arch = "aarch64")]
@@ -195,7 +195,7 @@ fn dispatch<T: Float>(
 #[inline(always)]
 fn run_blocked<T: Float>(operands: Operands<'_, T>, c: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
-    match crate::simd::isa() {
+    match crate::cpu::simd::isa() {
         // SAFETY: `isa` never exceeds what the CPU supports: AVX-512F and FMA here.
         Isa::Avx512 => return unsafe { x86::avx512(operands, c) },
         // SAFETY: as above, AVX2 and FMA.
@@ -902,7 +902,7 @@ fn matrix_vector<T: Float>(
                 let block = &mut pack[..count * GEMV_ROWS];
                 let starts = row_starts.map(|start| start + done * a.col_stride);
                 if a.col_stride == 1 {
-                    interleave_lines(crate::simd::isa(), a.data, &starts, block, GEMV_ROWS);
+                    interleave_lines(crate::cpu::simd::isa(), a.data, &starts, block, GEMV_ROWS);
                 } else {
                     for (r, &start) in starts.iter().enumerate() {
                         scatter_line(a.data, start, a.col_stride, block, GEMV_ROWS, r);
@@ -939,7 +939,7 @@ fn row_major_f32<T: Float>(
     ) && a.col_stride == 1
         && b.row_stride == 1
     {
-        let rows = match crate::simd::isa() {
+        let rows = match crate::cpu::simd::isa() {
             // SAFETY: `isa` never exceeds what the CPU supports: AVX-512F and FMA here.
             Isa::Avx512 => unsafe { x86::row_major_matrix_vector(data, row_starts, &x[..k]) },
             // SAFETY: as above, AVX2 and FMA.
@@ -983,8 +983,9 @@ fn scatter_line<T: Copy>(
 /// data[starts[lane] + p]` for every step `p < steps.len() / width` and every
 /// `lane < starts.len()` (other lanes are left as they are). A transposition: for `f32`
 /// it runs in 16 x 16 blocks in registers when `isa` (which the CPU supports: the
-/// kernels pass [`crate::simd::isa`]) is AVX-512 and in 8 x 8 blocks with AVX2, since the
-/// scalar copy (or the scatter LLVM makes of it) costs a cycle or more per element.
+/// kernels pass [`crate::cpu::simd::isa`]) is AVX-512 and in 8 x 8 blocks with AVX2,
+/// since the scalar copy (or the scatter LLVM makes of it) costs a cycle or more per
+/// element.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn interleave_lines<T: Float>(
@@ -1074,7 +1075,7 @@ fn pack_b<T: Float, const NR: usize>(
             // A transposed `B` (the weight of `g @ W^T`): its columns are the lines.
             let starts: [usize; NR] =
                 std::array::from_fn(|lane| b.offset + pc + (jc + first + lane) * b.col_stride);
-            interleave_lines(crate::simd::isa(), b.data, &starts[..lanes], chunk, NR);
+            interleave_lines(crate::cpu::simd::isa(), b.data, &starts[..lanes], chunk, NR);
         } else {
             for lane in 0..lanes {
                 let start = b.offset + pc * b.row_stride + (jc + first + lane) * b.col_stride;

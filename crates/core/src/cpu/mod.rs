@@ -19,6 +19,7 @@ pub(crate) mod par;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;
+pub mod simd;
 
 use std::sync::Arc;
 

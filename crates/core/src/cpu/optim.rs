@@ -8,8 +8,8 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use crate::cpu::grain::{Family, grain};
+use crate::cpu::simd::{Vectorized, widest};
 use crate::kernels::optim::{MAX_SLOTS, Update};
-use crate::simd::{Vectorized, widest};
 use crate::{Error, Float, Par, Result};
 
 /// Elements per chunk of work.

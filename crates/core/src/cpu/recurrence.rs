@@ -426,9 +426,9 @@ fn ends_in_one_block<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize, const W:
     !done
 }
 
-/// The job of [`scan_blocks`], for [`crate::simd::widest`]: columns are independent and
-/// Rust never contracts `a + b * c` into an FMA, so every instruction set gives the same
-/// bits.
+/// The job of [`scan_blocks`], for [`crate::cpu::simd::widest`]: columns are independent
+/// and Rust never contracts `a + b * c` into an FMA, so every instruction set gives the
+/// same bits.
 struct ScanBlocks<'k, 'r, T, K, R, const N: usize> {
     kernel: &'k K,
     columns: Range<usize>,
@@ -436,7 +436,7 @@ struct ScanBlocks<'k, 'r, T, K, R, const N: usize> {
     element: PhantomData<fn() -> T>,
 }
 
-impl<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize> crate::simd::Vectorized
+impl<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize> crate::cpu::simd::Vectorized
     for ScanBlocks<'_, '_, T, K, R, N>
 {
     type Output = ();
@@ -451,7 +451,7 @@ fn scan_blocks_dispatch<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize>(
     columns: Range<usize>,
     rows: &mut [R; N],
 ) {
-    crate::simd::widest(ScanBlocks {
+    crate::cpu::simd::widest(ScanBlocks {
         kernel,
         columns,
         rows,

@@ -10,7 +10,7 @@
 //! contracts a multiply and an add into an FMA, so every version gives the same bits.
 //!
 //! ```
-//! use rlgrad_core::simd::{self, Isa};
+//! use rlgrad_core::cpu::simd::{self, Isa};
 //! let widest = simd::detected();
 //! simd::set_max_isa(Some(Isa::Baseline));
 //! assert_eq!(simd::isa(), Isa::Baseline);
