@@ -17,7 +17,7 @@ mod matmul;
 pub mod optim;
 pub(crate) mod par;
 pub mod recurrence;
-mod reduce;
+pub(crate) mod reduce;
 pub mod sequence;
 pub mod simd;
 

@@ -1,3 +1,5 @@
+pub mod slice;
+
 use super::{Cpu, check_output, check_view, dense_or_copy};
 use crate::kernels::{ReduceKernel, ReduceOp};
 use crate::{Error, Float, Par, Result, View, reduce};
