@@ -45,12 +45,12 @@ mod fingerprint;
 mod float;
 pub mod kernels;
 mod lanes;
+pub mod reduce;
 mod rng;
 mod shape;
 
 pub use cpu::Cpu;
 pub use cpu::par::{Par, keep_workers_awake};
-pub use cpu::reduce::slice as reduce;
 pub use device::{Device, View};
 pub use error::{Cause, Error, Result};
 pub use fingerprint::Fingerprint;

@@ -1,4 +1,4 @@
-pub mod slice;
+pub(crate) mod slice;
 
 use super::{Cpu, check_output, check_view, dense_or_copy};
 use crate::kernels::{ReduceKernel, ReduceOp};

@@ -5,6 +5,7 @@
 use std::mem::MaybeUninit;
 
 use super::alloc;
+use super::reduce::slice::{plain_segments_sum, segments_sum};
 use crate::cpu::grain::{Family, grain};
 use crate::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use crate::{Error, Float, Par, Result, check, reduce};
@@ -305,12 +306,12 @@ pub fn masked_sum<T: Float>(
     // The sequences' offsets and the lengths checked above are `check_segments`'s
     // conditions: the unchecked sums do not walk the offsets a second time.
     Ok(match term {
-        MaskedTerm::Value => reduce::plain_segments_sum(par, offsets, row, x),
+        MaskedTerm::Value => plain_segments_sum(par, offsets, row, x),
         MaskedTerm::SquaredDeviation { mean } => {
-            reduce::segments_sum(par, offsets, row, x, x, |v, _| (v - mean) * (v - mean))
+            segments_sum(par, offsets, row, x, x, |v, _| (v - mean) * (v - mean))
         }
         MaskedTerm::Product { other, shift } => {
-            reduce::segments_sum(par, offsets, row, x, other, |v, w| (v - shift) * w)
+            segments_sum(par, offsets, row, x, other, |v, w| (v - shift) * w)
         }
     })
 }
