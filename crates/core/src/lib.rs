@@ -44,7 +44,6 @@ mod error;
 mod fingerprint;
 mod float;
 pub mod kernels;
-mod lanes;
 pub mod reduce;
 mod rng;
 mod shape;

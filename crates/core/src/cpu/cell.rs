@@ -3,12 +3,13 @@
 //! elements; each element is the
 //! canonical [`lstm_forward`] / [`lstm_backward`], so any split gives the same bits. The
 //! `f32` forward runs 16 units at a time through the lane versions of `libm`'s sigmoid and
-//! tanh (`crate::lanes`), bitwise the scalar ones.
+//! tanh (`crate::cpu::lanes`), bitwise the scalar ones.
 
 use crate::cpu::grain::{Family, grain};
+use crate::cpu::lanes;
 use crate::kernels::CellKernel;
 use crate::kernels::cell::{LstmBackward, LstmForward, lstm_backward, lstm_forward};
-use crate::{Float, Par, Result, lanes};
+use crate::{Float, Par, Result};
 
 use super::Cpu;
 

@@ -7,12 +7,13 @@
 //! (pieces of rows); a run whose strides are 1 or 0 (a dense row, a broadcast value) gets
 //! a plain slice loop, and a row added to every row (a bias) is sliced at row edges
 //! without the walk. The `f32` exp, tanh and sigmoid of dense inputs run through the lane
-//! versions of `crate::lanes` (the same bits).
+//! versions of `crate::cpu::lanes` (the same bits).
 
 use super::{CHUNK, Cpu, Run, check_output, check_view, dense, for_each_run, repeated_row, runs};
 use crate::cpu::grain::{Family, grain};
+use crate::cpu::lanes;
 use crate::kernels::{BinaryOp, ElementwiseKernel, UnaryOp};
-use crate::{Error, Float, Par, Result, View, lanes};
+use crate::{Error, Float, Par, Result, View};
 
 fn same_shape<T>(
     function: &'static str,

@@ -933,9 +933,9 @@ fn row_major_f32<T: Float>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let (Some(data), Some(x), Some(acc)) = (
-        crate::lanes::as_f32(a.data),
-        crate::lanes::as_f32(&b.data[b.offset..]),
-        crate::lanes::as_f32_mut(acc),
+        crate::cpu::lanes::as_f32(a.data),
+        crate::cpu::lanes::as_f32(&b.data[b.offset..]),
+        crate::cpu::lanes::as_f32_mut(acc),
     ) && a.col_stride == 1
         && b.row_stride == 1
     {
@@ -1009,8 +1009,10 @@ fn interleave_lines<T: Float>(
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done_steps = 0;
     #[cfg(target_arch = "x86_64")]
-    if let (Some(data), Some(steps)) = (crate::lanes::as_f32(data), crate::lanes::as_f32_mut(steps))
-    {
+    if let (Some(data), Some(steps)) = (
+        crate::cpu::lanes::as_f32(data),
+        crate::cpu::lanes::as_f32_mut(steps),
+    ) {
         let block = match isa {
             Isa::Avx512 => Some(16),
             Isa::Avx2 => Some(8),

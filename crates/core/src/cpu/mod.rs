@@ -12,6 +12,7 @@ mod copy;
 mod elementwise;
 mod gemm;
 pub mod grain;
+mod lanes;
 pub mod layout;
 mod matmul;
 pub mod optim;

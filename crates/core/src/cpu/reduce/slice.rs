@@ -591,7 +591,7 @@ pub(crate) fn plain_segments_sum<T: Float>(
     x: &[T],
 ) -> T {
     #[cfg(target_arch = "x86_64")]
-    if let Some(xs) = crate::lanes::as_f32(x)
+    if let Some(xs) = crate::cpu::lanes::as_f32(x)
         && crate::cpu::simd::enabled(crate::cpu::simd::Isa::Avx512)
     {
         let len = offsets.last().copied().unwrap_or(0);
