@@ -17,15 +17,19 @@
 //! | fused recurrent cells (LSTM) | [`CellKernel`] | autodiff |
 
 pub mod cell;
+mod copy;
 mod elementwise;
+mod matmul;
 pub mod optim;
 pub mod recurrence;
 mod reduce;
 pub mod sequence;
 
 pub use cell::CellKernel;
+pub use copy::CopyKernel;
 pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
+pub use matmul::{MatmulKernel, matmul_dims};
 pub use optim::OptimKernel;
 pub use recurrence::RecurrenceKernel;
-pub use reduce::{CopyKernel, MatmulKernel, ReduceKernel, ReduceOp, matmul_dims};
+pub use reduce::{ReduceKernel, ReduceOp};
 pub use sequence::SequenceKernel;
