@@ -5,7 +5,9 @@
 //! - [`Error`] and [`Result`]: every message names the function, the argument, what was
 //!   expected and what came;
 //! - [`Device`] (allocate, upload, download, synchronize) and the [`kernels`] traits,
-//!   one per op family, with the [`Cpu`] device implementing all of them on rayon;
+//!   one per op family, with the [`Cpu`] device implementing all of them on rayon (all
+//!   its code is in [`cpu`], its instruction sets in [`cpu::simd`] and its grain sizes in
+//!   [`cpu::grain`]);
 //! - [`reduce`]: the canonical reduction order (fixed leaves by element index, a fixed
 //!   pairwise tree), independent of thread count and alignment;
 //! - [`Par`]: explicit parallelism, so tests can compare bits across thread counts;

@@ -3,7 +3,9 @@
 //!
 //! The public submodules hold the slice-level kernels that the algorithm crates expose
 //! directly (plain `&[T]` in, `&mut [T]` out, a [`Par`] setting): the `Cpu` device's
-//! trait implementations call the same functions, so there is one implementation.
+//! trait implementations call the same functions, so there is one implementation. Beside
+//! them are the settings that change the Cpu's speed and never its bits: the instruction
+//! set ([`simd`]) and the grain sizes ([`grain`](mod@grain)).
 
 pub mod alloc;
 pub mod cache;
