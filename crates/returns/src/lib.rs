@@ -92,7 +92,8 @@
 //! the canonical formulas and their order of operations are documented there. Columns run
 //! in parallel (rayon; time-major in chunks of at least 128 columns per task, as narrower
 //! ones would share the outputs' cache lines between threads, vectorized in blocks of 128,
-//! 64 and 16 adjacent columns; batch-major in blocks of 8 columns), each column
+//! 64 and 16 adjacent columns; batch-major data copied a tile of 32 steps by 64 columns at a
+//! time into time-major order and scanned by the same kernels), each column
 //! sequentially in time: results are bitwise equal for every thread count and chunking.
 //! The same kernels run on any device implementing
 //! [`RecurrenceKernel`](device::RecurrenceKernel), through [`device`]. Every type the

@@ -15,7 +15,9 @@
 use std::cell::RefCell;
 
 use super::elementwise::with_formula;
+use super::lines::interleave;
 use crate::cpu::grain::{Family, grain};
+#[cfg(target_arch = "x86_64")]
 use crate::cpu::simd::Isa;
 use crate::kernels::UnaryOp;
 use crate::{DType, Float, Par};
@@ -23,7 +25,7 @@ use crate::{DType, Float, Par};
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(super) mod x86;
 
 /// A read-only strided matrix: element `(i, j)` is
 /// `data[offset + i * row_stride + j * col_stride]` (a stride may be 0: a broadcast).
@@ -474,7 +476,7 @@ fn matrix_vector<T: Float>(
                 let block = &mut pack[..count * GEMV_ROWS];
                 let starts = row_starts.map(|start| start + done * a.col_stride);
                 if a.col_stride == 1 {
-                    interleave_lines(crate::cpu::simd::isa(), a.data, &starts, block, GEMV_ROWS);
+                    interleave(crate::cpu::simd::isa(), a.data, &starts, block, GEMV_ROWS);
                 } else {
                     for (r, &start) in starts.iter().enumerate() {
                         scatter_line(a.data, start, a.col_stride, block, GEMV_ROWS, r);
@@ -551,76 +553,6 @@ fn scatter_line<T: Copy>(
     }
 }
 
-/// Contiguous lines of `data` laid side by side: `steps[p * width + lane] =
-/// data[starts[lane] + p]` for every step `p < steps.len() / width` and every
-/// `lane < starts.len()` (other lanes are left as they are). A transposition: for `f32`
-/// it runs in 16 x 16 blocks in registers when `isa` (which the CPU supports: the
-/// kernels pass [`crate::cpu::simd::isa`]) is AVX-512 and in 8 x 8 blocks with AVX2,
-/// since the scalar copy (or the scatter LLVM makes of it) costs a cycle or more per
-/// element.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn interleave_lines<T: Float>(
-    isa: Isa,
-    data: &[T],
-    starts: &[usize],
-    steps: &mut [T],
-    width: usize,
-) {
-    let count = steps.len() / width;
-    if count == 0 {
-        return;
-    }
-    assert!(starts.len() <= width, "no more lines than lanes");
-    for &start in starts {
-        assert!(start + count <= data.len(), "the lines lie inside the data");
-    }
-    // (Set by the register transposes below; other CPUs copy every element.)
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-    let mut done_lanes = 0;
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-    let mut done_steps = 0;
-    #[cfg(target_arch = "x86_64")]
-    if let (Some(data), Some(steps)) = (
-        crate::cpu::lanes::as_f32(data),
-        crate::cpu::lanes::as_f32_mut(steps),
-    ) {
-        let block = match isa {
-            Isa::Avx512 => Some(16),
-            Isa::Avx2 => Some(8),
-            Isa::Baseline => None,
-        };
-        if let Some(block) = block {
-            done_lanes = starts.len() / block * block;
-            done_steps = count / block * block;
-            for lane in (0..done_lanes).step_by(block) {
-                for p in (0..done_steps).step_by(block) {
-                    let dst = steps[p * width + lane..].as_mut_ptr();
-                    let rows = |i: usize| data[starts[lane + i] + p..].as_ptr();
-                    // SAFETY: `isa` is supported by the CPU (the caller's contract) and
-                    // picked the block size; lines `lane..lane + block` hold steps `p..p +
-                    // block` (every line holds `count` steps, asserted above), and `steps`
-                    // holds `block` steps of `width >= lane + block` lanes from step `p`
-                    // (`p + block <= count`, `lane + block <= starts.len() <= width`).
-                    unsafe {
-                        if block == 16 {
-                            x86::transpose_16x16(std::array::from_fn(rows), dst, width);
-                        } else {
-                            x86::transpose_8x8(std::array::from_fn(rows), dst, width);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for (lane, &start) in starts.iter().enumerate() {
-        let first_step = if lane < done_lanes { done_steps } else { 0 };
-        for (p, step) in steps.chunks_exact_mut(width).enumerate().skip(first_step) {
-            step[lane] = data[start + p];
-        }
-    }
-}
-
 /// `B[pc.., jc..]` (`kc x nc`) into panels of `NR` columns, each `kc` steps of `NR`
 /// values; columns past `nc` are zero.
 #[inline(always)]
@@ -649,7 +581,7 @@ fn pack_b<T: Float, const NR: usize>(
             // A transposed `B` (the weight of `g @ W^T`): its columns are the lines.
             let starts: [usize; NR] =
                 std::array::from_fn(|lane| b.offset + pc + (jc + first + lane) * b.col_stride);
-            interleave_lines(crate::cpu::simd::isa(), b.data, &starts[..lanes], chunk, NR);
+            interleave(crate::cpu::simd::isa(), b.data, &starts[..lanes], chunk, NR);
         } else {
             for lane in 0..lanes {
                 let start = b.offset + pc * b.row_stride + (jc + first + lane) * b.col_stride;
@@ -838,48 +770,6 @@ mod tests {
             }
         }
         c
-    }
-
-    /// Every element of `interleave_lines` against its definition, over line and step
-    /// counts around the 8 x 8 and 16 x 16 blocks, in f32 (the register transposes of
-    /// every instruction set the CPU has) and f64.
-    fn check_interleave<T: Float>() {
-        for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
-            check_interleave_in::<T>(isa);
-        }
-    }
-
-    fn check_interleave_in<T: Float>(isa: Isa) {
-        let data: Vec<T> = (0..5000).map(|i| T::from_usize(i)).collect();
-        for lanes in [1, 7, 8, 9, 15, 16, 17, 32] {
-            for count in [1, 7, 8, 9, 15, 16, 17, 40] {
-                let width = 32;
-                let starts: Vec<usize> = (0..lanes).map(|l| 7 + l * 113).collect();
-                let mut steps = vec![T::nan(); count * width];
-                interleave_lines(isa, &data, &starts, &mut steps, width);
-                for p in 0..count {
-                    for lane in 0..width {
-                        let got = steps[p * width + lane];
-                        if lane < lanes {
-                            let want = data[starts[lane] + p];
-                            assert_eq!(
-                                got.to_bits_u64(),
-                                want.to_bits_u64(),
-                                "{isa:?}: {lanes} lines, {count} steps, step {p}, lane {lane}"
-                            );
-                        } else {
-                            assert!(got.is_nan(), "lane {lane} past the lines was written");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn interleaved_lines_are_the_transposition() {
-        check_interleave::<f32>();
-        check_interleave::<f64>();
     }
 
     /// A product with a bias and activation gives the bits of the product, the add and the

@@ -17,14 +17,14 @@ use std::any::TypeId;
 pub(crate) const LANES: usize = 16;
 
 /// `x` as `f32`s when `T` is `f32`: the lane functions are `f32`'s.
-pub(crate) fn as_f32<T: crate::Float>(x: &[T]) -> Option<&[f32]> {
+pub(crate) fn as_f32<T: 'static>(x: &[T]) -> Option<&[f32]> {
     // SAFETY: `T` is `f32` (the same type, so the same layout).
     (TypeId::of::<T>() == TypeId::of::<f32>())
         .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) })
 }
 
 /// `x` as `f32`s when `T` is `f32`.
-pub(crate) fn as_f32_mut<T: crate::Float>(x: &mut [T]) -> Option<&mut [f32]> {
+pub(crate) fn as_f32_mut<T: 'static>(x: &mut [T]) -> Option<&mut [f32]> {
     // SAFETY: `T` is `f32` (the same type, so the same layout).
     (TypeId::of::<T>() == TypeId::of::<f32>())
         .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) })

@@ -16,6 +16,7 @@ mod gemm;
 pub mod grain;
 mod lanes;
 pub mod layout;
+mod lines;
 mod matmul;
 pub mod optim;
 pub(crate) mod par;

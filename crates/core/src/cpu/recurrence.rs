@@ -7,9 +7,11 @@
 //! parallel; each column is scanned sequentially in `t`. Columns never interact, so every
 //! chunking gives the same bits.
 //!
-//! Data stored batch-major ([`SliceLayout::batch_major`]) are read and written in place:
-//! the same scans, compiled a second time with loads that gather the block's columns at
-//! one step and stores that scatter them, so both orders give the same bits.
+//! Data stored batch-major ([`SliceLayout::batch_major`]) are copied a tile at a time into
+//! time-major order, scanned there by the same kernels and copied back (`tiles.rs`), so
+//! both orders give the same bits.
+
+mod tiles;
 
 use crate::cpu::grain::{Family, grain};
 use std::marker::PhantomData;
@@ -22,64 +24,28 @@ use crate::kernels::recurrence::{
     Episodes, FlagSlice, SliceEpisodes, SliceLayout, TimeMajor, VtraceParams, cut,
 };
 use crate::{Error, Float, Par, Result, reduce};
+use tiles::{Chunk, ChunkScan};
 
-/// Where element `(t, j)` of `[T, B]` data is stored: one implementation per storage
-/// order, so that each scan is compiled for its order.
-trait Order: Copy + Sync {
-    /// `x[t, j..j + W]`.
-    fn load<T: Copy, const W: usize>(self, x: &[T], t: usize, j: usize) -> [T; W];
-}
-
-/// Time-major: the `W` values of a step are adjacent (one vector load).
+/// Where element `(t, j)` of time-major `[T, B]` data is: the `W` values of a step are
+/// adjacent (one vector load).
 #[derive(Clone, Copy)]
 struct ByStep {
     b: usize,
 }
 
-impl Order for ByStep {
+impl ByStep {
+    /// `x[t, j..j + W]`.
     #[inline(always)]
     fn load<T: Copy, const W: usize>(self, x: &[T], t: usize, j: usize) -> [T; W] {
         block(x, t * self.b + j)
     }
 }
 
-/// Batch-major: each column's steps are adjacent; a step's `W` values are `t` apart.
-#[derive(Clone, Copy)]
-struct ByColumn {
-    t: usize,
-}
-
-impl Order for ByColumn {
-    #[inline(always)]
-    fn load<T: Copy, const W: usize>(self, x: &[T], t: usize, j: usize) -> [T; W] {
-        let column = &x[j * self.t..];
-        std::array::from_fn(|k| column[k * self.t + t])
-    }
-}
-
-/// Runs `$body` with `$order` bound to the [`Order`] of `$layout` (a [`SliceLayout`]).
-macro_rules! with_order {
-    ($layout:expr, |$order:ident| $body:expr) => {{
-        let layout: SliceLayout = $layout;
-        if layout.is_batch_major() {
-            let $order = ByColumn {
-                t: layout.shape().t,
-            };
-            $body
-        } else {
-            let $order = ByStep {
-                b: layout.shape().b,
-            };
-            $body
-        }
-    }};
-}
-
 /// The effective rewards and discounts `(r'_t, d_t)` of the steps, one implementation per
 /// kind of [`Episodes`] so that each scan is compiled (and vectorized) for its kind.
 trait Steps<T>: Sync {
     /// `(r', d)` of step `t` in the `W` columns from `j`.
-    fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]);
+    fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]);
 }
 
 struct Constant<'a, T> {
@@ -88,7 +54,7 @@ struct Constant<'a, T> {
 }
 impl<T: Float> Steps<T> for Constant<'_, T> {
     #[inline(always)]
-    fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]) {
+    fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]) {
         (order.load(self.rewards, t, j), [self.gamma; W])
     }
 }
@@ -99,7 +65,7 @@ struct Discounts<'a, T> {
 }
 impl<T: Float> Steps<T> for Discounts<'_, T> {
     #[inline(always)]
-    fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]) {
+    fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]) {
         (
             order.load(self.rewards, t, j),
             order.load(self.discounts, t, j),
@@ -146,10 +112,10 @@ fn note_invalid<F: Flag, const W: usize>(flags: &[F; W], invalid: &AtomicBool) {
 
 /// Whether each of the `W` flags of step `t` from column `j` is set.
 #[inline(always)]
-fn flags_set<T: Float, O: Order, const W: usize>(
+fn flags_set<T: Float, const W: usize>(
     flags: FlagSlice<'_, T>,
     invalid: &AtomicBool,
-    order: O,
+    order: ByStep,
     t: usize,
     j: usize,
 ) -> [bool; W] {
@@ -173,7 +139,7 @@ struct Terminations<'a, T, F> {
 }
 impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
     #[inline(always)]
-    fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]) {
+    fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]) {
         let terminated: [F; W] = order.load(self.terminated, t, j);
         note_invalid(&terminated, self.invalid);
         let discounts = terminated.map(|flag| if flag.is_set() { T::zero() } else { self.gamma });
@@ -191,7 +157,7 @@ struct Truncations<'a, T> {
 }
 impl<T: Float> Steps<T> for Truncations<'_, T> {
     #[inline(always)]
-    fn block<O: Order, const W: usize>(&self, order: O, t: usize, j: usize) -> ([T; W], [T; W]) {
+    fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]) {
         let rewards: [T; W] = order.load(self.rewards, t, j);
         let terminated: [bool; W] = flags_set(self.terminated, self.invalid, order, t, j);
         let truncated: [bool; W] = flags_set(self.truncated, self.invalid, order, t, j);
@@ -281,22 +247,12 @@ const WIDE_BLOCK: usize = 128;
 const BLOCK: usize = 64;
 /// Narrower blocks for the columns left over.
 const SMALL_BLOCK: usize = 16;
-/// Columns per block of a batch-major scan. Each step of a block reads one value from each
-/// of its columns, `T` values apart: with eight columns the five or six streams of a scan
-/// stay within the first-level TLB and cache, where 16 or 64 columns thrash them
-/// (measured, `[2048, 64]` GAE from Python: 772 us at 16 columns, 284 us at 8, 273 us at
-/// 4, against 68 us time-major). Eight, within the noise of four, fill a vector of f64
-/// on AVX-512 and half of f32.
-const COLUMN_BLOCK: usize = 8;
 /// Fewest columns a parallel task gets.
 const MIN_TASK_COLUMNS: usize = 128;
 
 /// Where a scan writes the entries of one step of one output, in its chunk of columns:
 /// it fills [`Out::block`], then calls [`Out::flush`].
 trait Out<T> {
-    /// Whether the output is batch-major: its scans run on blocks of [`COLUMN_BLOCK`]
-    /// columns.
-    const BATCH_MAJOR: bool;
     /// The `W` entries of step `t` starting `offset` columns into the chunk.
     fn block<const W: usize>(&mut self, t: usize, offset: usize) -> &mut [T; W];
     /// Writes the block filled for step `t` where it belongs, if it is not already there.
@@ -312,8 +268,6 @@ enum Rows<'a, T> {
 }
 
 impl<T> Out<T> for Rows<'_, T> {
-    const BATCH_MAJOR: bool = false;
-
     #[inline(always)]
     fn block<const W: usize>(&mut self, t: usize, offset: usize) -> &mut [T; W] {
         match self {
@@ -327,31 +281,6 @@ impl<T> Out<T> for Rows<'_, T> {
     fn flush<const W: usize>(&mut self, _: usize, _: usize) {}
 }
 
-/// The columns of one batch-major output that belong to one chunk, `t` steps each, and
-/// the entries of one step, staged until [`Out::flush`] scatters them to their columns.
-struct Columns<'a, T> {
-    data: &'a mut [T],
-    t: usize,
-    staged: [T; COLUMN_BLOCK],
-}
-
-impl<T: Copy> Out<T> for Columns<'_, T> {
-    const BATCH_MAJOR: bool = true;
-
-    #[inline(always)]
-    fn block<const W: usize>(&mut self, _: usize, _: usize) -> &mut [T; W] {
-        block_mut(&mut self.staged, 0)
-    }
-
-    #[inline(always)]
-    fn flush<const W: usize>(&mut self, t: usize, offset: usize) {
-        let columns = &mut self.data[offset * self.t..];
-        for (k, &value) in self.staged[..W].iter().enumerate() {
-            columns[k * self.t + t] = value;
-        }
-    }
-}
-
 /// The scan of one estimator over `W` adjacent columns and every step: the unit of work
 /// the driver hands out. `rows[k]` holds output `k`'s part of the current chunk, in which
 /// column `first` sits at `offset`.
@@ -359,15 +288,21 @@ trait ColumnScan<T, const N: usize>: Sync {
     /// Whether the scan keeps few enough values per column that blocks of
     /// [`WIDE_BLOCK`] columns stay in registers (measured: yes for one output, no for two).
     const WIDE: bool;
-    fn scan<const W: usize, R: Out<T>>(&self, first: usize, offset: usize, rows: &mut [R; N]);
+    /// Scans the columns `first..first + W` over every step, writing the outputs, and
+    /// returns the accumulators it ended with: the state from which a scan of earlier steps
+    /// continues (the batch-major driver scans a chunk of steps at a time, see `tiles`).
+    fn scan<const W: usize, R: Out<T>>(
+        &self,
+        first: usize,
+        offset: usize,
+        rows: &mut [R; N],
+    ) -> [T; W];
 }
 
 /// Runs `kernel` over the columns of one chunk in blocks of 128 (for [`ColumnScan::WIDE`]
 /// scans), then 64 and 16 columns, the few left in one more block overlapping the last (1
-/// column at a time only in a chunk narrower than a block); batch-major outputs in blocks
-/// of [`COLUMN_BLOCK`], then 1 (their scans are bound by the columns' memory, not by the
-/// recurrence's latency, so a block scanned again would cost more than it saves). The work
-/// runs with fixed-size, register-resident accumulators.
+/// column at a time only in a chunk narrower than a block), so that the work runs with
+/// fixed-size, register-resident accumulators.
 #[inline(always)]
 fn scan_blocks<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize>(
     kernel: &K,
@@ -375,30 +310,23 @@ fn scan_blocks<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize>(
     rows: &mut [R; N],
 ) {
     let mut offset = 0;
-    if !R::BATCH_MAJOR {
-        while K::WIDE && offset + WIDE_BLOCK <= columns.len() {
-            kernel.scan::<WIDE_BLOCK, R>(columns.start + offset, offset, rows);
-            offset += WIDE_BLOCK;
-        }
-        while offset + BLOCK <= columns.len() {
-            kernel.scan::<BLOCK, R>(columns.start + offset, offset, rows);
-            offset += BLOCK;
-        }
-        if ends_in_one_block::<T, K, R, N, BLOCK>(kernel, &columns, offset, rows) {
-            return;
-        }
-        while offset + SMALL_BLOCK <= columns.len() {
-            kernel.scan::<SMALL_BLOCK, R>(columns.start + offset, offset, rows);
-            offset += SMALL_BLOCK;
-        }
-        if ends_in_one_block::<T, K, R, N, SMALL_BLOCK>(kernel, &columns, offset, rows) {
-            return;
-        }
-    } else {
-        while offset + COLUMN_BLOCK <= columns.len() {
-            kernel.scan::<COLUMN_BLOCK, R>(columns.start + offset, offset, rows);
-            offset += COLUMN_BLOCK;
-        }
+    while K::WIDE && offset + WIDE_BLOCK <= columns.len() {
+        kernel.scan::<WIDE_BLOCK, R>(columns.start + offset, offset, rows);
+        offset += WIDE_BLOCK;
+    }
+    while offset + BLOCK <= columns.len() {
+        kernel.scan::<BLOCK, R>(columns.start + offset, offset, rows);
+        offset += BLOCK;
+    }
+    if ends_in_one_block::<T, K, R, N, BLOCK>(kernel, &columns, offset, rows) {
+        return;
+    }
+    while offset + SMALL_BLOCK <= columns.len() {
+        kernel.scan::<SMALL_BLOCK, R>(columns.start + offset, offset, rows);
+        offset += SMALL_BLOCK;
+    }
+    if ends_in_one_block::<T, K, R, N, SMALL_BLOCK>(kernel, &columns, offset, rows) {
+        return;
     }
     while offset < columns.len() {
         kernel.scan::<1, R>(columns.start + offset, offset, rows);
@@ -460,59 +388,24 @@ fn scan_blocks_dispatch<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize>(
 }
 
 /// A task's columns and its row segments of every output.
-type Chunk<'a, T, const N: usize> = (Range<usize>, [Vec<&'a mut [T]>; N]);
+type Segments<'a, T, const N: usize> = (Range<usize>, [Vec<&'a mut [T]>; N]);
 
-/// Splits the columns of the `[T, B]` outputs `outs` (stored as `storage` says) into one
-/// chunk per task, hands each chunk its part of every output, and runs `kernel` over the
-/// chunks in parallel. Chunks are a grain ([`crate::cpu::grain::Family::Recurrence`]) large and,
-/// time-major, at least [`MIN_TASK_COLUMNS`] wide (narrower ones would share cache lines of
-/// the outputs between threads; batch-major chunks are contiguous ranges and need no
-/// minimum).
-fn run_columns<T, K, const N: usize>(
-    par: Par,
-    storage: SliceLayout,
-    outs: [&mut [T]; N],
-    kernel: &K,
-) where
+/// Splits the columns of the time-major `[T, B]` outputs `outs` into one chunk per task,
+/// hands each chunk its part of every output, and runs `kernel` over the chunks in
+/// parallel. Chunks are a grain ([`crate::cpu::grain::Family::Recurrence`]) large and at least
+/// [`MIN_TASK_COLUMNS`] wide (narrower ones would share cache lines of the outputs between
+/// threads).
+fn run_columns<T, K, const N: usize>(par: Par, layout: TimeMajor, outs: [&mut [T]; N], kernel: &K)
+where
     T: Send + Copy + Default,
     K: ColumnScan<T, N>,
 {
-    let layout = storage.shape();
     if layout.is_empty() {
         return;
     }
     let tasks = par
         .for_work(layout.t.saturating_mul(layout.b), grain(Family::Recurrence))
         .threads();
-    if storage.is_batch_major() {
-        // A batch-major task's columns are one contiguous range of each output, so tasks
-        // share at most the cache line where two ranges meet: no minimum width.
-        let width = layout.b.div_ceil(tasks).next_multiple_of(COLUMN_BLOCK);
-        let mut chunks: Vec<[&mut [T]; N]> = Vec::new();
-        for (k, out) in outs.into_iter().enumerate() {
-            for (c, columns) in out.chunks_mut(width * layout.t).enumerate() {
-                if k == 0 {
-                    chunks.push(std::array::from_fn(|_| Default::default()));
-                }
-                chunks[c][k] = columns;
-            }
-        }
-        let run = |(c, parts): (usize, [&mut [T]; N])| {
-            let columns = c * width..((c + 1) * width).min(layout.b);
-            let mut rows = parts.map(|data| Columns {
-                data,
-                t: layout.t,
-                staged: [T::default(); COLUMN_BLOCK],
-            });
-            scan_blocks_dispatch(kernel, columns, &mut rows);
-        };
-        if chunks.len() == 1 {
-            chunks.into_iter().enumerate().for_each(run);
-        } else {
-            par.split(|| chunks.into_par_iter().enumerate().for_each(run));
-        }
-        return;
-    }
     let width = layout
         .b
         .div_ceil(tasks)
@@ -523,7 +416,7 @@ fn run_columns<T, K, const N: usize>(
         scan_blocks_dispatch(kernel, 0..layout.b, &mut rows);
         return;
     }
-    let mut chunks: Vec<Chunk<'_, T, N>> = (0..layout.b)
+    let mut chunks: Vec<Segments<'_, T, N>> = (0..layout.b)
         .step_by(width)
         .map(|start| {
             (
@@ -645,20 +538,25 @@ fn episode_lengths<T: Float>(episodes: &SliceEpisodes<'_, T>) -> Vec<(&'static s
 
 /// `G_t = r'_t + cut(d_t, d_t * G_{t+1})`, `G_T = bootstrap`: returns, and the primitive
 /// itself.
-struct ReturnsScan<'a, T, S, O> {
+struct ReturnsScan<'a, T, S> {
     layout: TimeMajor,
-    order: O,
+    order: ByStep,
     steps: &'a S,
     bootstrap: &'a [T],
 }
 
-impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 1> for ReturnsScan<'_, T, S, O> {
+impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for ReturnsScan<'_, T, S> {
     const WIDE: bool = true;
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(&self, first: usize, offset: usize, [rows]: &mut [R; 1]) {
+    fn scan<const W: usize, R: Out<T>>(
+        &self,
+        first: usize,
+        offset: usize,
+        [rows]: &mut [R; 1],
+    ) -> [T; W] {
         let mut acc: [T; W] = block(self.bootstrap, first);
         for t in (0..self.layout.t).rev() {
-            let (r, d) = self.steps.block::<O, W>(self.order, t, first);
+            let (r, d) = self.steps.block::<W>(self.order, t, first);
             let out = rows.block::<W>(t, offset);
             for k in 0..W {
                 acc[k] = r[k] + cut(d[k], d[k] * acc[k]);
@@ -666,6 +564,8 @@ impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 1> for ReturnsScan<'_, T, S,
             }
             rows.flush::<W>(t, offset);
         }
+        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
+        acc.map(|x| x)
     }
 }
 
@@ -687,19 +587,26 @@ pub fn linear_recurrence<T: Float>(
         &[("init", init.len())],
     )?;
     // `x + c * y` is the returns step with r' = x and d = c.
-    let steps = Discounts {
-        rewards: x,
-        discounts: c,
-    };
-    with_order!(storage, |order| {
+    if storage.is_batch_major() {
+        let invalid = AtomicBool::new(false);
+        let chunks = ReturnsChunks {
+            bootstrap: init,
+            invalid: &invalid,
+        };
+        tiles::run(par, layout, [x], Episodes::Discounts(c), [out], &chunks);
+    } else {
+        let steps = Discounts {
+            rewards: x,
+            discounts: c,
+        };
         let scan = ReturnsScan {
             layout,
-            order,
+            order: ByStep { b: layout.b },
             steps: &steps,
             bootstrap: init,
         };
-        run_columns(par, storage, [out], &scan);
-    });
+        run_columns(par, layout, [out], &scan);
+    }
     Ok(())
 }
 
@@ -723,31 +630,38 @@ pub fn discounted_returns<T: Float>(
         &[("bootstrap", bootstrap.len())],
     )?;
     let invalid = AtomicBool::new(false);
-    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
-        storage,
-        |order| {
+    if storage.is_batch_major() {
+        let chunks = ReturnsChunks {
+            bootstrap,
+            invalid: &invalid,
+        };
+        tiles::run(par, layout, [rewards], episodes, [returns], &chunks);
+    } else {
+        with_steps!(rewards, episodes, &invalid, |steps| {
             let scan = ReturnsScan {
                 layout,
-                order,
+                order: ByStep { b: layout.b },
                 steps: &steps,
                 bootstrap,
             };
-            run_columns(par, storage, [returns], &scan);
-        }
-    ));
+            run_columns(par, layout, [returns], &scan);
+        });
+    }
     check_flags("discounted_returns", storage, episodes, &invalid)
 }
 
-struct GaeScan<'a, T, S, O> {
+struct GaeScan<'a, T, S> {
     layout: TimeMajor,
-    order: O,
+    order: ByStep,
     steps: &'a S,
     values: &'a [T],
     bootstrap: &'a [T],
     lambda: T,
+    /// `A` after the last step, when a scan of later steps left one (else 0).
+    init: Option<&'a [T]>,
 }
 
-impl<T: Float, S: Steps<T>, O: Order> GaeScan<'_, T, S, O> {
+impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
     #[inline(always)]
     fn scan_into<const W: usize, R: Out<T>>(
         &self,
@@ -755,11 +669,11 @@ impl<T: Float, S: Steps<T>, O: Order> GaeScan<'_, T, S, O> {
         offset: usize,
         advantages: &mut R,
         mut returns: Option<&mut R>,
-    ) {
-        let mut acc = [T::zero(); W];
+    ) -> [T; W] {
+        let mut acc = self.init.map_or([T::zero(); W], |init| block(init, first));
         let mut v_next: [T; W] = block(self.bootstrap, first);
         for t in (0..self.layout.t).rev() {
-            let (r, d) = self.steps.block::<O, W>(self.order, t, first);
+            let (r, d) = self.steps.block::<W>(self.order, t, first);
             let v: [T; W] = self.order.load(self.values, t, first);
             let adv = advantages.block::<W>(t, offset);
             for k in 0..W {
@@ -777,27 +691,23 @@ impl<T: Float, S: Steps<T>, O: Order> GaeScan<'_, T, S, O> {
             }
             v_next = v;
         }
+        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
+        acc.map(|x| x)
     }
 }
 
-impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 1> for GaeScan<'_, T, S, O> {
-    const WIDE: bool = true;
-    #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(&self, first: usize, offset: usize, [adv]: &mut [R; 1]) {
-        self.scan_into::<W, R>(first, offset, adv, None);
-    }
-}
-
-impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 2> for GaeScan<'_, T, S, O> {
-    const WIDE: bool = false;
+/// Advantages, and returns too when there is a second output.
+impl<T: Float, S: Steps<T>, const N: usize> ColumnScan<T, N> for GaeScan<'_, T, S> {
+    const WIDE: bool = N == 1;
     #[inline(always)]
     fn scan<const W: usize, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
-        [adv, ret]: &mut [R; 2],
-    ) {
-        self.scan_into::<W, R>(first, offset, adv, Some(ret));
+        rows: &mut [R; N],
+    ) -> [T; W] {
+        let (advantages, returns) = rows.split_first_mut().expect("GAE writes advantages");
+        self.scan_into::<W, R>(first, offset, advantages, returns.first_mut())
     }
 }
 
@@ -830,42 +740,70 @@ pub fn gae<T: Float>(
     lengths.extend(episode_lengths(&episodes));
     check_lengths("gae", layout, &lengths, &[("bootstrap", bootstrap.len())])?;
     let invalid = AtomicBool::new(false);
-    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
-        storage,
-        |order| {
+    if storage.is_batch_major() {
+        let chunks = GaeChunks {
+            bootstrap,
+            lambda,
+            invalid: &invalid,
+        };
+        let inputs = [rewards, values];
+        match returns {
+            Some(returns) => tiles::run(
+                par,
+                layout,
+                inputs,
+                episodes,
+                [advantages, returns],
+                &chunks,
+            ),
+            None => tiles::run(par, layout, inputs, episodes, [advantages], &chunks),
+        }
+    } else {
+        with_steps!(rewards, episodes, &invalid, |steps| {
             let scan = GaeScan {
                 layout,
-                order,
+                order: ByStep { b: layout.b },
                 steps: &steps,
                 values,
                 bootstrap,
                 lambda,
+                init: None,
             };
             match returns {
-                Some(returns) => run_columns(par, storage, [advantages, returns], &scan),
-                None => run_columns(par, storage, [advantages], &scan),
+                Some(returns) => run_columns(par, layout, [advantages, returns], &scan),
+                None => run_columns(par, layout, [advantages], &scan),
             }
-        }
-    ));
+        });
+    }
     check_flags("gae", storage, episodes, &invalid)
 }
 
-struct LambdaScan<'a, T, S, O> {
+struct LambdaScan<'a, T, S> {
     layout: TimeMajor,
-    order: O,
+    order: ByStep,
     steps: &'a S,
     next_values: &'a [T],
     lambda: T,
+    /// `G` after the last step, when a scan of later steps left one (else `nv_{T-1}`).
+    init: Option<&'a [T]>,
 }
 
-impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 1> for LambdaScan<'_, T, S, O> {
+impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for LambdaScan<'_, T, S> {
     const WIDE: bool = true;
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(&self, first: usize, offset: usize, [rows]: &mut [R; 1]) {
+    fn scan<const W: usize, R: Out<T>>(
+        &self,
+        first: usize,
+        offset: usize,
+        [rows]: &mut [R; 1],
+    ) -> [T; W] {
         let one_minus_lambda = T::one() - self.lambda;
-        let mut acc: [T; W] = self.order.load(self.next_values, self.layout.t - 1, first);
+        let mut acc: [T; W] = match self.init {
+            Some(init) => block(init, first),
+            None => self.order.load(self.next_values, self.layout.t - 1, first),
+        };
         for t in (0..self.layout.t).rev() {
-            let (r, d) = self.steps.block::<O, W>(self.order, t, first);
+            let (r, d) = self.steps.block::<W>(self.order, t, first);
             let nv: [T; W] = self.order.load(self.next_values, t, first);
             let out = rows.block::<W>(t, offset);
             for k in 0..W {
@@ -875,6 +813,8 @@ impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 1> for LambdaScan<'_, T, S, 
             }
             rows.flush::<W>(t, offset);
         }
+        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
+        acc.map(|x| x)
     }
 }
 
@@ -899,46 +839,71 @@ pub fn lambda_returns<T: Float>(
     lengths.extend(episode_lengths(&episodes));
     check_lengths("lambda_returns", layout, &lengths, &[])?;
     let invalid = AtomicBool::new(false);
-    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
-        storage,
-        |order| {
+    if storage.is_batch_major() {
+        let chunks = LambdaChunks {
+            lambda,
+            invalid: &invalid,
+        };
+        tiles::run(
+            par,
+            layout,
+            [rewards, next_values],
+            episodes,
+            [returns],
+            &chunks,
+        );
+    } else {
+        with_steps!(rewards, episodes, &invalid, |steps| {
             let scan = LambdaScan {
                 layout,
-                order,
+                order: ByStep { b: layout.b },
                 steps: &steps,
                 next_values,
                 lambda,
+                init: None,
             };
-            run_columns(par, storage, [returns], &scan);
-        }
-    ));
+            run_columns(par, layout, [returns], &scan);
+        });
+    }
     check_flags("lambda_returns", storage, episodes, &invalid)
 }
 
-struct NStepScan<'a, T, S, O> {
+struct NStepScan<'a, T, S> {
     layout: TimeMajor,
-    order: O,
+    order: ByStep,
     steps: &'a S,
     next_values: &'a [T],
     n: usize,
 }
 
-impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 1> for NStepScan<'_, T, S, O> {
+impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
     const WIDE: bool = false;
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(&self, first: usize, offset: usize, [rows]: &mut [R; 1]) {
+    /// Returns step 0's returns: n-step returns carry nothing from later steps (the
+    /// batch-major driver stages the `n - 1` steps after a chunk with it instead).
+    fn scan<const W: usize, R: Out<T>>(
+        &self,
+        first: usize,
+        offset: usize,
+        [rows]: &mut [R; 1],
+    ) -> [T; W] {
+        let mut first_returns = [T::zero(); W];
         for t in 0..self.layout.t {
             let last = t.saturating_add(self.n - 1).min(self.layout.t - 1);
             let mut acc: [T; W] = self.order.load(self.next_values, last, first);
             for j in (t..=last).rev() {
-                let (r, d) = self.steps.block::<O, W>(self.order, j, first);
+                let (r, d) = self.steps.block::<W>(self.order, j, first);
                 for k in 0..W {
                     acc[k] = r[k] + cut(d[k], d[k] * acc[k]);
                 }
             }
             *rows.block::<W>(t, offset) = acc;
             rows.flush::<W>(t, offset);
+            if t == 0 {
+                first_returns = acc;
+            }
         }
+        first_returns
     }
 }
 
@@ -966,33 +931,48 @@ pub fn n_step_returns<T: Float>(
     lengths.extend(episode_lengths(&episodes));
     check_lengths("n_step_returns", layout, &lengths, &[])?;
     let invalid = AtomicBool::new(false);
-    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
-        storage,
-        |order| {
+    if storage.is_batch_major() {
+        let chunks = NStepChunks {
+            n,
+            invalid: &invalid,
+        };
+        tiles::run(
+            par,
+            layout,
+            [rewards, next_values],
+            episodes,
+            [returns],
+            &chunks,
+        );
+    } else {
+        with_steps!(rewards, episodes, &invalid, |steps| {
             let scan = NStepScan {
                 layout,
-                order,
+                order: ByStep { b: layout.b },
                 steps: &steps,
                 next_values,
                 n,
             };
-            run_columns(par, storage, [returns], &scan);
-        }
-    ));
+            run_columns(par, layout, [returns], &scan);
+        });
+    }
     check_flags("n_step_returns", storage, episodes, &invalid)
 }
 
-struct VtraceScan<'a, T, S, O> {
+struct VtraceScan<'a, T, S> {
     layout: TimeMajor,
-    order: O,
+    order: ByStep,
     steps: &'a S,
     values: &'a [T],
     bootstrap: &'a [T],
     rhos: &'a [T],
     params: VtraceParams<T>,
+    /// `e` after the last step, when a scan of later steps left one (else 0; the last step
+    /// then has no next one).
+    init: Option<&'a [T]>,
 }
 
-impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 2> for VtraceScan<'_, T, S, O> {
+impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for VtraceScan<'_, T, S> {
     const WIDE: bool = false;
     #[inline(always)]
     fn scan<const W: usize, R: Out<T>>(
@@ -1000,7 +980,7 @@ impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 2> for VtraceScan<'_, T, S, 
         first: usize,
         offset: usize,
         [vs_rows, pg_rows]: &mut [R; 2],
-    ) {
+    ) -> [T; W] {
         let VtraceParams {
             lambda,
             clip_rho,
@@ -1008,13 +988,13 @@ impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 2> for VtraceScan<'_, T, S, 
         } = self.params;
         let one_minus_lambda = T::one() - lambda;
         // acc holds e_{t+1} at the top of each step.
-        let mut acc = [T::zero(); W];
+        let mut acc = self.init.map_or([T::zero(); W], |init| block(init, first));
         let mut v_next: [T; W] = block(self.bootstrap, first);
         for t in (0..self.layout.t).rev() {
-            let (r, d) = self.steps.block::<O, W>(self.order, t, first);
+            let (r, d) = self.steps.block::<W>(self.order, t, first);
             let v: [T; W] = self.order.load(self.values, t, first);
             let rho: [T; W] = self.order.load(self.rhos, t, first);
-            let has_next = t + 1 < self.layout.t;
+            let has_next = t + 1 < self.layout.t || self.init.is_some();
             let vs = vs_rows.block::<W>(t, offset);
             let pg = pg_rows.block::<W>(t, offset);
             for k in 0..W {
@@ -1035,6 +1015,8 @@ impl<T: Float, S: Steps<T>, O: Order> ColumnScan<T, 2> for VtraceScan<'_, T, S, 
             pg_rows.flush::<W>(t, offset);
             v_next = v;
         }
+        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
+        acc.map(|x| x)
     }
 }
 
@@ -1070,22 +1052,213 @@ pub fn vtrace<T: Float>(
         &[("bootstrap", bootstrap.len())],
     )?;
     let invalid = AtomicBool::new(false);
-    with_steps!(rewards, episodes, &invalid, |steps| with_order!(
-        storage,
-        |order| {
+    if storage.is_batch_major() {
+        let chunks = VtraceChunks {
+            bootstrap,
+            params,
+            invalid: &invalid,
+        };
+        let inputs = [rewards, values, rhos];
+        tiles::run(par, layout, inputs, episodes, [vs, pg_advantages], &chunks);
+    } else {
+        with_steps!(rewards, episodes, &invalid, |steps| {
             let scan = VtraceScan {
                 layout,
-                order,
+                order: ByStep { b: layout.b },
                 steps: &steps,
                 values,
                 bootstrap,
                 rhos,
                 params,
+                init: None,
             };
-            run_columns(par, storage, [vs, pg_advantages], &scan);
-        }
-    ));
+            run_columns(par, layout, [vs, pg_advantages], &scan);
+        });
+    }
     check_flags("vtrace", storage, episodes, &invalid)
+}
+
+/// The job of [`scan_tile`], for [`crate::cpu::simd::widest`].
+struct ScanTile<'k, 'r, 'o, T, K, const N: usize, const W: usize> {
+    kernel: &'k K,
+    rows: &'r mut [Rows<'o, T>; N],
+}
+
+impl<T, K: ColumnScan<T, N>, const N: usize, const W: usize> crate::cpu::simd::Vectorized
+    for ScanTile<'_, '_, '_, T, K, N, W>
+{
+    type Output = [T; W];
+    #[inline(always)]
+    fn run(self) -> [T; W] {
+        self.kernel.scan::<W, _>(0, 0, self.rows)
+    }
+}
+
+/// `kernel` over the `W` columns of a staged chunk, in a function of its own per
+/// kernel and kind of episodes: inlined into one function with the staging and the other
+/// kinds, LLVM kept the accumulators in memory (stored by scatters at every step, which
+/// made the scan twice as slow as a time-major one).
+fn scan_tile<T, K: ColumnScan<T, N>, const N: usize, const W: usize>(
+    kernel: &K,
+    rows: &mut [Rows<'_, T>; N],
+) -> [T; W] {
+    crate::cpu::simd::widest(ScanTile::<T, K, N, W> { kernel, rows })
+}
+
+/// The scans of batch-major data, a staged chunk at a time ([`tiles`]): each builds its
+/// estimator's time-major kernel over the chunk's tiles, starting from the accumulators
+/// and the `v_{t+1}` the chunk after it left.
+struct ReturnsChunks<'a, T> {
+    bootstrap: &'a [T],
+    invalid: &'a AtomicBool,
+}
+
+impl<T: Float> ChunkScan<T, 1, 1> for ReturnsChunks<'_, T> {
+    #[inline(always)]
+    fn scan<const W: usize>(
+        &self,
+        chunk: &Chunk<'_, T, 1, W>,
+        outputs: &mut [Rows<'_, T>; 1],
+    ) -> [T; W] {
+        let bootstrap = chunk
+            .carry
+            .copied()
+            .unwrap_or_else(|| chunk.columns_of(self.bootstrap));
+        let [rewards] = chunk.inputs;
+        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
+            let scan = ReturnsScan {
+                layout: chunk.layout,
+                order: ByStep { b: W },
+                steps: &steps,
+                bootstrap: &bootstrap,
+            };
+            scan_tile(&scan, outputs)
+        })
+    }
+}
+
+struct GaeChunks<'a, T> {
+    bootstrap: &'a [T],
+    lambda: T,
+    invalid: &'a AtomicBool,
+}
+
+impl<T: Float, const N: usize> ChunkScan<T, 2, N> for GaeChunks<'_, T> {
+    #[inline(always)]
+    fn scan<const W: usize>(
+        &self,
+        chunk: &Chunk<'_, T, 2, W>,
+        outputs: &mut [Rows<'_, T>; N],
+    ) -> [T; W] {
+        let v_next = match chunk.carry {
+            Some(_) => chunk.step_after(1),
+            None => chunk.columns_of(self.bootstrap),
+        };
+        let [rewards, values] = chunk.inputs;
+        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
+            let scan = GaeScan {
+                layout: chunk.layout,
+                order: ByStep { b: W },
+                steps: &steps,
+                values,
+                bootstrap: &v_next,
+                lambda: self.lambda,
+                init: chunk.carry.map(|carry| &carry[..]),
+            };
+            scan_tile(&scan, outputs)
+        })
+    }
+}
+
+struct LambdaChunks<'a, T> {
+    lambda: T,
+    invalid: &'a AtomicBool,
+}
+
+impl<T: Float> ChunkScan<T, 2, 1> for LambdaChunks<'_, T> {
+    #[inline(always)]
+    fn scan<const W: usize>(
+        &self,
+        chunk: &Chunk<'_, T, 2, W>,
+        outputs: &mut [Rows<'_, T>; 1],
+    ) -> [T; W] {
+        let [rewards, next_values] = chunk.inputs;
+        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
+            let scan = LambdaScan {
+                layout: chunk.layout,
+                order: ByStep { b: W },
+                steps: &steps,
+                next_values,
+                lambda: self.lambda,
+                init: chunk.carry.map(|carry| &carry[..]),
+            };
+            scan_tile(&scan, outputs)
+        })
+    }
+}
+
+struct NStepChunks<'a> {
+    n: usize,
+    invalid: &'a AtomicBool,
+}
+
+impl<T: Float> ChunkScan<T, 2, 1> for NStepChunks<'_> {
+    fn lookahead(&self) -> usize {
+        self.n - 1
+    }
+
+    #[inline(always)]
+    fn scan<const W: usize>(
+        &self,
+        chunk: &Chunk<'_, T, 2, W>,
+        outputs: &mut [Rows<'_, T>; 1],
+    ) -> [T; W] {
+        let [rewards, next_values] = chunk.inputs;
+        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
+            let scan = NStepScan {
+                layout: chunk.layout,
+                order: ByStep { b: W },
+                steps: &steps,
+                next_values,
+                n: self.n,
+            };
+            scan_tile(&scan, outputs)
+        })
+    }
+}
+
+struct VtraceChunks<'a, T> {
+    bootstrap: &'a [T],
+    params: VtraceParams<T>,
+    invalid: &'a AtomicBool,
+}
+
+impl<T: Float> ChunkScan<T, 3, 2> for VtraceChunks<'_, T> {
+    #[inline(always)]
+    fn scan<const W: usize>(
+        &self,
+        chunk: &Chunk<'_, T, 3, W>,
+        outputs: &mut [Rows<'_, T>; 2],
+    ) -> [T; W] {
+        let v_next = match chunk.carry {
+            Some(_) => chunk.step_after(1),
+            None => chunk.columns_of(self.bootstrap),
+        };
+        let [rewards, values, rhos] = chunk.inputs;
+        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
+            let scan = VtraceScan {
+                layout: chunk.layout,
+                order: ByStep { b: W },
+                steps: &steps,
+                values,
+                bootstrap: &v_next,
+                rhos,
+                params: self.params,
+                init: chunk.carry.map(|carry| &carry[..]),
+            };
+            scan_tile(&scan, outputs)
+        })
+    }
 }
 
 mod device {

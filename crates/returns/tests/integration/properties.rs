@@ -769,3 +769,160 @@ fn batch_major_layouts_refuse_non_finite_inputs_when_asked() {
     .to_string();
     assert!(err.contains("gae") && err.contains("rewards"), "{err}");
 }
+
+/// Every estimator's outputs in f32 (the register transposes' element type), for the
+/// inputs given in `order` (time-major, or batch-major when `batch_major`), returned
+/// time-major: `n`-step returns with `n` reaching past a chunk of the batch-major
+/// staging, flags as floats, as bytes, and with truncation.
+fn f32_outputs(layout: TimeMajor, batch_major: bool, seed: u64, n: usize) -> Vec<Vec<u32>> {
+    let (t, b) = (layout.t, layout.b);
+    let len = t * b;
+    let mut rng = Rng::new(seed, "f32 tiles");
+    let mut values = |scale: f32| -> Vec<f32> {
+        (0..len)
+            .map(|_| scale * (rng.uniform_f32() - 0.5))
+            .collect()
+    };
+    let (rewards, vals, next_values, final_values) =
+        (values(2.0), values(4.0), values(4.0), values(4.0));
+    let rhos: Vec<f32> = values(1.0).iter().map(|x| x + 1.0).collect();
+    let flags: Vec<f32> = values(1.0).iter().map(|&x| f32::from(x > 0.45)).collect();
+    let truncated: Vec<f32> = values(1.0).iter().map(|&x| f32::from(x < -0.45)).collect();
+    let bootstrap: Vec<f32> = (0..b).map(|j| j as f32 * 0.25 - 1.0).collect();
+    let stored = |v: &[f32]| {
+        if batch_major {
+            to_batch_major(v, layout)
+        } else {
+            v.to_vec()
+        }
+    };
+    let (rewards, vals, next_values, final_values, rhos) = (
+        stored(&rewards),
+        stored(&vals),
+        stored(&next_values),
+        stored(&final_values),
+        stored(&rhos),
+    );
+    let (flags, truncated) = (stored(&flags), stored(&truncated));
+    let bytes: Vec<u8> = flags.iter().map(|&f| f as u8).collect();
+    let discounts: Vec<f32> = flags.iter().map(|&f| 0.99 * (1.0 - f)).collect();
+    let storage = if batch_major {
+        SliceLayout::batch_major(t, b)
+    } else {
+        SliceLayout::from(layout)
+    };
+    let episodes: [SliceEpisodes<'_, f32>; 4] = [
+        Episodes::terminations(0.99, &flags[..]),
+        Episodes::terminations(0.99, &bytes[..]),
+        Episodes::Discounts(&discounts),
+        Episodes::Flags {
+            gamma: 0.99,
+            terminated: FlagSlice::Bytes(&bytes),
+            truncation: Some(Truncation {
+                truncated: FlagSlice::Values(&truncated),
+                final_values: &final_values,
+            }),
+        },
+    ];
+    let par = Par::rayon(2);
+    let mut outputs = Vec::new();
+    let out = || vec![0.0f32; len];
+    for episodes in episodes {
+        let (mut adv, mut ret) = (out(), out());
+        kernel::gae(
+            par,
+            storage,
+            &rewards,
+            &vals,
+            &bootstrap,
+            episodes,
+            0.95,
+            &mut adv,
+            Some(&mut ret),
+        )
+        .unwrap();
+        let mut returns = out();
+        kernel::discounted_returns(par, storage, &rewards, episodes, &bootstrap, &mut returns)
+            .unwrap();
+        let mut lambda = out();
+        kernel::lambda_returns(
+            par,
+            storage,
+            &rewards,
+            &next_values,
+            episodes,
+            0.9,
+            &mut lambda,
+        )
+        .unwrap();
+        let mut nstep = out();
+        kernel::n_step_returns(
+            par,
+            storage,
+            &rewards,
+            &next_values,
+            episodes,
+            n,
+            &mut nstep,
+        )
+        .unwrap();
+        let (mut vs, mut pg) = (out(), out());
+        let params = VtraceParams {
+            lambda: 0.95,
+            clip_rho: 1.0,
+            clip_pg_rho: 1.0,
+        };
+        kernel::vtrace(
+            par, storage, &rewards, &vals, &bootstrap, &rhos, episodes, params, &mut vs, &mut pg,
+        )
+        .unwrap();
+        outputs.extend([adv, ret, returns, lambda, nstep, vs, pg]);
+    }
+    let mut linear = out();
+    kernel::linear_recurrence(par, storage, &rewards, &discounts, &bootstrap, &mut linear).unwrap();
+    outputs.push(linear);
+    outputs
+        .into_iter()
+        .map(|o| {
+            let o = if batch_major {
+                to_time_major(&o, layout)
+            } else {
+                o
+            };
+            o.iter().map(|x| x.to_bits()).collect()
+        })
+        .collect()
+}
+
+fn to_time_major<T: Copy>(v: &[T], layout: TimeMajor) -> Vec<T> {
+    let (t, b) = (layout.t, layout.b);
+    (0..t)
+        .flat_map(|s| (0..b).map(move |j| v[j * t + s]))
+        .collect()
+}
+
+/// Batch-major data go through time-major tiles of 64 or 16 columns, 32 steps at a time,
+/// transposed in registers for f32: every width around the tiles' (padded last blocks,
+/// narrow data), step counts across several chunks (a short last one), and n-step
+/// returns reading past a chunk, give time-major's bits.
+#[test]
+fn batch_major_f32_gives_the_bits_of_time_major_across_tiles() {
+    for (t, b) in [
+        (100, 64),
+        (100, 70),
+        (65, 130),
+        (33, 7),
+        (1, 16),
+        (96, 16),
+        (40, 1),
+    ] {
+        let layout = TimeMajor::new(t, b);
+        for n in [1, 5, 40] {
+            let want = f32_outputs(layout, false, 7, n);
+            let got = f32_outputs(layout, true, 7, n);
+            for (k, (got, want)) in got.iter().zip(&want).enumerate() {
+                assert!(got == want, "[{t},{b}] n = {n}: output {k} differs");
+            }
+        }
+    }
+}

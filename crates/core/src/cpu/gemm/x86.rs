@@ -223,7 +223,12 @@ fn transposed(r: [__m512; 16]) -> [__m512; 16] {
 /// The CPU supports AVX-512F; each `rows[i]` points at 16 readable `f32`, and
 /// `dst + j * dst_stride` at 16 writable `f32` for every `j < 16`.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn transpose_16x16(rows: [*const f32; 16], dst: *mut f32, dst_stride: usize) {
+#[inline]
+pub(in crate::cpu) unsafe fn transpose_16x16(
+    rows: [*const f32; 16],
+    dst: *mut f32,
+    dst_stride: usize,
+) {
     // SAFETY: the caller's contract covers every load and store.
     unsafe {
         let columns = transposed(std::array::from_fn(|i| _mm512_loadu_ps(rows[i])));
@@ -241,7 +246,12 @@ pub(super) unsafe fn transpose_16x16(rows: [*const f32; 16], dst: *mut f32, dst_
 /// The CPU supports AVX2; each `rows[i]` points at 8 readable `f32`, and
 /// `dst + j * dst_stride` at 8 writable `f32` for every `j < 8`.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn transpose_8x8(rows: [*const f32; 8], dst: *mut f32, dst_stride: usize) {
+#[inline]
+pub(in crate::cpu) unsafe fn transpose_8x8(
+    rows: [*const f32; 8],
+    dst: *mut f32,
+    dst_stride: usize,
+) {
     // SAFETY: the caller's contract covers every load and store.
     unsafe {
         let columns = transposed_8x8(std::array::from_fn(|i| _mm256_loadu_ps(rows[i])));
