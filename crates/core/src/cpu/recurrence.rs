@@ -14,6 +14,7 @@
 mod tiles;
 
 use crate::cpu::grain::{Family, grain};
+use crate::cpu::simd::Isa;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -285,13 +286,17 @@ impl<T> Out<T> for Rows<'_, T> {
 /// the driver hands out. `rows[k]` holds output `k`'s part of the current chunk, in which
 /// column `first` sits at `offset`.
 trait ColumnScan<T, const N: usize>: Sync {
-    /// Whether the scan keeps few enough values per column that blocks of
-    /// [`WIDE_BLOCK`] columns stay in registers (measured: yes for one output, no for two).
-    const WIDE: bool;
-    /// Scans the columns `first..first + W` over every step, writing the outputs, and
-    /// returns the accumulators it ended with: the state from which a scan of earlier steps
-    /// continues (the batch-major driver scans a chunk of steps at a time, see `tiles`).
-    fn scan<const W: usize, R: Out<T>>(
+    /// The narrowest instruction set from which the scan runs in blocks of [`WIDE_BLOCK`]
+    /// columns, `None` for never (measured, one thread, `[128, 1024]` f32: returns gain at
+    /// every width; GAE's advantages only with AVX-512's 32 registers, 76 against 62 us at
+    /// AVX2; scans with two outputs never).
+    const WIDE_FROM: Option<Isa>;
+    /// Scans the columns `first..first + W` over every step, writing the outputs. With
+    /// `CARRY` (the batch-major driver's chunks, see `tiles.rs`) it starts from the
+    /// kernel's `init` where it has one and returns the accumulators it ended with: the
+    /// state from which a scan of the steps before continues. Without, it returns zeros,
+    /// so that the time-major scans keep their accumulators in registers.
+    fn scan<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
@@ -299,10 +304,31 @@ trait ColumnScan<T, const N: usize>: Sync {
     ) -> [T; W];
 }
 
-/// Runs `kernel` over the columns of one chunk in blocks of 128 (for [`ColumnScan::WIDE`]
-/// scans), then 64 and 16 columns, the few left in one more block overlapping the last (1
-/// column at a time only in a chunk narrower than a block), so that the work runs with
-/// fixed-size, register-resident accumulators.
+/// `acc` when a scan carries its accumulators (`CARRY`), zeros otherwise.
+#[inline(always)]
+fn carried<T: Float, const W: usize, const CARRY: bool>(acc: [T; W]) -> [T; W] {
+    if CARRY { acc } else { [T::zero(); W] }
+}
+
+/// The accumulators a scan starts from: `init`'s when it carries them (`CARRY`) and has
+/// some, `otherwise` else.
+#[inline(always)]
+fn initial<T: Float, const W: usize, const CARRY: bool>(
+    init: Option<&[T]>,
+    first: usize,
+    otherwise: impl FnOnce() -> [T; W],
+) -> [T; W] {
+    match init {
+        Some(init) if CARRY => block(init, first),
+        _ => otherwise(),
+    }
+}
+
+/// Runs `kernel` over the columns of one chunk in blocks of 128 (for scans with
+/// [`ColumnScan::WIDE_FROM`] at this instruction set), then 64 and 16 columns, the few
+/// left in one more block overlapping the last (1 column at a time only in a chunk
+/// narrower than a block), so that the work runs with fixed-size, register-resident
+/// accumulators.
 #[inline(always)]
 fn scan_blocks<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize>(
     kernel: &K,
@@ -310,26 +336,27 @@ fn scan_blocks<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize>(
     rows: &mut [R; N],
 ) {
     let mut offset = 0;
-    while K::WIDE && offset + WIDE_BLOCK <= columns.len() {
-        kernel.scan::<WIDE_BLOCK, R>(columns.start + offset, offset, rows);
+    let wide = K::WIDE_FROM.is_some_and(|from| crate::cpu::simd::isa() >= from);
+    while wide && offset + WIDE_BLOCK <= columns.len() {
+        kernel.scan::<WIDE_BLOCK, false, R>(columns.start + offset, offset, rows);
         offset += WIDE_BLOCK;
     }
     while offset + BLOCK <= columns.len() {
-        kernel.scan::<BLOCK, R>(columns.start + offset, offset, rows);
+        kernel.scan::<BLOCK, false, R>(columns.start + offset, offset, rows);
         offset += BLOCK;
     }
     if ends_in_one_block::<T, K, R, N, BLOCK>(kernel, &columns, offset, rows) {
         return;
     }
     while offset + SMALL_BLOCK <= columns.len() {
-        kernel.scan::<SMALL_BLOCK, R>(columns.start + offset, offset, rows);
+        kernel.scan::<SMALL_BLOCK, false, R>(columns.start + offset, offset, rows);
         offset += SMALL_BLOCK;
     }
     if ends_in_one_block::<T, K, R, N, SMALL_BLOCK>(kernel, &columns, offset, rows) {
         return;
     }
     while offset < columns.len() {
-        kernel.scan::<1, R>(columns.start + offset, offset, rows);
+        kernel.scan::<1, false, R>(columns.start + offset, offset, rows);
         offset += 1;
     }
 }
@@ -349,7 +376,7 @@ fn ends_in_one_block<T, K: ColumnScan<T, N>, R: Out<T>, const N: usize, const W:
     let done = offset >= columns.len() || columns.len() < W;
     if !done {
         let last = columns.len() - W;
-        kernel.scan::<W, R>(columns.start + last, last, rows);
+        kernel.scan::<W, false, R>(columns.start + last, last, rows);
     }
     !done
 }
@@ -546,9 +573,9 @@ struct ReturnsScan<'a, T, S> {
 }
 
 impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for ReturnsScan<'_, T, S> {
-    const WIDE: bool = true;
+    const WIDE_FROM: Option<Isa> = Some(Isa::Baseline);
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(
+    fn scan<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
@@ -564,8 +591,7 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for ReturnsScan<'_, T, S> {
             }
             rows.flush::<W>(t, offset);
         }
-        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
-        acc.map(|x| x)
+        carried::<T, W, CARRY>(acc)
     }
 }
 
@@ -663,14 +689,14 @@ struct GaeScan<'a, T, S> {
 
 impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
     #[inline(always)]
-    fn scan_into<const W: usize, R: Out<T>>(
+    fn scan_into<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
         advantages: &mut R,
         mut returns: Option<&mut R>,
     ) -> [T; W] {
-        let mut acc = self.init.map_or([T::zero(); W], |init| block(init, first));
+        let mut acc = initial::<T, W, CARRY>(self.init, first, || [T::zero(); W]);
         let mut v_next: [T; W] = block(self.bootstrap, first);
         for t in (0..self.layout.t).rev() {
             let (r, d) = self.steps.block::<W>(self.order, t, first);
@@ -691,23 +717,22 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
             }
             v_next = v;
         }
-        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
-        acc.map(|x| x)
+        carried::<T, W, CARRY>(acc)
     }
 }
 
 /// Advantages, and returns too when there is a second output.
 impl<T: Float, S: Steps<T>, const N: usize> ColumnScan<T, N> for GaeScan<'_, T, S> {
-    const WIDE: bool = N == 1;
+    const WIDE_FROM: Option<Isa> = if N == 1 { Some(Isa::Avx512) } else { None };
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(
+    fn scan<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
         rows: &mut [R; N],
     ) -> [T; W] {
         let (advantages, returns) = rows.split_first_mut().expect("GAE writes advantages");
-        self.scan_into::<W, R>(first, offset, advantages, returns.first_mut())
+        self.scan_into::<W, CARRY, R>(first, offset, advantages, returns.first_mut())
     }
 }
 
@@ -789,19 +814,18 @@ struct LambdaScan<'a, T, S> {
 }
 
 impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for LambdaScan<'_, T, S> {
-    const WIDE: bool = true;
+    const WIDE_FROM: Option<Isa> = Some(Isa::Baseline);
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(
+    fn scan<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
         [rows]: &mut [R; 1],
     ) -> [T; W] {
         let one_minus_lambda = T::one() - self.lambda;
-        let mut acc: [T; W] = match self.init {
-            Some(init) => block(init, first),
-            None => self.order.load(self.next_values, self.layout.t - 1, first),
-        };
+        let mut acc: [T; W] = initial::<T, W, CARRY>(self.init, first, || {
+            self.order.load(self.next_values, self.layout.t - 1, first)
+        });
         for t in (0..self.layout.t).rev() {
             let (r, d) = self.steps.block::<W>(self.order, t, first);
             let nv: [T; W] = self.order.load(self.next_values, t, first);
@@ -813,8 +837,7 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for LambdaScan<'_, T, S> {
             }
             rows.flush::<W>(t, offset);
         }
-        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
-        acc.map(|x| x)
+        carried::<T, W, CARRY>(acc)
     }
 }
 
@@ -877,17 +900,16 @@ struct NStepScan<'a, T, S> {
 }
 
 impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
-    const WIDE: bool = false;
+    const WIDE_FROM: Option<Isa> = None;
     #[inline(always)]
-    /// Returns step 0's returns: n-step returns carry nothing from later steps (the
-    /// batch-major driver stages the `n - 1` steps after a chunk with it instead).
-    fn scan<const W: usize, R: Out<T>>(
+    /// Returns zeros: n-step returns carry nothing from later steps (the batch-major
+    /// driver stages the `n - 1` steps after a chunk with it instead).
+    fn scan<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
         [rows]: &mut [R; 1],
     ) -> [T; W] {
-        let mut first_returns = [T::zero(); W];
         for t in 0..self.layout.t {
             let last = t.saturating_add(self.n - 1).min(self.layout.t - 1);
             let mut acc: [T; W] = self.order.load(self.next_values, last, first);
@@ -899,11 +921,8 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 1> for NStepScan<'_, T, S> {
             }
             *rows.block::<W>(t, offset) = acc;
             rows.flush::<W>(t, offset);
-            if t == 0 {
-                first_returns = acc;
-            }
         }
-        first_returns
+        [T::zero(); W]
     }
 }
 
@@ -973,9 +992,9 @@ struct VtraceScan<'a, T, S> {
 }
 
 impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for VtraceScan<'_, T, S> {
-    const WIDE: bool = false;
+    const WIDE_FROM: Option<Isa> = None;
     #[inline(always)]
-    fn scan<const W: usize, R: Out<T>>(
+    fn scan<const W: usize, const CARRY: bool, R: Out<T>>(
         &self,
         first: usize,
         offset: usize,
@@ -988,13 +1007,13 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for VtraceScan<'_, T, S> {
         } = self.params;
         let one_minus_lambda = T::one() - lambda;
         // acc holds e_{t+1} at the top of each step.
-        let mut acc = self.init.map_or([T::zero(); W], |init| block(init, first));
+        let mut acc = initial::<T, W, CARRY>(self.init, first, || [T::zero(); W]);
         let mut v_next: [T; W] = block(self.bootstrap, first);
         for t in (0..self.layout.t).rev() {
             let (r, d) = self.steps.block::<W>(self.order, t, first);
             let v: [T; W] = self.order.load(self.values, t, first);
             let rho: [T; W] = self.order.load(self.rhos, t, first);
-            let has_next = t + 1 < self.layout.t || self.init.is_some();
+            let has_next = t + 1 < self.layout.t || (CARRY && self.init.is_some());
             let vs = vs_rows.block::<W>(t, offset);
             let pg = pg_rows.block::<W>(t, offset);
             for k in 0..W {
@@ -1015,8 +1034,7 @@ impl<T: Float, S: Steps<T>> ColumnScan<T, 2> for VtraceScan<'_, T, S> {
             pg_rows.flush::<W>(t, offset);
             v_next = v;
         }
-        // A copy: returned as is, `acc` would live in the caller's return slot, in memory.
-        acc.map(|x| x)
+        carried::<T, W, CARRY>(acc)
     }
 }
 
@@ -1090,7 +1108,7 @@ impl<T, K: ColumnScan<T, N>, const N: usize, const W: usize> crate::cpu::simd::V
     type Output = [T; W];
     #[inline(always)]
     fn run(self) -> [T; W] {
-        self.kernel.scan::<W, _>(0, 0, self.rows)
+        self.kernel.scan::<W, true, _>(0, 0, self.rows)
     }
 }
 
