@@ -901,7 +901,7 @@ fn to_time_major<T: Copy>(v: &[T], layout: TimeMajor) -> Vec<T> {
         .collect()
 }
 
-/// Batch-major data go through time-major tiles of 64 or 16 columns, 32 steps at a time,
+/// Batch-major data go through time-major tiles of 64, 16 or 8 columns, 32 steps at a time,
 /// transposed in registers for f32: every width around the tiles' (padded last blocks,
 /// narrow data), step counts across several chunks (a short last one), and n-step
 /// returns reading past a chunk, give time-major's bits.

@@ -20,10 +20,12 @@ use crate::kernels::recurrence::{Episodes, FlagSlice, SliceEpisodes, TimeMajor, 
 use crate::{Float, Par};
 
 /// Columns per tile: the width of the time-major scans' blocks ([`super::BLOCK`]), or of
-/// their narrow blocks ([`super::SMALL_BLOCK`]) for data of fewer columns, whose padding
-/// would otherwise cost more than the columns.
+/// their narrow blocks ([`super::SMALL_BLOCK`]) for data of fewer columns, or 8 for data of
+/// at most 8: narrower data would pay more for the tiles' padding than for their columns
+/// (`[2048, 7]` GAE in f32: 47 us in tiles of 16, 40 us in tiles of 8).
 const COLUMNS: usize = super::BLOCK;
 const NARROW_COLUMNS: usize = super::SMALL_BLOCK;
+const NARROWEST_COLUMNS: usize = 8;
 /// Steps per chunk: a tile of `f32` is 8 KiB, so that a scan's five to eight tiles stay in
 /// the first-level cache between their copy and their scan.
 const STEPS: usize = 32;
@@ -98,8 +100,10 @@ pub(super) fn run<T, const K: usize, const N: usize, C>(
     }
     if layout.b >= COLUMNS {
         run_tiles::<T, K, N, C, COLUMNS>(par, layout, inputs, episodes, outs, chunks);
-    } else {
+    } else if layout.b > NARROWEST_COLUMNS {
         run_tiles::<T, K, N, C, NARROW_COLUMNS>(par, layout, inputs, episodes, outs, chunks);
+    } else {
+        run_tiles::<T, K, N, C, NARROWEST_COLUMNS>(par, layout, inputs, episodes, outs, chunks);
     }
 }
 
