@@ -612,27 +612,18 @@ pub fn linear_recurrence<T: Float>(
         &[("x", x.len()), ("c", c.len()), ("out", out.len())],
         &[("init", init.len())],
     )?;
-    // `x + c * y` is the returns step with r' = x and d = c.
-    if storage.is_batch_major() {
-        let invalid = AtomicBool::new(false);
-        let chunks = ReturnsChunks {
-            bootstrap: init,
-            invalid: &invalid,
-        };
-        tiles::run(par, layout, [x], Episodes::Discounts(c), [out], &chunks);
-    } else {
-        let steps = Discounts {
-            rewards: x,
-            discounts: c,
-        };
-        let scan = ReturnsScan {
-            layout,
-            order: ByStep { b: layout.b },
-            steps: &steps,
-            bootstrap: init,
-        };
-        run_columns(par, layout, [out], &scan);
-    }
+    // `x + c * y` is the returns step with r' = x and d = c; no flags, so nothing to check.
+    let invalid = AtomicBool::new(false);
+    let returns = Returns { bootstrap: init };
+    run_estimator(
+        par,
+        storage,
+        [x],
+        Episodes::Discounts(c),
+        [out],
+        &returns,
+        &invalid,
+    );
     Ok(())
 }
 
@@ -656,23 +647,16 @@ pub fn discounted_returns<T: Float>(
         &[("bootstrap", bootstrap.len())],
     )?;
     let invalid = AtomicBool::new(false);
-    if storage.is_batch_major() {
-        let chunks = ReturnsChunks {
-            bootstrap,
-            invalid: &invalid,
-        };
-        tiles::run(par, layout, [rewards], episodes, [returns], &chunks);
-    } else {
-        with_steps!(rewards, episodes, &invalid, |steps| {
-            let scan = ReturnsScan {
-                layout,
-                order: ByStep { b: layout.b },
-                steps: &steps,
-                bootstrap,
-            };
-            run_columns(par, layout, [returns], &scan);
-        });
-    }
+    let estimator = Returns { bootstrap };
+    run_estimator(
+        par,
+        storage,
+        [rewards],
+        episodes,
+        [returns],
+        &estimator,
+        &invalid,
+    );
     check_flags("discounted_returns", storage, episodes, &invalid)
 }
 
@@ -765,40 +749,22 @@ pub fn gae<T: Float>(
     lengths.extend(episode_lengths(&episodes));
     check_lengths("gae", layout, &lengths, &[("bootstrap", bootstrap.len())])?;
     let invalid = AtomicBool::new(false);
-    if storage.is_batch_major() {
-        let chunks = GaeChunks {
-            bootstrap,
-            lambda,
-            invalid: &invalid,
-        };
-        let inputs = [rewards, values];
-        match returns {
-            Some(returns) => tiles::run(
-                par,
-                layout,
-                inputs,
-                episodes,
-                [advantages, returns],
-                &chunks,
-            ),
-            None => tiles::run(par, layout, inputs, episodes, [advantages], &chunks),
+    let estimator = Gae { bootstrap, lambda };
+    let inputs = [rewards, values];
+    match returns {
+        Some(returns) => {
+            let outs = [advantages, returns];
+            run_estimator(par, storage, inputs, episodes, outs, &estimator, &invalid);
         }
-    } else {
-        with_steps!(rewards, episodes, &invalid, |steps| {
-            let scan = GaeScan {
-                layout,
-                order: ByStep { b: layout.b },
-                steps: &steps,
-                values,
-                bootstrap,
-                lambda,
-                init: None,
-            };
-            match returns {
-                Some(returns) => run_columns(par, layout, [advantages, returns], &scan),
-                None => run_columns(par, layout, [advantages], &scan),
-            }
-        });
+        None => run_estimator(
+            par,
+            storage,
+            inputs,
+            episodes,
+            [advantages],
+            &estimator,
+            &invalid,
+        ),
     }
     check_flags("gae", storage, episodes, &invalid)
 }
@@ -862,32 +828,16 @@ pub fn lambda_returns<T: Float>(
     lengths.extend(episode_lengths(&episodes));
     check_lengths("lambda_returns", layout, &lengths, &[])?;
     let invalid = AtomicBool::new(false);
-    if storage.is_batch_major() {
-        let chunks = LambdaChunks {
-            lambda,
-            invalid: &invalid,
-        };
-        tiles::run(
-            par,
-            layout,
-            [rewards, next_values],
-            episodes,
-            [returns],
-            &chunks,
-        );
-    } else {
-        with_steps!(rewards, episodes, &invalid, |steps| {
-            let scan = LambdaScan {
-                layout,
-                order: ByStep { b: layout.b },
-                steps: &steps,
-                next_values,
-                lambda,
-                init: None,
-            };
-            run_columns(par, layout, [returns], &scan);
-        });
-    }
+    let inputs = [rewards, next_values];
+    run_estimator(
+        par,
+        storage,
+        inputs,
+        episodes,
+        [returns],
+        &Lambda { lambda },
+        &invalid,
+    );
     check_flags("lambda_returns", storage, episodes, &invalid)
 }
 
@@ -950,31 +900,16 @@ pub fn n_step_returns<T: Float>(
     lengths.extend(episode_lengths(&episodes));
     check_lengths("n_step_returns", layout, &lengths, &[])?;
     let invalid = AtomicBool::new(false);
-    if storage.is_batch_major() {
-        let chunks = NStepChunks {
-            n,
-            invalid: &invalid,
-        };
-        tiles::run(
-            par,
-            layout,
-            [rewards, next_values],
-            episodes,
-            [returns],
-            &chunks,
-        );
-    } else {
-        with_steps!(rewards, episodes, &invalid, |steps| {
-            let scan = NStepScan {
-                layout,
-                order: ByStep { b: layout.b },
-                steps: &steps,
-                next_values,
-                n,
-            };
-            run_columns(par, layout, [returns], &scan);
-        });
-    }
+    let inputs = [rewards, next_values];
+    run_estimator(
+        par,
+        storage,
+        inputs,
+        episodes,
+        [returns],
+        &NStep { n },
+        &invalid,
+    );
     check_flags("n_step_returns", storage, episodes, &invalid)
 }
 
@@ -1070,29 +1005,9 @@ pub fn vtrace<T: Float>(
         &[("bootstrap", bootstrap.len())],
     )?;
     let invalid = AtomicBool::new(false);
-    if storage.is_batch_major() {
-        let chunks = VtraceChunks {
-            bootstrap,
-            params,
-            invalid: &invalid,
-        };
-        let inputs = [rewards, values, rhos];
-        tiles::run(par, layout, inputs, episodes, [vs, pg_advantages], &chunks);
-    } else {
-        with_steps!(rewards, episodes, &invalid, |steps| {
-            let scan = VtraceScan {
-                layout,
-                order: ByStep { b: layout.b },
-                steps: &steps,
-                values,
-                bootstrap,
-                rhos,
-                params,
-                init: None,
-            };
-            run_columns(par, layout, [vs, pg_advantages], &scan);
-        });
-    }
+    let estimator = Vtrace { bootstrap, params };
+    let (inputs, outs) = ([rewards, values, rhos], [vs, pg_advantages]);
+    run_estimator(par, storage, inputs, episodes, outs, &estimator, &invalid);
     check_flags("vtrace", storage, episodes, &invalid)
 }
 
@@ -1123,159 +1038,254 @@ fn scan_tile<T, K: ColumnScan<T, N>, const N: usize, const W: usize>(
     crate::cpu::simd::widest(ScanTile::<T, K, N, W> { kernel, rows })
 }
 
-/// The scans of batch-major data, a staged chunk at a time ([`tiles`]): each builds its
-/// estimator's time-major kernel over the chunk's tiles, starting from the accumulators
-/// and the `v_{t+1}` the chunk after it left.
-struct ReturnsChunks<'a, T> {
-    bootstrap: &'a [T],
-    invalid: &'a AtomicBool,
+/// One estimator, as the Cpu runs it: its kernel built over any inputs of its layout, so
+/// that the time-major scans ([`run_columns`]) and the batch-major driver's chunks
+/// ([`tiles`]) run the same kernel from one definition.
+trait Estimator<T: Float, const K: usize, const N: usize>: Sync {
+    /// The steps after a chunk its kernel reads (n-step returns: `n - 1`).
+    fn lookahead(&self) -> usize {
+        0
+    }
+    /// The `[B]` input that starts a scan of every step (`bootstrap`), if it takes one.
+    fn bootstrap(&self) -> &[T] {
+        &[]
+    }
+    /// What starts the scan of `chunk` in place of [`Estimator::bootstrap`]: its columns
+    /// of it for the chunk that ends at the last step, what the chunk after it left
+    /// otherwise.
+    fn chunk_bootstrap<const W: usize>(&self, chunk: &Chunk<'_, T, K, W>) -> [T; W] {
+        let _ = chunk;
+        [T::zero(); W]
+    }
+    /// The kernel over `inputs` (`[T, B]` as `layout` says), with `steps` formed from
+    /// `inputs[0]` and the episodes, starting from `bootstrap` and `init`.
+    fn kernel<'k, S: Steps<T> + 'k>(
+        &'k self,
+        inputs: [&'k [T]; K],
+        steps: &'k S,
+        layout: TimeMajor,
+        bootstrap: &'k [T],
+        init: Option<&'k [T]>,
+    ) -> impl ColumnScan<T, N> + 'k;
 }
 
-impl<T: Float> ChunkScan<T, 1, 1> for ReturnsChunks<'_, T> {
-    #[inline(always)]
-    fn scan<const W: usize>(
-        &self,
-        chunk: &Chunk<'_, T, 1, W>,
-        outputs: &mut [Rows<'_, T>; 1],
-    ) -> [T; W] {
-        let bootstrap = chunk
-            .carry
-            .copied()
-            .unwrap_or_else(|| chunk.columns_of(self.bootstrap));
-        let [rewards] = chunk.inputs;
-        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
-            let scan = ReturnsScan {
-                layout: chunk.layout,
-                order: ByStep { b: W },
-                steps: &steps,
-                bootstrap: &bootstrap,
-            };
-            scan_tile(&scan, outputs)
-        })
+/// Runs `estimator` over `[T, B]` data stored as `storage` says: `inputs` (the first the
+/// rewards) and `episodes` read, `outs` written; flags other than 0 or 1 set `invalid`.
+fn run_estimator<T: Float, const K: usize, const N: usize, E: Estimator<T, K, N>>(
+    par: Par,
+    storage: SliceLayout,
+    inputs: [&[T]; K],
+    episodes: SliceEpisodes<'_, T>,
+    outs: [&mut [T]; N],
+    estimator: &E,
+    invalid: &AtomicBool,
+) {
+    let layout = storage.shape();
+    if storage.is_batch_major() {
+        let chunks = Chunked { estimator, invalid };
+        tiles::run(par, layout, inputs, episodes, outs, &chunks);
+    } else {
+        with_steps!(inputs[0], episodes, invalid, |steps| {
+            let kernel = estimator.kernel(inputs, &steps, layout, estimator.bootstrap(), None);
+            run_columns(par, layout, outs, &kernel);
+        });
     }
 }
 
-struct GaeChunks<'a, T> {
-    bootstrap: &'a [T],
-    lambda: T,
+/// An [`Estimator`] run a staged chunk at a time ([`tiles`]).
+struct Chunked<'a, E> {
+    estimator: &'a E,
     invalid: &'a AtomicBool,
 }
 
-impl<T: Float, const N: usize> ChunkScan<T, 2, N> for GaeChunks<'_, T> {
+impl<T: Float, const K: usize, const N: usize, E: Estimator<T, K, N>> ChunkScan<T, K, N>
+    for Chunked<'_, E>
+{
+    fn lookahead(&self) -> usize {
+        self.estimator.lookahead()
+    }
+
     #[inline(always)]
     fn scan<const W: usize>(
         &self,
-        chunk: &Chunk<'_, T, 2, W>,
+        chunk: &Chunk<'_, T, K, W>,
         outputs: &mut [Rows<'_, T>; N],
     ) -> [T; W] {
-        let v_next = match chunk.carry {
-            Some(_) => chunk.step_after(1),
-            None => chunk.columns_of(self.bootstrap),
-        };
-        let [rewards, values] = chunk.inputs;
-        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
-            let scan = GaeScan {
-                layout: chunk.layout,
-                order: ByStep { b: W },
-                steps: &steps,
-                values,
-                bootstrap: &v_next,
-                lambda: self.lambda,
-                init: chunk.carry.map(|carry| &carry[..]),
-            };
-            scan_tile(&scan, outputs)
+        let bootstrap = self.estimator.chunk_bootstrap(chunk);
+        let init = chunk.carry.map(|carry| &carry[..]);
+        with_steps!(chunk.inputs[0], chunk.episodes, self.invalid, |steps| {
+            let kernel =
+                self.estimator
+                    .kernel(chunk.inputs, &steps, chunk.layout, &bootstrap, init);
+            scan_tile(&kernel, outputs)
         })
     }
 }
 
-struct LambdaChunks<'a, T> {
+/// The returns recurrence (and the primitive, with `x` as rewards and `c` as discounts).
+struct Returns<'a, T> {
+    bootstrap: &'a [T],
+}
+
+impl<T: Float> Estimator<T, 1, 1> for Returns<'_, T> {
+    fn bootstrap(&self) -> &[T] {
+        self.bootstrap
+    }
+
+    /// The returns after the chunk: its accumulators.
+    fn chunk_bootstrap<const W: usize>(&self, chunk: &Chunk<'_, T, 1, W>) -> [T; W] {
+        chunk
+            .carry
+            .copied()
+            .unwrap_or_else(|| chunk.columns_of(self.bootstrap))
+    }
+
+    fn kernel<'k, S: Steps<T> + 'k>(
+        &'k self,
+        _: [&'k [T]; 1],
+        steps: &'k S,
+        layout: TimeMajor,
+        bootstrap: &'k [T],
+        _: Option<&'k [T]>,
+    ) -> impl ColumnScan<T, 1> + 'k {
+        ReturnsScan {
+            layout,
+            order: ByStep { b: layout.b },
+            steps,
+            bootstrap,
+        }
+    }
+}
+
+/// `v_{t+1}` at a chunk's last step: the values' step after it, or `bootstrap`'s columns
+/// for the chunk that ends at the last step.
+fn next_values<T: Float, const K: usize, const W: usize>(
+    chunk: &Chunk<'_, T, K, W>,
+    bootstrap: &[T],
+) -> [T; W] {
+    match chunk.carry {
+        Some(_) => chunk.step_after(1),
+        None => chunk.columns_of(bootstrap),
+    }
+}
+
+struct Gae<'a, T> {
+    bootstrap: &'a [T],
     lambda: T,
-    invalid: &'a AtomicBool,
 }
 
-impl<T: Float> ChunkScan<T, 2, 1> for LambdaChunks<'_, T> {
-    #[inline(always)]
-    fn scan<const W: usize>(
-        &self,
-        chunk: &Chunk<'_, T, 2, W>,
-        outputs: &mut [Rows<'_, T>; 1],
-    ) -> [T; W] {
-        let [rewards, next_values] = chunk.inputs;
-        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
-            let scan = LambdaScan {
-                layout: chunk.layout,
-                order: ByStep { b: W },
-                steps: &steps,
-                next_values,
-                lambda: self.lambda,
-                init: chunk.carry.map(|carry| &carry[..]),
-            };
-            scan_tile(&scan, outputs)
-        })
+impl<T: Float, const N: usize> Estimator<T, 2, N> for Gae<'_, T> {
+    fn bootstrap(&self) -> &[T] {
+        self.bootstrap
+    }
+
+    fn chunk_bootstrap<const W: usize>(&self, chunk: &Chunk<'_, T, 2, W>) -> [T; W] {
+        next_values(chunk, self.bootstrap)
+    }
+
+    fn kernel<'k, S: Steps<T> + 'k>(
+        &'k self,
+        [_, values]: [&'k [T]; 2],
+        steps: &'k S,
+        layout: TimeMajor,
+        bootstrap: &'k [T],
+        init: Option<&'k [T]>,
+    ) -> impl ColumnScan<T, N> + 'k {
+        GaeScan {
+            layout,
+            order: ByStep { b: layout.b },
+            steps,
+            values,
+            bootstrap,
+            lambda: self.lambda,
+            init,
+        }
     }
 }
 
-struct NStepChunks<'a> {
-    n: usize,
-    invalid: &'a AtomicBool,
+struct Lambda<T> {
+    lambda: T,
 }
 
-impl<T: Float> ChunkScan<T, 2, 1> for NStepChunks<'_> {
+impl<T: Float> Estimator<T, 2, 1> for Lambda<T> {
+    fn kernel<'k, S: Steps<T> + 'k>(
+        &'k self,
+        [_, next_values]: [&'k [T]; 2],
+        steps: &'k S,
+        layout: TimeMajor,
+        _: &'k [T],
+        init: Option<&'k [T]>,
+    ) -> impl ColumnScan<T, 1> + 'k {
+        LambdaScan {
+            layout,
+            order: ByStep { b: layout.b },
+            steps,
+            next_values,
+            lambda: self.lambda,
+            init,
+        }
+    }
+}
+
+struct NStep {
+    n: usize,
+}
+
+impl<T: Float> Estimator<T, 2, 1> for NStep {
     fn lookahead(&self) -> usize {
         self.n - 1
     }
 
-    #[inline(always)]
-    fn scan<const W: usize>(
-        &self,
-        chunk: &Chunk<'_, T, 2, W>,
-        outputs: &mut [Rows<'_, T>; 1],
-    ) -> [T; W] {
-        let [rewards, next_values] = chunk.inputs;
-        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
-            let scan = NStepScan {
-                layout: chunk.layout,
-                order: ByStep { b: W },
-                steps: &steps,
-                next_values,
-                n: self.n,
-            };
-            scan_tile(&scan, outputs)
-        })
+    fn kernel<'k, S: Steps<T> + 'k>(
+        &'k self,
+        [_, next_values]: [&'k [T]; 2],
+        steps: &'k S,
+        layout: TimeMajor,
+        _: &'k [T],
+        _: Option<&'k [T]>,
+    ) -> impl ColumnScan<T, 1> + 'k {
+        NStepScan {
+            layout,
+            order: ByStep { b: layout.b },
+            steps,
+            next_values,
+            n: self.n,
+        }
     }
 }
 
-struct VtraceChunks<'a, T> {
+struct Vtrace<'a, T> {
     bootstrap: &'a [T],
     params: VtraceParams<T>,
-    invalid: &'a AtomicBool,
 }
 
-impl<T: Float> ChunkScan<T, 3, 2> for VtraceChunks<'_, T> {
-    #[inline(always)]
-    fn scan<const W: usize>(
-        &self,
-        chunk: &Chunk<'_, T, 3, W>,
-        outputs: &mut [Rows<'_, T>; 2],
-    ) -> [T; W] {
-        let v_next = match chunk.carry {
-            Some(_) => chunk.step_after(1),
-            None => chunk.columns_of(self.bootstrap),
-        };
-        let [rewards, values, rhos] = chunk.inputs;
-        with_steps!(rewards, chunk.episodes, self.invalid, |steps| {
-            let scan = VtraceScan {
-                layout: chunk.layout,
-                order: ByStep { b: W },
-                steps: &steps,
-                values,
-                bootstrap: &v_next,
-                rhos,
-                params: self.params,
-                init: chunk.carry.map(|carry| &carry[..]),
-            };
-            scan_tile(&scan, outputs)
-        })
+impl<T: Float> Estimator<T, 3, 2> for Vtrace<'_, T> {
+    fn bootstrap(&self) -> &[T] {
+        self.bootstrap
+    }
+
+    fn chunk_bootstrap<const W: usize>(&self, chunk: &Chunk<'_, T, 3, W>) -> [T; W] {
+        next_values(chunk, self.bootstrap)
+    }
+
+    fn kernel<'k, S: Steps<T> + 'k>(
+        &'k self,
+        [_, values, rhos]: [&'k [T]; 3],
+        steps: &'k S,
+        layout: TimeMajor,
+        bootstrap: &'k [T],
+        init: Option<&'k [T]>,
+    ) -> impl ColumnScan<T, 2> + 'k {
+        VtraceScan {
+            layout,
+            order: ByStep { b: layout.b },
+            steps,
+            values,
+            bootstrap,
+            rhos,
+            params: self.params,
+            init,
+        }
     }
 }
 
