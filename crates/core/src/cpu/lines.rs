@@ -159,7 +159,7 @@ fn x86_blocks(
         count: usize,
         transpose: impl FnMut(usize, usize, usize),
     ) -> (usize, usize) {
-        blocks(16, lines, count, transpose)
+        blocks(8, lines, count, transpose)
     }
     match isa {
         // SAFETY: `isa` is one the CPU supports (the callers' contract).
