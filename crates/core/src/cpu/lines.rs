@@ -197,6 +197,144 @@ unsafe fn transpose(
     }
 }
 
+/// `m` transposed, `out[s][i] = m[i][s]`: in registers where `isa` has a transpose of
+/// `L x L` blocks of `T` (AVX-512: 16 `f32` or 8 `f64`; AVX2: 8 `f32` or 4 `f64`), element
+/// by element otherwise. `isa` must be one the CPU supports, and the caller compiled for it
+/// (so that the register transpose inlines).
+#[inline(always)]
+pub(crate) fn transposed_square<T: Copy + 'static, const L: usize>(
+    isa: Isa,
+    m: [[T; L]; L],
+) -> [[T; L]; L] {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(transposed) = x86_square(isa, &m) {
+        return transposed;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    std::array::from_fn(|s| std::array::from_fn(|i| m[i][s]))
+}
+
+/// [`transposed_square`] by a register transpose, where `isa` has one for `L x L` blocks of
+/// `T`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn x86_square<T: Copy + 'static, const L: usize>(isa: Isa, m: &[[T; L]; L]) -> Option<[[T; L]; L]> {
+    use super::gemm::x86;
+    use std::any::TypeId;
+    use std::arch::x86_64::{__m256, __m256d, __m512, __m512d};
+    let element = TypeId::of::<T>();
+    let (f32, f64) = (
+        element == TypeId::of::<f32>(),
+        element == TypeId::of::<f64>(),
+    );
+    // SAFETY: each arm's instruction set is `isa`, which the CPU supports (the caller's
+    // contract), and its vectors hold exactly `L x L` elements of `T` (`as_vectors`).
+    unsafe {
+        Some(match (isa, L) {
+            (Isa::Avx512, 16) if f32 => {
+                from_vectors(x86::transposed(as_vectors::<T, L, __m512, 16>(m)))
+            }
+            (Isa::Avx512, 8) if f64 => {
+                from_vectors(transposed_f64_8x8(as_vectors::<T, L, __m512d, 8>(m)))
+            }
+            (Isa::Avx2 | Isa::Avx512, 8) if f32 => {
+                from_vectors(x86::transposed_8x8(as_vectors::<T, L, __m256, 8>(m)))
+            }
+            (Isa::Avx2 | Isa::Avx512, 4) if f64 => {
+                from_vectors(transposed_f64_4x4(as_vectors::<T, L, __m256d, 4>(m)))
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// The rows of `m` as `M` vectors.
+///
+/// # Safety
+///
+/// `[V; M]` has the size of `[[T; L]; L]` and every bit pattern of it is a valid `V`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn as_vectors<T, const L: usize, V, const M: usize>(m: &[[T; L]; L]) -> [V; M] {
+    assert_eq!(size_of::<[[T; L]; L]>(), size_of::<[V; M]>());
+    // SAFETY: the sizes agree (asserted), the read is unaligned, and any bits are a `V`
+    // (the caller's contract).
+    unsafe { std::ptr::read_unaligned((m as *const [[T; L]; L]).cast::<[V; M]>()) }
+}
+
+/// The inverse of [`as_vectors`].
+///
+/// # Safety
+///
+/// `[V; M]` has the size of `[[T; L]; L]`, and its bits are `L x L` valid `T`s.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn from_vectors<T, const L: usize, V, const M: usize>(v: [V; M]) -> [[T; L]; L] {
+    assert_eq!(size_of::<[[T; L]; L]>(), size_of::<[V; M]>());
+    // SAFETY: as above.
+    unsafe { std::ptr::read_unaligned((&v as *const [V; M]).cast::<[[T; L]; L]>()) }
+}
+
+/// An 8 x 8 block of `f64` transposed in registers: element `j` of result `i` is element
+/// `i` of `r[j]` (pairs of elements, then 128-bit pairs, then halves).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn transposed_f64_8x8(r: [std::arch::x86_64::__m512d; 8]) -> [std::arch::x86_64::__m512d; 8] {
+    use std::arch::x86_64::*;
+    // t[2p]: rows 2p, 2p + 1 at the even columns; t[2p + 1]: at the odd ones.
+    let t: [__m512d; 8] = std::array::from_fn(|i| {
+        let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_pd(a, b)
+        } else {
+            _mm512_unpackhi_pd(a, b)
+        }
+    });
+    // u[4h + 2e + q]: rows 4h..4h + 4 of columns (2q + e) and (2q + e) + 4 for the parity e.
+    let u: [__m512d; 8] = std::array::from_fn(|i| {
+        let (h, e, q) = (i / 4, (i / 2) % 2, i % 2);
+        let (a, b) = (t[4 * h + e], t[4 * h + 2 + e]);
+        if q == 0 {
+            _mm512_shuffle_f64x2::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f64x2::<0xdd>(a, b)
+        }
+    });
+    std::array::from_fn(|j| {
+        // Column j: parity e = j % 2, pair q = (j / 2) % 2, half = j / 4.
+        let (e, q) = (j % 2, (j / 2) % 2);
+        let (a, b) = (u[2 * e + q], u[4 + 2 * e + q]);
+        if j < 4 {
+            _mm512_shuffle_f64x2::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f64x2::<0xdd>(a, b)
+        }
+    })
+}
+
+/// A 4 x 4 block of `f64` transposed in registers: element `j` of result `i` is element
+/// `i` of `r[j]`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn transposed_f64_4x4(r: [std::arch::x86_64::__m256d; 4]) -> [std::arch::x86_64::__m256d; 4] {
+    use std::arch::x86_64::*;
+    let t = [
+        _mm256_unpacklo_pd(r[0], r[1]),
+        _mm256_unpackhi_pd(r[0], r[1]),
+        _mm256_unpacklo_pd(r[2], r[3]),
+        _mm256_unpackhi_pd(r[2], r[3]),
+    ];
+    [
+        _mm256_permute2f128_pd::<0x20>(t[0], t[2]),
+        _mm256_permute2f128_pd::<0x20>(t[1], t[3]),
+        _mm256_permute2f128_pd::<0x31>(t[0], t[2]),
+        _mm256_permute2f128_pd::<0x31>(t[1], t[3]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +391,35 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// [`transposed_square`] of every size the recurrences use, at every instruction set
+    /// this CPU has (the register transposes where the size is the set's), against the
+    /// definition.
+    #[test]
+    fn squares_transpose_at_every_instruction_set() {
+        fn check<T: Float, const L: usize>(isa: Isa) {
+            let m: [[T; L]; L] =
+                std::array::from_fn(|i| std::array::from_fn(|s| T::from_usize(i * 100 + s)));
+            let got = transposed_square(isa, m);
+            for s in 0..L {
+                for i in 0..L {
+                    assert_eq!(
+                        got[s][i].to_bits_u64(),
+                        m[i][s].to_bits_u64(),
+                        "{isa:?}, {L} x {L}: [{s}][{i}]"
+                    );
+                }
+            }
+        }
+        for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
+            check::<f32, 16>(isa);
+            check::<f32, 8>(isa);
+            check::<f32, 4>(isa);
+            check::<f64, 8>(isa);
+            check::<f64, 4>(isa);
+            check::<f64, 2>(isa);
         }
     }
 

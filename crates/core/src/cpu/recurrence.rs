@@ -7,9 +7,11 @@
 //! parallel; each column is scanned sequentially in `t`. Columns never interact, so every
 //! chunking gives the same bits.
 //!
-//! Data stored batch-major ([`SliceLayout::batch_major`]) are copied a tile at a time into
-//! time-major order, scanned there by the same kernels and copied back (`tiles.rs`), so
-//! both orders give the same bits.
+//! Data stored batch-major ([`SliceLayout::batch_major`]) are scanned where they lie by the
+//! estimators whose recurrence is linear (returns, GAE, TD(lambda): `rows.rs`, a vector of
+//! columns by a cache line of steps at a time, transposed in registers), and copied a tile
+//! at a time into time-major order and scanned there by the time-major kernels otherwise
+//! (`tiles.rs`); both orders give the same bits.
 
 mod tiles;
 
@@ -47,6 +49,9 @@ impl ByStep {
 trait Steps<T>: Sync {
     /// `(r', d)` of step `t` in the `W` columns from `j`.
     fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]);
+    /// `gamma` when every discount is 0 or `gamma` (episodes given by flags or a constant
+    /// gamma), `None` when they are the caller's.
+    fn two_valued(&self) -> Option<T>;
 }
 
 struct Constant<'a, T> {
@@ -57,6 +62,9 @@ impl<T: Float> Steps<T> for Constant<'_, T> {
     #[inline(always)]
     fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]) {
         (order.load(self.rewards, t, j), [self.gamma; W])
+    }
+    fn two_valued(&self) -> Option<T> {
+        Some(self.gamma)
     }
 }
 
@@ -71,6 +79,9 @@ impl<T: Float> Steps<T> for Discounts<'_, T> {
             order.load(self.rewards, t, j),
             order.load(self.discounts, t, j),
         )
+    }
+    fn two_valued(&self) -> Option<T> {
+        None
     }
 }
 
@@ -146,6 +157,9 @@ impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
         let discounts = terminated.map(|flag| if flag.is_set() { T::zero() } else { self.gamma });
         (order.load(self.rewards, t, j), discounts)
     }
+    fn two_valued(&self) -> Option<T> {
+        Some(self.gamma)
+    }
 }
 
 struct Truncations<'a, T> {
@@ -173,6 +187,9 @@ impl<T: Float> Steps<T> for Truncations<'_, T> {
             );
         }
         out
+    }
+    fn two_valued(&self) -> Option<T> {
+        Some(self.gamma)
     }
 }
 
@@ -239,6 +256,8 @@ macro_rules! with_steps {
         }
     };
 }
+
+mod rows;
 
 /// Columns per vectorized block when a chunk is wide enough: twice the loads in flight per
 /// step of the column block, which matters when rows are far apart (B = 1024 puts them
@@ -1057,6 +1076,25 @@ trait Estimator<T: Float, const K: usize, const N: usize>: Sync {
         let _ = chunk;
         [T::zero(); W]
     }
+    /// Runs the estimator over batch-major data (`layout`): staged in time-major tiles
+    /// ([`tiles`]), unless it has a linear form ([`run_linear`]).
+    fn batch_major(
+        &self,
+        par: Par,
+        layout: TimeMajor,
+        inputs: [&[T]; K],
+        episodes: SliceEpisodes<'_, T>,
+        outs: [&mut [T]; N],
+        invalid: &AtomicBool,
+    ) where
+        Self: Sized,
+    {
+        let chunks = Chunked {
+            estimator: self,
+            invalid,
+        };
+        tiles::run(par, layout, inputs, episodes, outs, &chunks);
+    }
     /// The kernel over `inputs` (`[T, B]` as `layout` says), with `steps` formed from
     /// `inputs[0]` and the episodes, starting from `bootstrap` and `init`.
     fn kernel<'k, S: Steps<T> + 'k>(
@@ -1082,8 +1120,7 @@ fn run_estimator<T: Float, const K: usize, const N: usize, E: Estimator<T, K, N>
 ) {
     let layout = storage.shape();
     if storage.is_batch_major() {
-        let chunks = Chunked { estimator, invalid };
-        tiles::run(par, layout, inputs, episodes, outs, &chunks);
+        estimator.batch_major(par, layout, inputs, episodes, outs, invalid);
     } else {
         with_steps!(inputs[0], episodes, invalid, |steps| {
             let kernel = estimator.kernel(inputs, &steps, layout, estimator.bootstrap(), None);
@@ -1122,12 +1159,48 @@ impl<T: Float, const K: usize, const N: usize, E: Estimator<T, K, N>> ChunkScan<
     }
 }
 
+/// [`Estimator::batch_major`] for an estimator with a linear form: its batch-major data
+/// scanned where they lie ([`rows`]) when they are at least a vector wide and long, in
+/// tiles otherwise.
+fn run_linear<T, const K: usize, const N: usize, E>(
+    estimator: &E,
+    par: Par,
+    layout: TimeMajor,
+    inputs: [&[T]; K],
+    episodes: SliceEpisodes<'_, T>,
+    outs: [&mut [T]; N],
+    invalid: &AtomicBool,
+) where
+    T: Float,
+    E: Estimator<T, K, N> + rows::Linear<T, K, N>,
+{
+    let isa = crate::cpu::simd::isa();
+    if rows::fits::<T>(isa, layout) {
+        rows::run(par, isa, layout, inputs, episodes, outs, estimator, invalid);
+    } else {
+        let chunks = Chunked { estimator, invalid };
+        tiles::run(par, layout, inputs, episodes, outs, &chunks);
+    }
+}
+
 /// The returns recurrence (and the primitive, with `x` as rewards and `c` as discounts).
 struct Returns<'a, T> {
     bootstrap: &'a [T],
 }
 
 impl<T: Float> Estimator<T, 1, 1> for Returns<'_, T> {
+    fn batch_major(
+        &self,
+        par: Par,
+        layout: TimeMajor,
+        inputs: [&[T]; 1],
+        episodes: SliceEpisodes<'_, T>,
+        outs: [&mut [T]; 1],
+        invalid: &AtomicBool,
+    ) {
+        run_linear(self, par, layout, inputs, episodes, outs, invalid);
+    }
+
     fn bootstrap(&self) -> &[T] {
         self.bootstrap
     }
@@ -1157,6 +1230,46 @@ impl<T: Float> Estimator<T, 1, 1> for Returns<'_, T> {
     }
 }
 
+impl<T: Float> rows::Linear<T, 1, 1> for Returns<'_, T> {
+    fn init(&self, _: [&[T]; 1], _: usize, j: usize) -> T {
+        self.bootstrap[j]
+    }
+
+    #[inline(always)]
+    fn factor(&self, d: T) -> T {
+        d
+    }
+
+    /// `x = r'`, `m = d`.
+    #[inline(always)]
+    fn terms<S: Steps<T>, const L: usize>(
+        &self,
+        steps: &S,
+        _: [&[T]; 1],
+        t: usize,
+        j: usize,
+        t0: usize,
+        terms: &mut rows::Terms<T, L>,
+        row: usize,
+    ) {
+        let (r, d) = steps.block::<L>(ByStep::ALONG_COLUMNS, t0, j * t);
+        (terms.x[row], terms.m[row], terms.d[row]) = (r, d, d);
+    }
+
+    #[inline(always)]
+    fn output<const L: usize>(
+        &self,
+        _: usize,
+        acc: &[T; L],
+        _: [&[T]; 1],
+        _: usize,
+        _: usize,
+        _: usize,
+    ) -> [T; L] {
+        *acc
+    }
+}
+
 /// `v_{t+1}` at a chunk's last step: the values' step after it, or `bootstrap`'s columns
 /// for the chunk that ends at the last step.
 fn next_values<T: Float, const K: usize, const W: usize>(
@@ -1175,6 +1288,18 @@ struct Gae<'a, T> {
 }
 
 impl<T: Float, const N: usize> Estimator<T, 2, N> for Gae<'_, T> {
+    fn batch_major(
+        &self,
+        par: Par,
+        layout: TimeMajor,
+        inputs: [&[T]; 2],
+        episodes: SliceEpisodes<'_, T>,
+        outs: [&mut [T]; N],
+        invalid: &AtomicBool,
+    ) {
+        run_linear(self, par, layout, inputs, episodes, outs, invalid);
+    }
+
     fn bootstrap(&self) -> &[T] {
         self.bootstrap
     }
@@ -1203,11 +1328,84 @@ impl<T: Float, const N: usize> Estimator<T, 2, N> for Gae<'_, T> {
     }
 }
 
+impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
+    fn init(&self, _: [&[T]; 2], _: usize, _: usize) -> T {
+        T::zero()
+    }
+
+    #[inline(always)]
+    fn factor(&self, d: T) -> T {
+        self.lambda * d
+    }
+
+    /// `x = delta`, `m = lambda * d`.
+    #[inline(always)]
+    fn terms<S: Steps<T>, const L: usize>(
+        &self,
+        steps: &S,
+        [_, values]: [&[T]; 2],
+        t: usize,
+        j: usize,
+        t0: usize,
+        terms: &mut rows::Terms<T, L>,
+        row: usize,
+    ) {
+        let (r, d) = steps.block::<L>(ByStep::ALONG_COLUMNS, t0, j * t);
+        let v: [T; L] = ByStep::ALONG_COLUMNS.load(values, t0, j * t);
+        let mut v_next = [T::zero(); L];
+        v_next[..L - 1].copy_from_slice(&v[1..]);
+        v_next[L - 1] = if t0 + L < t {
+            values[j * t + t0 + L]
+        } else {
+            self.bootstrap[j]
+        };
+        for s in 0..L {
+            terms.x[row][s] = (r[s] + cut(d[s], d[s] * v_next[s])) - v[s];
+            terms.m[row][s] = rows::Linear::<T, 2, N>::factor(self, d[s]);
+        }
+        terms.d[row] = d;
+    }
+
+    /// The advantages (output 0), and the returns `A + v` (output 1).
+    #[inline(always)]
+    fn output<const L: usize>(
+        &self,
+        k: usize,
+        acc: &[T; L],
+        [_, values]: [&[T]; 2],
+        t: usize,
+        j: usize,
+        t0: usize,
+    ) -> [T; L] {
+        if k == 0 {
+            return *acc;
+        }
+        let v: [T; L] = ByStep::ALONG_COLUMNS.load(values, t0, j * t);
+        let mut returns = [T::zero(); L];
+        for s in 0..L {
+            returns[s] = acc[s] + v[s];
+        }
+        returns
+    }
+}
+
 struct Lambda<T> {
     lambda: T,
 }
 
 impl<T: Float> Estimator<T, 2, 1> for Lambda<T> {
+    fn batch_major(
+        &self,
+        par: Par,
+        layout: TimeMajor,
+        inputs: [&[T]; 2],
+        episodes: SliceEpisodes<'_, T>,
+        outs: [&mut [T]; 1],
+        invalid: &AtomicBool,
+    ) {
+        run_linear(self, par, layout, inputs, episodes, outs, invalid);
+    }
+
     fn kernel<'k, S: Steps<T> + 'k>(
         &'k self,
         [_, next_values]: [&'k [T]; 2],
@@ -1224,6 +1422,52 @@ impl<T: Float> Estimator<T, 2, 1> for Lambda<T> {
             lambda: self.lambda,
             init,
         }
+    }
+}
+
+impl<T: Float> rows::Linear<T, 2, 1> for Lambda<T> {
+    fn init(&self, [_, next_values]: [&[T]; 2], t: usize, j: usize) -> T {
+        next_values[j * t + t - 1]
+    }
+
+    #[inline(always)]
+    fn factor(&self, d: T) -> T {
+        d * self.lambda
+    }
+
+    /// `x = r' + cut(d, d * ((1 - lambda) * nv))`, `m = d * lambda`.
+    #[inline(always)]
+    fn terms<S: Steps<T>, const L: usize>(
+        &self,
+        steps: &S,
+        [_, next_values]: [&[T]; 2],
+        t: usize,
+        j: usize,
+        t0: usize,
+        terms: &mut rows::Terms<T, L>,
+        row: usize,
+    ) {
+        let one_minus_lambda = T::one() - self.lambda;
+        let (r, d) = steps.block::<L>(ByStep::ALONG_COLUMNS, t0, j * t);
+        let nv: [T; L] = ByStep::ALONG_COLUMNS.load(next_values, t0, j * t);
+        for s in 0..L {
+            terms.x[row][s] = r[s] + cut(d[s], d[s] * (one_minus_lambda * nv[s]));
+            terms.m[row][s] = rows::Linear::<T, 2, 1>::factor(self, d[s]);
+        }
+        terms.d[row] = d;
+    }
+
+    #[inline(always)]
+    fn output<const L: usize>(
+        &self,
+        _: usize,
+        acc: &[T; L],
+        _: [&[T]; 2],
+        _: usize,
+        _: usize,
+        _: usize,
+    ) -> [T; L] {
+        *acc
     }
 }
 

@@ -173,7 +173,7 @@ fma_kernel!(
 /// element `i` of `r[j]` (pairs of elements, then of pairs, then 128-bit quarters).
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn transposed(r: [__m512; 16]) -> [__m512; 16] {
+pub(in crate::cpu) fn transposed(r: [__m512; 16]) -> [__m512; 16] {
     {
         let t: [__m512; 16] = std::array::from_fn(|i| {
             let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
@@ -379,7 +379,7 @@ row_major_gemv!(
 /// element `i` of `r[j]` (pairs, then pairs of pairs, then 128-bit halves).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn transposed_8x8(r: [__m256; 8]) -> [__m256; 8] {
+pub(in crate::cpu) fn transposed_8x8(r: [__m256; 8]) -> [__m256; 8] {
     let t: [__m256; 8] = std::array::from_fn(|i| {
         let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
         if i % 2 == 0 {

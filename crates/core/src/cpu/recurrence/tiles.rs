@@ -1,4 +1,6 @@
-//! Batch-major data at the speed of time-major data.
+//! Batch-major data staged in time-major tiles: for the estimators without a linear form
+//! (V-trace, n-step returns) and for data narrower than a vector or shorter than a cache
+//! line, which [`super::rows`] does not take.
 //!
 //! A column of batch-major `[B, T]` data is contiguous, so one step of a block of columns
 //! lies `T` elements apart in each: read in place, a block's five or six streams thrash the
@@ -8,8 +10,8 @@
 //! time-major tiles (16 x 16 or 8 x 8 register transposes for `f32` where the CPU has
 //! them, [`crate::cpu::lines`]), scanned there by the time-major kernels, and its outputs
 //! copied back. Each chunk's scan starts from the accumulators the chunk after it ended
-//! with ([`ColumnScan::scan`]'s result), so every column goes through the operations of a
-//! time-major scan in the same order: the same bits.
+//! with (the result of `ColumnScan::scan`), so every column goes through the operations of
+//! a time-major scan in the same order: the same bits.
 
 use std::ops::Range;
 

@@ -1,0 +1,681 @@
+//! Batch-major data scanned where they lie, a vector of `L` columns by a cache line of
+//! steps at a time, for the estimators whose recurrence is linear:
+//! `acc_t = x_t + cut(d_t, m_t * acc_{t+1})` (returns and the primitive, GAE, TD(lambda)).
+//!
+//! `L` is the vector width (AVX-512: 16 `f32` or 8 `f64`; AVX2: 8 or 4; else 4 or 2), and a
+//! block of steps is a cache line of them (16 `f32`, 8 `f64`): `Q = line / L` squares of
+//! `L x L`. The steps' elementwise work (effective rewards and discounts, GAE's `delta`,
+//! TD(lambda)'s bootstrapped reward) runs on the data as stored, where `L` steps of one
+//! column are one vector; only `x` and `m` are transposed in registers, to `L` columns per
+//! vector, for the recurrence, whose results are transposed back, finished (GAE's returns)
+//! and stored. Each column goes through the operations of a time-major scan in the same
+//! order: the same bits. Three transposes per square replace the tiles' four or five
+//! copies ([`super::tiles`], which stays for V-trace, n-step returns and data narrower than
+//! a vector or shorter than a line).
+//!
+//! The cut needs `d_t == 0`, which `m_t == 0` tells whenever `m = lambda * d` keeps zeros
+//! and non-zeros apart (always, unless `lambda` is 0 or the product underflows): a block in
+//! which it does not transposes `d` as well. Discounts given by flags are 0 or `gamma`, so
+//! one product tells for every block.
+
+use std::ops::Range;
+use std::sync::atomic::AtomicBool;
+
+use super::{ByStep, Constant, Discounts, Steps, Terminations, Truncations};
+use crate::cpu::lines::transposed_square;
+use crate::cpu::simd::Isa;
+use crate::kernels::recurrence::{Episodes, FlagSlice, SliceEpisodes, TimeMajor, cut};
+use crate::{Float, Par};
+
+/// The terms of `L` steps of `L` columns, a column's steps in each row.
+pub(super) struct Terms<T, const L: usize> {
+    /// What a step adds: `x_t`.
+    pub x: [[T; L]; L],
+    /// The factor of the accumulator: `m_t`.
+    pub m: [[T; L]; L],
+    /// The discount whose zero cuts the accumulator: `d_t`.
+    pub d: [[T; L]; L],
+}
+
+/// An estimator in the linear form, on batch-major `[B, T]` inputs (`t` steps per column).
+pub(super) trait Linear<T: Float, const K: usize, const N: usize>: Sync {
+    /// The accumulator after the last step of column `j`.
+    fn init(&self, inputs: [&[T]; K], t: usize, j: usize) -> T;
+    /// The factor `m` of a step whose discount is `d`.
+    fn factor(&self, d: T) -> T;
+    /// The terms of steps `t0..t0 + L` of column `j`, into row `row` of `terms` (`steps`
+    /// reads them at `(t0, j * t)`, [`ByStep::ALONG_COLUMNS`]). Loops, not closures: a
+    /// closure is compiled for the baseline instruction set when it is not inlined.
+    #[allow(clippy::too_many_arguments)]
+    fn terms<S: Steps<T>, const L: usize>(
+        &self,
+        steps: &S,
+        inputs: [&[T]; K],
+        t: usize,
+        j: usize,
+        t0: usize,
+        terms: &mut Terms<T, L>,
+        row: usize,
+    );
+    /// Output `k` of steps `t0..t0 + L` of column `j` from its accumulators `acc`.
+    fn output<const L: usize>(
+        &self,
+        k: usize,
+        acc: &[T; L],
+        inputs: [&[T]; K],
+        t: usize,
+        j: usize,
+        t0: usize,
+    ) -> [T; L];
+}
+
+/// The columns per vector at `isa` for `T`: the rows' `L`.
+fn vector_lanes<T>(isa: Isa) -> usize {
+    let bytes = match isa {
+        Isa::Avx512 => 64,
+        Isa::Avx2 => 32,
+        Isa::Baseline => 16,
+    };
+    bytes / size_of::<T>()
+}
+
+/// Elements of `T` in a cache line: the steps of a block ([`Blocks`]).
+fn line<T>() -> usize {
+    64 / size_of::<T>()
+}
+
+/// Whether [`run`] takes `layout`'s data at `isa`: at least a vector of columns and a
+/// cache line of steps.
+pub(super) fn fits<T>(isa: Isa, layout: TimeMajor) -> bool {
+    layout.t >= line::<T>() && layout.b >= vector_lanes::<T>(isa)
+}
+
+/// Runs `linear` over batch-major data (`layout`, which [`fits`]): `inputs` (the first the
+/// rewards) and `episodes` read, `outs` written, the columns split between `par`'s
+/// threads; flags other than 0 or 1 set `invalid`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>>(
+    par: Par,
+    isa: Isa,
+    layout: TimeMajor,
+    inputs: [&[T]; K],
+    episodes: SliceEpisodes<'_, T>,
+    outs: [&mut [T]; N],
+    linear: &E,
+    invalid: &AtomicBool,
+) {
+    debug_assert!(fits::<T>(isa, layout));
+    let lanes = vector_lanes::<T>(isa);
+    let tasks = par
+        .for_work(
+            layout.t.saturating_mul(layout.b),
+            crate::cpu::grain::grain(crate::cpu::grain::Family::Recurrence),
+        )
+        .threads()
+        .min(layout.b / lanes);
+    // Each task's columns are a whole number of vectors but the last task's, which holds
+    // at least one (its last vector overlaps the one before).
+    let width = (layout.b / lanes).div_ceil(tasks) * lanes;
+    let mut parts: Vec<(Range<usize>, [&mut [T]; N])> = Vec::new();
+    let mut outs = outs.map(Some);
+    let mut first = 0;
+    while first < layout.b {
+        let last = if layout.b - first < width + lanes {
+            layout.b
+        } else {
+            first + width
+        };
+        let part = std::array::from_fn(|k| {
+            let (mine, rest) = outs[k]
+                .take()
+                .expect("each output is split in order")
+                .split_at_mut((last - first) * layout.t);
+            outs[k] = Some(rest);
+            mine
+        });
+        parts.push((first..last, part));
+        first = last;
+    }
+    let task = |(columns, mut outs): (Range<usize>, [&mut [T]; N])| {
+        with_steps!(inputs[0], episodes, invalid, |steps| {
+            scan_columns(isa, linear, &steps, inputs, layout, columns, &mut outs)
+        })
+    };
+    if parts.len() == 1 {
+        parts.into_iter().for_each(task);
+    } else {
+        use rayon::prelude::*;
+        par.split(|| parts.into_par_iter().for_each(task));
+    }
+}
+
+/// The columns `columns` (whose part of each output `outs` holds), a vector of them at a
+/// time, in the version of the code compiled for `isa`.
+fn scan_columns<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>(
+    isa: Isa,
+    linear: &E,
+    steps: &S,
+    inputs: [&[T]; K],
+    layout: TimeMajor,
+    columns: Range<usize>,
+    outs: &mut [&mut [T]; N],
+) {
+    let job = Columns {
+        isa,
+        linear,
+        steps,
+        inputs,
+        layout,
+        columns,
+        outs,
+    };
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        // SAFETY: `isa` is one the CPU supports (the callers pass `simd::isa` or a
+        // supported one).
+        Isa::Avx512 => return unsafe { avx512(job) },
+        // SAFETY: as above.
+        Isa::Avx2 => return unsafe { avx2(job) },
+        Isa::Baseline => {}
+    }
+    job.run_lanes()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn avx512<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>(
+    job: Columns<'_, '_, T, E, S, K, N>,
+) {
+    job.run_lanes();
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn avx2<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>(
+    job: Columns<'_, '_, T, E, S, K, N>,
+) {
+    job.run_lanes();
+}
+
+/// The work of [`scan_columns`].
+struct Columns<'a, 'o, T, E, S, const K: usize, const N: usize> {
+    isa: Isa,
+    linear: &'a E,
+    steps: &'a S,
+    inputs: [&'a [T]; K],
+    layout: TimeMajor,
+    columns: Range<usize>,
+    outs: &'a mut [&'o mut [T]; N],
+}
+
+impl<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>
+    Columns<'_, '_, T, E, S, K, N>
+{
+    /// [`Columns::run`] with the `L` of `T` at the instruction set, and `Q` vectors of `L`
+    /// steps to a cache line ([`Blocks`]).
+    #[inline(always)]
+    fn run_lanes(self) {
+        match (vector_lanes::<T>(self.isa), size_of::<T>()) {
+            (16, _) => self.run::<16, 1>(),
+            (8, 8) => self.run::<8, 1>(),
+            (8, _) => self.run::<8, 2>(),
+            (4, 8) => self.run::<4, 2>(),
+            (4, _) => self.run::<4, 4>(),
+            (2, _) => self.run::<2, 4>(),
+            (other, _) => unreachable!("no vector holds {other} elements"),
+        }
+    }
+
+    /// Every vector of `L` columns, the last overlapping the one before when the columns
+    /// are not a multiple of `L` (columns are independent, so it writes the same bits).
+    #[inline(always)]
+    fn run<const L: usize, const Q: usize>(mut self) {
+        let count = self.columns.len();
+        let mut offset = 0;
+        while offset < count {
+            let start = offset.min(count - L);
+            self.scan_vector::<L, Q>(start);
+            offset = start + L;
+        }
+    }
+
+    /// Columns `offset..offset + L` of the task's, over every step from the last, in
+    /// blocks of `Q` squares of `L` steps ([`Blocks`]).
+    #[inline(always)]
+    fn scan_vector<const L: usize, const Q: usize>(&mut self, offset: usize) {
+        let Self {
+            isa,
+            linear,
+            steps,
+            inputs,
+            layout,
+            ..
+        } = *self;
+        let t = layout.t;
+        let first = self.columns.start + offset;
+        let mut acc: [T; L] = std::array::from_fn(|i| linear.init(inputs, t, first + i));
+        // Discounts of 0 and gamma only have factors of 0 and `factor(gamma)`.
+        let always_separated = steps
+            .two_valued()
+            .is_some_and(|gamma| (linear.factor(gamma) == T::zero()) == (gamma == T::zero()));
+        // Every block fills what it reads of these (reused, so that no block clears them).
+        let mut squares: [Terms<T, L>; Q] = std::array::from_fn(|_| Terms {
+            x: [[T::zero(); L]; L],
+            m: [[T::zero(); L]; L],
+            d: [[T::zero(); L]; L],
+        });
+        let mut out = [[[T::zero(); L]; L]; Q];
+        debug_assert_eq!(L * Q, line::<T>());
+        for block in Blocks::new(t, L * Q, &inputs[0][first * t..]) {
+            let Block { t0, steps: scanned } = block;
+            let mut separated = true;
+            for i in 0..L {
+                // A column's squares one after the other, so that each cache line is read
+                // at once.
+                for (q, square) in squares.iter_mut().enumerate() {
+                    linear.terms::<S, L>(steps, inputs, t, first + i, t0 + q * L, square, i);
+                    if !always_separated {
+                        separated &= zeros_agree(&square.m[i], &square.d[i]);
+                    }
+                }
+            }
+            for q in (0..Q).rev() {
+                let within = scanned.start.max(q * L)..scanned.end.min(q * L + L);
+                if within.is_empty() {
+                    continue;
+                }
+                let square = &squares[q];
+                let x = transposed_square(isa, square.x);
+                let m = transposed_square(isa, square.m);
+                let cuts;
+                let d = if separated {
+                    &m
+                } else {
+                    cuts = transposed_square(isa, square.d);
+                    &cuts
+                };
+                let out = &mut out[q];
+                // A whole square's loop has a constant trip count, so that it unrolls and
+                // its vectors stay in registers.
+                if within.len() == L {
+                    for s in (0..L).rev() {
+                        step(&mut acc, &mut out[s], &x[s], &m[s], &d[s]);
+                    }
+                } else {
+                    for s in (within.start - q * L..within.end - q * L).rev() {
+                        step(&mut acc, &mut out[s], &x[s], &m[s], &d[s]);
+                    }
+                }
+            }
+            for (q, out) in out.iter().enumerate() {
+                let within = scanned.start.max(q * L)..scanned.end.min(q * L + L);
+                if within.is_empty() {
+                    continue;
+                }
+                let within = within.start - q * L..within.end - q * L;
+                let accumulators = transposed_square(isa, *out);
+                for (i, acc) in accumulators.iter().enumerate() {
+                    let at = (offset + i) * t + t0 + q * L;
+                    for (k, out) in self.outs.iter_mut().enumerate() {
+                        let values = linear.output::<L>(k, acc, inputs, t, first + i, t0 + q * L);
+                        store(&mut out[at..at + L], &values, &within);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The blocks of steps a vector of columns is scanned in, from the last: each reads the
+/// `len` steps from `t0` and scans `steps` of them (relative to `t0`). `len` is a cache
+/// line of them. Where the columns share their alignment (`len` divides `T`), blocks start
+/// on the data's cache lines, so that a block never splits a line whose rest a later block
+/// reads, after other columns' lines may have evicted it (`[2048, 64]` GAE in f32 with the
+/// data 16 bytes past a line: 175 against 123 us); the last block and the first are then
+/// short. Otherwise only the first is.
+struct Blocks {
+    t: usize,
+    len: usize,
+    /// The end of the next block.
+    end: usize,
+    /// The steps from which blocks start: `phase + k * len`.
+    phase: usize,
+}
+
+/// A block of [`Blocks`].
+struct Block {
+    t0: usize,
+    steps: Range<usize>,
+}
+
+impl Blocks {
+    /// The blocks of `len` of `t >= len` steps of the columns whose first starts at
+    /// `column`.
+    fn new<T>(t: usize, len: usize, column: &[T]) -> Self {
+        let bytes = len * size_of::<T>();
+        let phase = if t.is_multiple_of(len) {
+            (bytes - column.as_ptr() as usize % bytes) % bytes / size_of::<T>()
+        } else {
+            t % len
+        };
+        Self {
+            t,
+            len,
+            end: t,
+            phase,
+        }
+    }
+}
+
+impl Iterator for Blocks {
+    type Item = Block;
+
+    fn next(&mut self) -> Option<Block> {
+        let end = self.end;
+        if end == 0 {
+            return None;
+        }
+        // The last block start before `end`, or 0.
+        let start = if end > self.phase {
+            end - 1 - (end - 1 - self.phase) % self.len
+        } else {
+            0
+        };
+        let t0 = start.min(self.t - self.len);
+        self.end = start;
+        Some(Block {
+            t0,
+            steps: start - t0..end - t0,
+        })
+    }
+}
+
+/// `values[steps]` into `out[steps]`, `out` a block of `L`: one vector store for a whole
+/// block (a copy of a length known only at run time is a call to `memcpy`).
+#[inline(always)]
+fn store<T: Copy, const L: usize>(out: &mut [T], values: &[T; L], steps: &Range<usize>) {
+    if *steps == (0..L) {
+        let whole: &mut [T; L] = out.try_into().expect("a block holds L steps");
+        *whole = *values;
+    } else {
+        out[steps.clone()].copy_from_slice(&values[steps.clone()]);
+    }
+}
+
+/// Whether `m` and `d` are zero in the same places.
+#[inline(always)]
+fn zeros_agree<T: Float, const L: usize>(m: &[T; L], d: &[T; L]) -> bool {
+    let mut differ = false;
+    for s in 0..L {
+        differ |= (m[s] == T::zero()) != (d[s] == T::zero());
+    }
+    !differ
+}
+
+/// One step of the recurrence for `L` columns: `acc = x + cut(d, m * acc)`, into `out`.
+#[inline(always)]
+fn step<T: Float, const L: usize>(
+    acc: &mut [T; L],
+    out: &mut [T; L],
+    x: &[T; L],
+    m: &[T; L],
+    d: &[T; L],
+) {
+    for i in 0..L {
+        acc[i] = x[i] + cut(d[i], m[i] * acc[i]);
+        out[i] = acc[i];
+    }
+}
+
+impl ByStep {
+    /// Batch-major data seen so that `load(x, t, j * T)` reads the steps from `t` of
+    /// column `j`: for the elementwise work of [`Steps`], which does not care whether a
+    /// block is a step's columns or a column's steps.
+    pub(super) const ALONG_COLUMNS: ByStep = ByStep { b: 1 };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Gae, Lambda, Returns};
+    use super::*;
+    use crate::kernels::recurrence::Truncation;
+
+    /// One rollout's arrays, in one storage order.
+    struct Arrays<T> {
+        rewards: Vec<T>,
+        values: Vec<T>,
+        next_values: Vec<T>,
+        final_values: Vec<T>,
+        flags: Vec<T>,
+        bytes: Vec<u8>,
+        truncated: Vec<T>,
+        discounts: Vec<T>,
+    }
+
+    impl<T: Float> Arrays<T> {
+        fn new(t: usize, b: usize) -> Self {
+            let len = t * b;
+            let mut rng = crate::Rng::new((t * 1000 + b) as u64, "rows");
+            let mut values = |scale: f64| -> Vec<T> {
+                (0..len)
+                    .map(|_| T::from_f64(scale * (rng.uniform_f64() - 0.5)))
+                    .collect()
+            };
+            let (rewards, mut values_now, next_values, final_values) =
+                (values(2.0), values(4.0), values(4.0), values(4.0));
+            let flag = |v: Vec<T>, above: f64| -> Vec<T> {
+                v.iter()
+                    .map(|&x| T::from_f64(f64::from(u8::from(x.as_f64() > above))))
+                    .collect()
+            };
+            let flags = flag(values(1.0), 0.3);
+            let truncated = flag(values(1.0), 0.4);
+            // What lies after a termination never reaches the steps before it: poison some.
+            for i in 0..len.saturating_sub(b) {
+                if flags[i] != T::zero() && i % 3 == 0 {
+                    values_now[i + b] = T::nan();
+                }
+            }
+            let bytes = flags.iter().map(|&f| u8::from(f != T::zero())).collect();
+            let discounts = flags
+                .iter()
+                .map(|&f| T::from_f64(0.99) * (T::one() - f))
+                .collect();
+            Self {
+                rewards,
+                values: values_now,
+                next_values,
+                final_values,
+                flags,
+                bytes,
+                truncated,
+                discounts,
+            }
+        }
+
+        /// The same arrays batch-major.
+        fn batch_major(&self, t: usize, b: usize) -> Self {
+            fn order<E: Copy>(v: &[E], t: usize, b: usize) -> Vec<E> {
+                (0..t * b).map(|i| v[(i % t) * b + i / t]).collect()
+            }
+            Self {
+                rewards: order(&self.rewards, t, b),
+                values: order(&self.values, t, b),
+                next_values: order(&self.next_values, t, b),
+                final_values: order(&self.final_values, t, b),
+                flags: order(&self.flags, t, b),
+                bytes: order(&self.bytes, t, b),
+                truncated: order(&self.truncated, t, b),
+                discounts: order(&self.discounts, t, b),
+            }
+        }
+
+        fn episodes(&self) -> [SliceEpisodes<'_, T>; 5] {
+            let gamma = T::from_f64(0.99);
+            [
+                Episodes::terminations(gamma, &self.flags[..]),
+                Episodes::terminations(gamma, &self.bytes[..]),
+                Episodes::Discounts(&self.discounts),
+                Episodes::Constant { gamma },
+                Episodes::Flags {
+                    gamma,
+                    terminated: FlagSlice::Bytes(&self.bytes),
+                    truncation: Some(Truncation {
+                        truncated: FlagSlice::Values(&self.truncated),
+                        final_values: &self.final_values,
+                    }),
+                },
+            ]
+        }
+    }
+
+    /// The outputs of GAE (advantages and returns), returns and TD(lambda): time-major by
+    /// the time-major scans (`isa: None`), batch-major by [`run`] at `isa` with the rewards
+    /// `shift` elements past where their buffer starts (which moves the blocks' starts).
+    fn outputs<T: Float>(
+        arrays: &Arrays<T>,
+        layout: TimeMajor,
+        isa: Option<Isa>,
+        shift: usize,
+        lambda: T,
+    ) -> Vec<Vec<T>> {
+        let mut shifted = vec![T::zero(); shift];
+        shifted.extend(&arrays.rewards);
+        let rewards = &shifted[shift..];
+        let len = layout.t * layout.b;
+        let bootstrap: Vec<T> = (0..layout.b)
+            .map(|j| T::from_f64(j as f64 * 0.25 - 1.0))
+            .collect();
+        let invalid = AtomicBool::new(false);
+        let mut all = Vec::new();
+        for episodes in arrays.episodes() {
+            let (mut advantages, mut returns) = (vec![T::zero(); len], vec![T::zero(); len]);
+            let mut discounted = vec![T::zero(); len];
+            let mut td = vec![T::zero(); len];
+            let gae = Gae {
+                bootstrap: &bootstrap,
+                lambda,
+            };
+            let gae_inputs = [rewards, &arrays.values];
+            let lambda_inputs = [rewards, &arrays.next_values];
+            match isa {
+                Some(isa) => {
+                    let par = Par::rayon(2);
+                    let outs = [&mut advantages[..], &mut returns];
+                    run(par, isa, layout, gae_inputs, episodes, outs, &gae, &invalid);
+                    let returns_estimator = Returns {
+                        bootstrap: &bootstrap,
+                    };
+                    let (inputs, outs) = ([rewards], [&mut discounted[..]]);
+                    run(
+                        par,
+                        isa,
+                        layout,
+                        inputs,
+                        episodes,
+                        outs,
+                        &returns_estimator,
+                        &invalid,
+                    );
+                    let outs = [&mut td[..]];
+                    let estimator = Lambda { lambda };
+                    run(
+                        par,
+                        isa,
+                        layout,
+                        lambda_inputs,
+                        episodes,
+                        outs,
+                        &estimator,
+                        &invalid,
+                    );
+                }
+                None => {
+                    let par = Par::Seq;
+                    super::super::gae(
+                        par,
+                        layout,
+                        gae_inputs[0],
+                        gae_inputs[1],
+                        &bootstrap,
+                        episodes,
+                        lambda,
+                        &mut advantages,
+                        Some(&mut returns),
+                    )
+                    .unwrap();
+                    super::super::discounted_returns(
+                        par,
+                        layout,
+                        rewards,
+                        episodes,
+                        &bootstrap,
+                        &mut discounted,
+                    )
+                    .unwrap();
+                    super::super::lambda_returns(
+                        par,
+                        layout,
+                        rewards,
+                        &arrays.next_values,
+                        episodes,
+                        lambda,
+                        &mut td,
+                    )
+                    .unwrap();
+                }
+            }
+            all.extend([advantages, returns, discounted, td]);
+        }
+        all
+    }
+
+    /// GAE (with returns), returns and TD(lambda) over batch-major data at every
+    /// instruction set this CPU has give the time-major scans' bits: columns and steps
+    /// around the vector widths (an overlapping last vector, a short first block, columns
+    /// split between two tasks), every kind of episodes, `lambda = 0` (where `m` does not
+    /// tell the cuts), and poisoned values behind terminations.
+    fn check<T: Float>() {
+        for (t, b) in [
+            (16, 16),
+            (37, 21),
+            (8, 9),
+            (64, 40),
+            (48, 8),
+            (100, 2),
+            (2, 100),
+        ] {
+            let layout = TimeMajor::new(t, b);
+            let time_major = Arrays::<T>::new(t, b);
+            let batch_major = time_major.batch_major(t, b);
+            for lambda in [0.95, 0.0].map(T::from_f64) {
+                let want = outputs(&time_major, layout, None, 0, lambda);
+                for isa in Isa::ALL.into_iter().filter(|isa| isa.is_supported()) {
+                    if !fits::<T>(isa, layout) {
+                        continue;
+                    }
+                    for shift in [0, 1, line::<T>() - 1] {
+                        let got = outputs(&batch_major, layout, Some(isa), shift, lambda);
+                        for (k, (got, want)) in got.iter().zip(&want).enumerate() {
+                            let got: Vec<u64> = (0..t * b)
+                                .map(|i| got[(i % b) * t + i / b].to_bits_u64())
+                                .collect();
+                            let want: Vec<u64> = want.iter().map(|x| x.to_bits_u64()).collect();
+                            assert!(
+                                got == want,
+                                "{isa:?} [{t}, {b}] rewards {shift} elements in, lambda \
+                                 {lambda:?}: output {k} differs"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_give_the_bits_of_time_major_at_every_instruction_set() {
+        check::<f32>();
+        check::<f64>();
+    }
+}
