@@ -46,7 +46,7 @@ impl ByStep {
 
 /// The effective rewards and discounts `(r'_t, d_t)` of the steps, one implementation per
 /// kind of [`Episodes`] so that each scan is compiled (and vectorized) for its kind.
-trait Steps<T>: Sync {
+trait Steps<T>: Sync + Copy {
     /// `(r', d)` of step `t` in the `W` columns from `j`.
     fn block<const W: usize>(&self, order: ByStep, t: usize, j: usize) -> ([T; W], [T; W]);
     /// `gamma` when every discount is 0 or `gamma` (episodes given by flags or a constant
@@ -54,6 +54,7 @@ trait Steps<T>: Sync {
     fn two_valued(&self) -> Option<T>;
 }
 
+#[derive(Clone, Copy)]
 struct Constant<'a, T> {
     rewards: &'a [T],
     gamma: T,
@@ -68,6 +69,7 @@ impl<T: Float> Steps<T> for Constant<'_, T> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Discounts<'a, T> {
     rewards: &'a [T],
     discounts: &'a [T],
@@ -143,6 +145,7 @@ fn flags_set<T: Float, const W: usize>(
 
 /// Terminations only, one implementation per flag element so that the common case (no
 /// truncation) carries no per-block dispatch.
+#[derive(Clone, Copy)]
 struct Terminations<'a, T, F> {
     rewards: &'a [T],
     terminated: &'a [F],
@@ -162,6 +165,7 @@ impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Truncations<'a, T> {
     rewards: &'a [T],
     terminated: FlagSlice<'a, T>,
@@ -1184,6 +1188,7 @@ fn run_linear<T, const K: usize, const N: usize, E>(
 }
 
 /// The returns recurrence (and the primitive, with `x` as rewards and `c` as discounts).
+#[derive(Clone, Copy)]
 struct Returns<'a, T> {
     bootstrap: &'a [T],
 }
@@ -1282,6 +1287,7 @@ fn next_values<T: Float, const K: usize, const W: usize>(
     }
 }
 
+#[derive(Clone, Copy)]
 struct Gae<'a, T> {
     bootstrap: &'a [T],
     lambda: T,
@@ -1389,6 +1395,7 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Lambda<T> {
     lambda: T,
 }

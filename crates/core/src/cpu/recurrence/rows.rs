@@ -38,7 +38,7 @@ pub(super) struct Terms<T, const L: usize> {
 }
 
 /// An estimator in the linear form, on batch-major `[B, T]` inputs (`t` steps per column).
-pub(super) trait Linear<T: Float, const K: usize, const N: usize>: Sync {
+pub(super) trait Linear<T: Float, const K: usize, const N: usize>: Sync + Copy {
     /// The accumulator after the last step of column `j`.
     fn init(&self, inputs: [&[T]; K], t: usize, j: usize) -> T;
     /// The factor `m` of a step whose discount is `d`.
@@ -243,10 +243,12 @@ impl<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>
     /// blocks of `Q` squares of `L` steps ([`Blocks`]).
     #[inline(always)]
     fn scan_vector<const L: usize, const Q: usize>(&mut self, offset: usize) {
+        // Copies of the kernel's parts, where a flag's atomic store cannot change them (the
+        // slices behind a reference were read again after every store).
+        let (linear, steps) = (*self.linear, *self.steps);
+        let (linear, steps) = (&linear, &steps);
         let Self {
             isa,
-            linear,
-            steps,
             inputs,
             layout,
             ..
