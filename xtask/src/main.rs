@@ -253,8 +253,8 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "target/calibrate/latest.json",
         ],
         options: "\
-  --only      families among elementwise, reduce, matmul, recurrence, sequence,
-              optim, cell (default: all)
+  --only      families among elementwise, reduce, matmul, recurrence, batch-major,
+              sequence, optim, cell (default: all)
   --quick     every other size
   --out       also write the JSON here
 ",

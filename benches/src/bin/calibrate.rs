@@ -16,7 +16,7 @@ use rlgrad_core::cpu::grain::{self, Family};
 use rlgrad_core::cpu::{cell, optim, recurrence, sequence};
 use rlgrad_core::kernels::cell::LstmForward;
 use rlgrad_core::kernels::optim::{Adam, AdamTorch, Update};
-use rlgrad_core::kernels::recurrence::TimeMajor;
+use rlgrad_core::kernels::recurrence::{SliceLayout, TimeMajor};
 use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
 use rlgrad_core::kernels::{BinaryOp, ElementwiseKernel, MatmulKernel, ReduceKernel, ReduceOp};
 use rlgrad_core::{Cpu, Layout, Par, Rng, Shape, View, keep_workers_awake};
@@ -108,6 +108,19 @@ fn kernel(family: Family, size: usize) -> (&'static str, Kernel) {
             };
             ("linear_recurrence [128, B]", Box::new(run))
         }
+        Family::BatchMajor => {
+            let layout = SliceLayout::batch_major(128, size.div_ceil(128));
+            let len = layout.shape().t * layout.shape().b;
+            let (x, c) = (random(len, 6), vec![0.99f32; len]);
+            let init = random(layout.shape().b, 7);
+            let mut out = vec![0.0f32; len];
+            let run = move |par| {
+                recurrence::linear_recurrence(par, layout, &x, &c, &init, &mut out)
+                    .expect("valid lengths");
+                black_box(&out);
+            };
+            ("linear_recurrence [B, 128]", Box::new(run))
+        }
         Family::Sequence => {
             // Sequences of 32 steps of 32 features, padded to 48 steps.
             let (steps, features) = (32, 32);
@@ -182,6 +195,7 @@ fn sizes(family: Family, quick: bool) -> Vec<usize> {
     let (low, high) = match family {
         Family::Matmul => (12, 24),
         Family::Recurrence | Family::Sequence => (14, 23),
+        Family::BatchMajor => (11, 23),
         _ => (10, 22),
     };
     let step = if quick { 2 } else { 1 };

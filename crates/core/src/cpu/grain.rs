@@ -20,9 +20,13 @@
 //! | reduce | sum | 256K elements (1.56x; 0.91x at 64K) | 128K |
 //! | matmul | square `f32` | 1M multiply-adds (1.63x; 0.93x at 256K) | 512K |
 //! | recurrence | `[128, B]` scan | 256K elements (3.12x; 0.56x at 64K) | 128K |
+//! | batch-major | `[B, 128]` scan | 16K elements (1.29x; 1.03x at 8K)\* | 8K |
 //! | sequence | unpad | 64K elements (1.31x) | 32K |
 //! | optim | Adam | 64K elements (1.76x) | 32K |
 //! | cell | LSTM forward | 1K rows x units (1.18x) | 512 |
+//!
+//! \* Measured on a 2-vCPU AMD EPYC Zen 5 VM with AVX-512 (2026-11-28), where the
+//! time-major family's crossover came at 128K elements (1.35x).
 //!
 //! The command prints the same table on any machine (two logical CPUs that share a core
 //! pay later), and [`set_grain`] applies its figures to a process.
@@ -50,6 +54,9 @@ pub enum Family {
     Matmul,
     /// The reverse linear recurrences of the return estimators (elements of `[T, B]`).
     Recurrence,
+    /// The same over batch-major `[B, T]` data, whose register transposes cost several
+    /// times a time-major step (elements).
+    BatchMajor,
     /// Ragged sequences: pad, unpad, masked sums and maps (elements written or read).
     Sequence,
     /// Fused optimizer updates and gradient clipping (parameter elements).
@@ -60,11 +67,12 @@ pub enum Family {
 
 impl Family {
     /// Every family, in the order `cargo xtask calibrate` reports them.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Matmul,
         Family::Recurrence,
+        Family::BatchMajor,
         Family::Sequence,
         Family::Optim,
         Family::Cell,
@@ -77,6 +85,7 @@ impl Family {
             Family::Reduce => "reduce",
             Family::Matmul => "matmul",
             Family::Recurrence => "recurrence",
+            Family::BatchMajor => "batch-major",
             Family::Sequence => "sequence",
             Family::Optim => "optim",
             Family::Cell => "cell",
@@ -100,6 +109,7 @@ pub const fn default_grain(family: Family) -> usize {
         Family::Reduce => 1 << 17,
         Family::Matmul => 1 << 19,
         Family::Recurrence => 1 << 17,
+        Family::BatchMajor => 1 << 13,
         Family::Sequence => 1 << 15,
         Family::Optim => 1 << 15,
         Family::Cell => 1 << 9,

@@ -109,7 +109,7 @@ pub(super) fn run<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>>(
     let tasks = par
         .for_work(
             layout.t.saturating_mul(layout.b),
-            crate::cpu::grain::grain(crate::cpu::grain::Family::Recurrence),
+            crate::cpu::grain::grain(crate::cpu::grain::Family::BatchMajor),
         )
         .threads()
         .min(layout.b / lanes);

@@ -125,7 +125,7 @@ fn run_tiles<T, const K: usize, const N: usize, C, const W: usize>(
     let tasks = par
         .for_work(
             layout.t.saturating_mul(layout.b),
-            crate::cpu::grain::grain(crate::cpu::grain::Family::Recurrence),
+            crate::cpu::grain::grain(crate::cpu::grain::Family::BatchMajor),
         )
         .threads()
         .min(blocks);
