@@ -3,7 +3,8 @@
 //! ```text
 //! cargo xtask demo                    the actor-critic trained on CartPole, curve and logs in runs/demo
 //! cargo xtask test                    fmt --check, clippy -D warnings, docs, tests, MPI tests, parity, pytest,
-//!                                     then test-arm
+//!                                     then test-x86 and test-arm
+//! cargo xtask test-x86 [--all]        the core's unit tests (--all: all its tests) on an emulated AVX2 CPU without AVX-512
 //! cargo xtask test-arm [--all]        clippy for aarch64, the core's tests (--all: and the algorithm crates') under qemu
 //! cargo xtask pytest                  the Python wheel built into target/python/venv, its pytest suite
 //! cargo xtask proptest [--cases N]    only the property tests, N cases each
@@ -35,6 +36,7 @@ mod package;
 mod python;
 mod stages;
 mod tools;
+mod x86;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -93,10 +95,23 @@ const SUBCOMMANDS: &[Subcommand] = &[
             "cargo fmt --check, clippy -D warnings, warning-free cargo doc,",
             "cargo test, rlgrad-dist's MPI tests under mpirun -np 1..4",
             "(skipped, saying why, without MPI), parity, the Python",
-            "wheel's pytest suite, then test-arm",
+            "wheel's pytest suite, then test-x86 and test-arm",
         ],
         options: "",
         run: |args| no_options("test", args).and_then(|()| test()),
+    },
+    Subcommand {
+        synopsis: "test-x86 [--all]",
+        about: &[
+            "rlgrad-core's unit tests, from cargo test's build, under",
+            "qemu-x86_64 -cpu max: an x86-64 CPU with AVX2 and no",
+            "AVX-512, where an AVX-512 instruction on an AVX2 path is a",
+            "SIGILL (an AVX-512 machine cannot tell); --all: its golden",
+            "and integration tests too; without qemu-x86_64 it says",
+            "what to install and skips (fails under CI=true)",
+        ],
+        options: "  --all       the deep run: the golden and integration tests too (about 4 minutes)\n",
+        run: x86::test,
     },
     Subcommand {
         synopsis: "test-arm [--all]",
@@ -553,6 +568,9 @@ fn test() -> Result<(), String> {
     stages.run("mpi", || mpi_tests(&mpi))?;
     stages.run("parity", || tools::run(&["parity", "--implemented"]))?;
     stages.run("pytest", python::pytest)?;
+    // The tests' executables again, emulated without AVX-512: nothing to build, about a
+    // minute.
+    stages.run("test-x86", || x86::run(&selection, false))?;
     // Last: a cross build and emulated tests, the slowest step.
     stages.run("test-arm", || arm::test(&[]))?;
     eprint!("{}", stages.table());
