@@ -162,3 +162,24 @@ fn illegal_instruction(status: ExitStatus) -> bool {
 fn illegal_instruction(_: ExitStatus) -> bool {
     false
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn an_illegal_instruction_is_named_for_what_it_means_here() {
+        let binary = Path::new("target/debug/deps/rlgrad_core-0");
+        let killed = failure("unit tests", binary, ExitStatus::from_raw(libc::SIGILL));
+        assert!(
+            killed.contains("an AVX2 path ran an AVX-512 instruction")
+                && killed.contains("rlgrad_core-0 --test-threads 1"),
+            "{killed}"
+        );
+        // Exit code 101: a test failed.
+        let failed = failure("unit tests", binary, ExitStatus::from_raw(101 << 8));
+        assert!(!failed.contains("SIGILL"), "{failed}");
+    }
+}
