@@ -1163,6 +1163,24 @@ impl<T: Float, const K: usize, const N: usize, E: Estimator<T, K, N>> ChunkScan<
     }
 }
 
+/// The [`Estimator::batch_major`] of an estimator with a linear form, `K` inputs and `N`
+/// outputs: [`run_linear`].
+macro_rules! linear_batch_major {
+    ($k:tt, $n:tt) => {
+        fn batch_major(
+            &self,
+            par: Par,
+            layout: TimeMajor,
+            inputs: [&[T]; $k],
+            episodes: SliceEpisodes<'_, T>,
+            outs: [&mut [T]; $n],
+            invalid: &AtomicBool,
+        ) {
+            run_linear(self, par, layout, inputs, episodes, outs, invalid);
+        }
+    };
+}
+
 /// [`Estimator::batch_major`] for an estimator with a linear form: its batch-major data
 /// scanned where they lie ([`rows`]) when they are at least a vector wide and long, in
 /// tiles otherwise.
@@ -1194,17 +1212,7 @@ struct Returns<'a, T> {
 }
 
 impl<T: Float> Estimator<T, 1, 1> for Returns<'_, T> {
-    fn batch_major(
-        &self,
-        par: Par,
-        layout: TimeMajor,
-        inputs: [&[T]; 1],
-        episodes: SliceEpisodes<'_, T>,
-        outs: [&mut [T]; 1],
-        invalid: &AtomicBool,
-    ) {
-        run_linear(self, par, layout, inputs, episodes, outs, invalid);
-    }
+    linear_batch_major!(1, 1);
 
     fn bootstrap(&self) -> &[T] {
         self.bootstrap
@@ -1260,19 +1268,6 @@ impl<T: Float> rows::Linear<T, 1, 1> for Returns<'_, T> {
         let (r, d) = steps.block::<L>(ByStep::ALONG_COLUMNS, t0, j * t);
         (terms.x[row], terms.m[row], terms.d[row]) = (r, d, d);
     }
-
-    #[inline(always)]
-    fn output<const L: usize>(
-        &self,
-        _: usize,
-        acc: &[T; L],
-        _: [&[T]; 1],
-        _: usize,
-        _: usize,
-        _: usize,
-    ) -> [T; L] {
-        *acc
-    }
 }
 
 /// `v_{t+1}` at a chunk's last step: the values' step after it, or `bootstrap`'s columns
@@ -1294,17 +1289,7 @@ struct Gae<'a, T> {
 }
 
 impl<T: Float, const N: usize> Estimator<T, 2, N> for Gae<'_, T> {
-    fn batch_major(
-        &self,
-        par: Par,
-        layout: TimeMajor,
-        inputs: [&[T]; 2],
-        episodes: SliceEpisodes<'_, T>,
-        outs: [&mut [T]; N],
-        invalid: &AtomicBool,
-    ) {
-        run_linear(self, par, layout, inputs, episodes, outs, invalid);
-    }
+    linear_batch_major!(2, N);
 
     fn bootstrap(&self) -> &[T] {
         self.bootstrap
@@ -1401,17 +1386,7 @@ struct Lambda<T> {
 }
 
 impl<T: Float> Estimator<T, 2, 1> for Lambda<T> {
-    fn batch_major(
-        &self,
-        par: Par,
-        layout: TimeMajor,
-        inputs: [&[T]; 2],
-        episodes: SliceEpisodes<'_, T>,
-        outs: [&mut [T]; 1],
-        invalid: &AtomicBool,
-    ) {
-        run_linear(self, par, layout, inputs, episodes, outs, invalid);
-    }
+    linear_batch_major!(2, 1);
 
     fn kernel<'k, S: Steps<T> + 'k>(
         &'k self,
@@ -1462,19 +1437,6 @@ impl<T: Float> rows::Linear<T, 2, 1> for Lambda<T> {
             terms.m[row][s] = rows::Linear::<T, 2, 1>::factor(self, d[s]);
         }
         terms.d[row] = d;
-    }
-
-    #[inline(always)]
-    fn output<const L: usize>(
-        &self,
-        _: usize,
-        acc: &[T; L],
-        _: [&[T]; 2],
-        _: usize,
-        _: usize,
-        _: usize,
-    ) -> [T; L] {
-        *acc
     }
 }
 
