@@ -7,6 +7,7 @@ stub's types), so that neither can drift from the Rust rules."""
 import ast
 import inspect
 import pathlib
+import re
 
 import pytest
 
@@ -121,3 +122,31 @@ def test_the_constructor_reads_its_keywords_from_the_tables():
     keras = optim.Optimizer("adam", 1e-3, flavor="keras", eps=None, amsgrad=True)
     assert repr(keras) == repr(optim.Adam(1e-3, flavor="keras", eps=1e-7, amsgrad=True))
     assert "amsgrad" in repr(keras)
+
+
+# The prose of a class's docstring: what follows "Default(s)" up to the end of the
+# sentence (a period before a space or the end, or a closing parenthesis).
+_DEFAULTS_PROSE = re.compile(r"[Dd]efaults?:?(.*?)(?:\.(?:\s|$)|\))", re.S)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?")
+
+
+def _prose_defaults(cls):
+    sentences = _DEFAULTS_PROSE.findall(cls.__doc__)
+    return {float(n) for sentence in sentences for n in _NUMBER.findall(sentence)}
+
+
+@pytest.mark.parametrize("cls", RULE_CLASSES, ids=_rule)
+def test_the_docstrings_defaults_are_the_tables(cls):
+    """The numbers a docstring gives as defaults are defaults of the table (some flavor's),
+    and every non-zero numeric default of the table is given (a zero reads "no ...")."""
+    table = TABLES[_rule(cls)]
+    numbers = {
+        float(value)
+        for _, kind, by_flavor in table["hyperparameters"]
+        if kind == "float"
+        for value in by_flavor.values()
+    }
+    prose = _prose_defaults(cls)
+    assert prose <= numbers, f"{cls.__name__}'s docstring gives {sorted(prose - numbers)}"
+    missing = {n for n in numbers if n != 0.0} - prose
+    assert not missing, f"{cls.__name__}'s docstring omits the defaults {sorted(missing)}"
