@@ -224,6 +224,8 @@ pub struct KernelResources {
     pub spill_stores: u32,
     /// Bytes loaded back from those spills.
     pub spill_loads: u32,
+    /// Bytes of static shared memory per block.
+    pub shared: u32,
 }
 
 /// The per-kernel resources in a ptxas log; kernels whose lines are incomplete are left
@@ -246,6 +248,7 @@ pub(crate) fn parse_resources(log: &str) -> Vec<KernelResources> {
                 stack_frame: 0,
                 spill_stores: 0,
                 spill_loads: 0,
+                shared: 0,
             });
         } else if let Some(kernel) = current.as_mut() {
             if line.contains("bytes stack frame") {
@@ -261,6 +264,7 @@ pub(crate) fn parse_resources(log: &str) -> Vec<KernelResources> {
                 if let Some(registers) = used {
                     kernel.registers = registers;
                 }
+                kernel.shared = number_before(line, "bytes smem").unwrap_or(0);
             }
         }
     }
@@ -379,7 +383,7 @@ ptxas info    : Compile time = 18.175 ms\n\
 ptxas info    : Compiling entry function 'gae_f32' for 'sm_90'\n\
 ptxas info    : Function properties for gae_f32\n\
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
-ptxas info    : Used 40 registers, used 0 barriers, 400 bytes cmem[0]\n";
+ptxas info    : Used 40 registers, used 1 barriers, 400 bytes cmem[0], 16640 bytes smem\n";
         let found = parse_resources(log);
         assert_eq!(
             found,
@@ -389,14 +393,16 @@ ptxas info    : Used 40 registers, used 0 barriers, 400 bytes cmem[0]\n";
                     registers: 255,
                     stack_frame: 8,
                     spill_stores: 12,
-                    spill_loads: 16
+                    spill_loads: 16,
+                    shared: 0
                 },
                 KernelResources {
                     kernel: "gae_f32".to_owned(),
                     registers: 40,
                     stack_frame: 0,
                     spill_stores: 0,
-                    spill_loads: 0
+                    spill_loads: 0,
+                    shared: 16640
                 },
             ]
         );

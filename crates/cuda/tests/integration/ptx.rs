@@ -85,8 +85,8 @@ fn every_kernel_compiles_to_a_cubin_without_local_memory() {
                     .find(|r| r.kernel == name)
                     .unwrap_or_else(|| panic!("no ptxas report for {name}:\n{}", compiled.log));
                 report.push(format!(
-                    "{name}: {} registers, {} B stack, {} B spilled",
-                    found.registers, found.stack_frame, found.spill_stores
+                    "{name}: {} registers, {} B stack, {} B spilled, {} B shared",
+                    found.registers, found.stack_frame, found.spill_stores, found.shared
                 ));
                 if (found.stack_frame, found.spill_stores, found.spill_loads) != (0, 0, 0) {
                     using_local_memory.push(name);
