@@ -7,6 +7,7 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchArgs,
     LaunchConfig, PushKernelArg,
@@ -88,6 +89,7 @@ struct Inner {
     target: Target,
     driver: CudaVersion,
     total_memory: usize,
+    multiprocessors: usize,
     modules: [OnceLock<Arc<CudaModule>>; Family::ALL.len()],
     functions: Mutex<HashMap<String, CudaFunction>>,
     pool: Mutex<Pool>,
@@ -180,6 +182,9 @@ impl Cuda {
         let name = context.name().map_err(|e| e.to_string())?;
         let (major, minor) = context.compute_capability().map_err(|e| e.to_string())?;
         let total = context.total_mem().map_err(|e| e.to_string())?;
+        let multiprocessors = context
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| e.to_string())?;
         let mut driver = 0;
         // SAFETY: writes one int through a valid pointer; the driver library is loaded.
         unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) }
@@ -202,6 +207,7 @@ impl Cuda {
                 target,
                 driver,
                 total_memory: total,
+                multiprocessors: multiprocessors.max(1) as usize,
                 modules: std::array::from_fn(|_| OnceLock::new()),
                 functions: Mutex::default(),
                 pool: Mutex::new(Pool {
@@ -246,6 +252,11 @@ impl Cuda {
     /// The CUDA version of the driver (`cuDriverGetVersion`; 13.0 for driver 580).
     pub fn driver_version(&self) -> CudaVersion {
         self.inner.driver
+    }
+
+    /// The GPU's streaming multiprocessors (132 on an H100 SXM or H200).
+    pub fn multiprocessors(&self) -> usize {
+        self.inner.multiprocessors
     }
 
     /// The GPU's model name (`"NVIDIA H100 80GB HBM3"`).

@@ -19,6 +19,22 @@ pub(crate) struct Strided {
     strides: [u64; MAX_DIMS],
 }
 
+impl Strided {
+    /// `ndim offset dims... strides...`, as the host emulation of the kernels reads it.
+    #[cfg(test)]
+    pub(crate) fn words(&self) -> String {
+        let n = self.ndim as usize;
+        let mut words = vec![self.ndim as u64, self.offset];
+        words.extend_from_slice(&self.dims[..n]);
+        words.extend_from_slice(&self.strides[..n]);
+        words
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 // SAFETY: `Strided` is `repr(C)` plain data laid out exactly as `struct Strided` in
 // common.cuh (two u32, then u64 fields), passed by value.
 unsafe impl DeviceRepr for Strided {}
