@@ -328,9 +328,10 @@ fn more_than_65535_rows_columns_batches_and_sequences() {
     reduce_both(&gpu, ReduceOp::Max, &x, &layout, Some(1));
     let wide = Layout::contiguous(Shape::from([3, many]));
     reduce_both(&gpu, ReduceOp::Mean, &x, &wide, Some(0));
-    // A batched matmul of more than 65,535 small products (the grid's z limit), and one of
-    // more than 65,535 rows.
-    for (batch, m, k, n) in [(many, 2, 3, 2), (1, many, 5, 3)] {
+    // A batched matmul of more than 65,535 small products (the grid's z limit), one of
+    // more than 65,535 rows, and one of more than 65,535 row tiles of 32 (the tiled
+    // kernels' one-dimensional grid; the strided kernel refuses it).
+    for (batch, m, k, n) in [(many, 2, 3, 2), (1, many, 5, 3), (1, 2_100_000, 4, 4)] {
         let a: Vec<f32> = normal(&mut rng, batch * m * k);
         let b: Vec<f32> = normal(&mut rng, batch * k * n);
         let (la, lb) = (

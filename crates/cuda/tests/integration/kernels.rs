@@ -428,6 +428,157 @@ fn matmul_is_the_canonical_fma_chain() {
     }
 }
 
+/// `[batch, m, k] @ [batch, k, n]` on both devices, bit for bit: A row-major or stored
+/// transposed (`a_t`, as `x^T` in a weight's gradient), likewise B (`g @ w^T`), both at
+/// `offset` elements into their buffers; `zero_terms` makes every product `+0 * -x`.
+fn matmul_case<T: Float>(
+    gpu: &Cuda,
+    rng: &mut Rng,
+    (batch, m, k, n): (usize, usize, usize, usize),
+    (a_t, b_t): (bool, bool),
+    offset: usize,
+    zero_terms: bool,
+) {
+    let operand = |rng: &mut Rng, rows: usize, cols: usize, transposed: bool| {
+        let data: Vec<T> = data(rng, offset + batch * rows * cols);
+        let strides = if transposed {
+            [rows * cols, 1, rows]
+        } else {
+            [rows * cols, cols, 1]
+        };
+        let layout = Layout::from_parts(
+            Shape::from([batch, rows, cols]),
+            Dims::from_slice(&strides),
+            offset,
+        );
+        (data, layout)
+    };
+    let (mut a, la) = operand(rng, m, k, a_t);
+    let (mut b, lb) = operand(rng, k, n, b_t);
+    if zero_terms {
+        a.iter_mut().for_each(|x| *x = T::zero());
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = -T::from_usize(1 + i % 7);
+        }
+    }
+    let mut c = vec![T::zero(); batch * m * n];
+    cpu()
+        .matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)
+        .unwrap();
+    let (ga, gb) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let mut out = gpu.alloc_zeros::<T>(c.len()).unwrap();
+    gpu.matmul(View::new(&ga, &la), View::new(&gb, &lb), &mut out)
+        .unwrap();
+    let layout = |t: bool| if t { "t" } else { "n" };
+    same(
+        &format!(
+            "matmul {batch}x[{m},{k}]@[{k},{n}] {}{} offset {offset}{}",
+            layout(a_t),
+            layout(b_t),
+            if zero_terms { " (-0 terms)" } else { "" }
+        ),
+        &c,
+        &gpu.download(&out).unwrap(),
+    );
+}
+
+/// The tiled kernels (matmul.rs, `choose_tile`): each tile, picked by the output's size
+/// on this GPU's multiprocessor count, in each layout, with k tails after full k-tiles;
+/// the TD3 and PPO layer products forward and backward; k within one k-tile; broadcast
+/// batches; the -0 chain; and what must take the strided kernel (k = 1, odd k, n = 1, an
+/// unaligned offset).
+fn tiled_matmuls<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(38, "cuda-matmul-tiled");
+    let layouts = [(false, false), (true, false), (false, true), (true, true)];
+    // Sides whose 128 (64) tiles give 2 blocks per multiprocessor, and 4 (8) more rows
+    // (columns): the 128 x 128 tile, then the 64 x 64 one where 128 x 128 does not fill.
+    let fill = ((2 * gpu.multiprocessors()) as f64).sqrt().ceil() as usize;
+    for (edge, k) in [(128, 20), (64, 36)] {
+        for layout in layouts {
+            let shape = (1, edge * fill + 4, k, edge * fill + 8);
+            matmul_case::<T>(gpu, &mut rng, shape, layout, 0, false);
+        }
+    }
+    // TD3's critic layer [256, 400] @ [400, 300] and its gradients g @ w^T and x^T @ g;
+    // the value head [256, 300] @ [300, 1]; PPO's [8192, 64] @ [64, 64] and [8192, 8] @
+    // [8, 64] and their gradients.
+    for (shape, layout) in [
+        ((1, 256, 400, 300), (false, false)),
+        ((1, 256, 300, 400), (false, true)),
+        ((1, 400, 256, 300), (true, false)),
+        ((1, 256, 300, 1), (false, false)),
+        ((1, 8192, 64, 64), (false, false)),
+        ((1, 8192, 8, 64), (false, false)),
+        ((1, 8192, 64, 8), (false, true)),
+        ((1, 64, 8192, 64), (true, false)),
+        ((1, 8, 8192, 64), (true, false)),
+    ] {
+        matmul_case::<T>(gpu, &mut rng, shape, layout, 0, false);
+    }
+    // k in one partial k-tile, one full k-tile of each size, and one step (strided); odd
+    // k (strided); m and n around the tiles' edges.
+    for k in [1, 4, 8, 12, 16, 17, 24] {
+        for layout in layouts {
+            matmul_case::<T>(gpu, &mut rng, (1, 129, k, 132), layout, 0, false);
+        }
+    }
+    for (m, n) in [
+        (1, 4),
+        (4, 1),
+        (31, 36),
+        (33, 28),
+        (63, 64),
+        (65, 68),
+        (127, 120),
+    ] {
+        matmul_case::<T>(gpu, &mut rng, (1, m, 16, n), (false, false), 0, false);
+    }
+    // Batches, at an aligned offset (tiled) and an unaligned one (strided).
+    for offset in [0, 4, 1, 2] {
+        matmul_case::<T>(
+            gpu,
+            &mut rng,
+            (3, 68, 20, 72),
+            (false, false),
+            offset,
+            false,
+        );
+        matmul_case::<T>(gpu, &mut rng, (3, 68, 20, 72), (true, true), offset, false);
+    }
+    // -0 chains stay -0: no fma over padding past k, in every tile.
+    for shape in [
+        (1, 130, 12, 130),
+        (1, 1100, 20, 1100),
+        (1, 128 * fill + 4, 20, 128 * fill + 8),
+    ] {
+        matmul_case::<T>(gpu, &mut rng, shape, (false, false), 0, true);
+        matmul_case::<T>(gpu, &mut rng, shape, (true, true), 0, true);
+    }
+    // A broadcast batch (stride 0) of A.
+    let (batch, m, k, n) = (4, 36, 20, 40);
+    let a: Vec<T> = data(&mut rng, m * k);
+    let b: Vec<T> = data(&mut rng, batch * k * n);
+    let la = Layout::from_parts(Shape::from([batch, m, k]), Dims::from_slice(&[0, k, 1]), 0);
+    let lb = Layout::contiguous(Shape::from([batch, k, n]));
+    let mut c = vec![T::zero(); batch * m * n];
+    cpu()
+        .matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)
+        .unwrap();
+    let (ga, gb) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let mut out = gpu.alloc_zeros::<T>(c.len()).unwrap();
+    gpu.matmul(View::new(&ga, &la), View::new(&gb, &lb), &mut out)
+        .unwrap();
+    same("matmul broadcast batch", &c, &gpu.download(&out).unwrap());
+}
+
+#[test]
+fn tiled_matmuls_are_the_canonical_fma_chain() {
+    if let Some(gpu) = gpu() {
+        tiled_matmuls::<f32>(&gpu);
+        tiled_matmuls::<f64>(&gpu);
+    }
+}
+
 fn recurrences<T: Float>(gpu: &Cuda) {
     let mut rng = Rng::new(6, "cuda-recurrence");
     for (t, b) in [(0, 3), (1, 1), (37, 5), (130, 67), (5, 0)] {
