@@ -3,7 +3,9 @@ CUDA events. Prints one JSON object {workload: milliseconds} on stdout. Run by t
 binary (which embeds this file); needs torch with CUDA.
 
 Baselines as a PyTorch user writes them: torch.sum, Adam(fused=True), GAE as a loop over
-time, pad/unpad with precomputed indices (index_copy_/index_select, not boolean masks)."""
+time, pad/unpad with precomputed indices (index_copy_/index_select, not boolean masks),
+FP32 GEMMs as torch.matmul (cuBLAS) with TF32 off, as rlgrad's canonical GEMM is IEEE
+FP32."""
 import json
 import sys
 
@@ -73,6 +75,21 @@ def main():
 
     out["pad"] = timed(pad, 20)
     out["unpad"] = timed(lambda: padded.index_select(0, rows), 20)
+    del padded, flat, rows
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    shapes = (
+        [(1024, 1024, 1024), (256, 400, 300), (8192, 64, 64)]
+        if quick
+        else [(4096, 4096, 4096), (65536, 256, 256), (256, 400, 300), (8192, 64, 64)]
+    )
+    for m, k, n in shapes:
+        a = torch.randn(m, k, device=dev)
+        b = torch.randn(k, n, device=dev)
+        c = torch.empty(m, n, device=dev)
+        repeats = 10 if m * n * k >= 1 << 30 else 50
+        out[f"matmul {m}x{k}x{n}"] = timed(lambda: torch.matmul(a, b, out=c), repeats)
+        del a, b, c
     print(json.dumps(out))
 
 

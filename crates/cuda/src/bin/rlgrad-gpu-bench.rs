@@ -7,7 +7,8 @@
 //! The baselines are what a GPU user runs: `torch.sum`, PyTorch's Adam with
 //! `fused=True`, GAE as a PyTorch loop and as JAX `lax.scan` under `jit`, pad and unpad
 //! as `index_copy_`/`index_select` (PyTorch) and gathers (JAX) with precomputed indices,
-//! and the device-to-device copy as the bandwidth bound.
+//! FP32 GEMMs as `torch.matmul` with TF32 off (cuBLAS), and the device-to-device copy as
+//! the bandwidth bound. GEMM rows also give TFLOP/s.
 //!
 //! Standalone: the peers' sides are scripts embedded in this binary, run with `python3`
 //! (a column is left out, with a note, when torch or jax is missing). `--quick` runs small sizes. Without a GPU
@@ -20,18 +21,22 @@ use std::time::Instant;
 use rlgrad_core::kernels::optim::{AdamTorch, Update};
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor};
 use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
-use rlgrad_core::kernels::{OptimKernel, RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel};
-use rlgrad_core::{Cpu, Device, Layout, Result, Rng, Shape, View};
+use rlgrad_core::kernels::{
+    MatmulKernel, OptimKernel, RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel,
+};
+use rlgrad_core::{Cpu, Device, Layout, Par, Result, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
 
 const TORCH_SCRIPT: &str = include_str!("gpu_bench_torch.py");
 const JAX_SCRIPT: &str = include_str!("gpu_bench_jax.py");
 
-/// One workload: its name (as the peer scripts name it), bytes moved, milliseconds, and
-/// whether its output had the Cpu's bits.
+/// One workload: its name (as the peer scripts name it), bytes moved, floating-point
+/// operations (GEMMs; 0 elsewhere), milliseconds, and whether its output had the Cpu's
+/// bits.
 struct Row {
     name: String,
     bytes: f64,
+    flops: f64,
     ms: f64,
     bits: String,
 }
@@ -84,6 +89,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
     rows.push(Row {
         name: "copy".into(),
         bytes: 8.0 * big as f64,
+        flops: 0.0,
         ms,
         bits: copied,
     });
@@ -100,6 +106,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
     rows.push(Row {
         name: "sum".into(),
         bytes: 4.0 * big as f64,
+        flops: 0.0,
         ms,
         bits: summed,
     });
@@ -137,6 +144,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         rows.push(Row {
             name: format!("adam {n}"),
             bytes: 28.0 * n as f64,
+            flops: 0.0,
             ms,
             bits: updated,
         });
@@ -186,6 +194,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         rows.push(Row {
             name: format!("gae {t}x{b}"),
             bytes: 16.0 * (t * b) as f64,
+            flops: 0.0,
             ms,
             bits: advantages,
         });
@@ -217,6 +226,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
     rows.push(Row {
         name: "pad".into(),
         bytes: packed + full,
+        flops: 0.0,
         ms,
         bits: padded_bits,
     });
@@ -228,9 +238,56 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
     rows.push(Row {
         name: "unpad".into(),
         bytes: 2.0 * packed,
+        flops: 0.0,
         ms,
         bits: unpadded_bits,
     });
+    rows.extend(matmul_rows(gpu, quick, &mut rng)?);
+    Ok(rows)
+}
+
+/// FP32 GEMMs `[m, k] @ [k, n]`, row-major: 4096^3 and `[65536, 256] @ [256, 256]`
+/// (throughput), the TD3 critic layer and PPO's hidden layer (small outputs, whole k per
+/// output). Named `matmul MxKxN`.
+fn matmul_rows(gpu: &Cuda, quick: bool, rng: &mut Rng) -> Result<Vec<Row>> {
+    // The Cpu's bits by the same canonical chain on every core (any thread count gives
+    // them): 4096^3 is 69 G fma.
+    let cpu = Cpu::new(Par::auto());
+    let shapes: &[(usize, usize, usize)] = if quick {
+        &[(1024, 1024, 1024), (256, 400, 300), (8192, 64, 64)]
+    } else {
+        &[
+            (4096, 4096, 4096),
+            (65536, 256, 256),
+            (256, 400, 300),
+            (8192, 64, 64),
+        ]
+    };
+    let mut rows = Vec::new();
+    for &(m, k, n) in shapes {
+        let (a0, b0) = (random(rng, m * k), random(rng, k * n));
+        let (la, lb) = (
+            Layout::contiguous(Shape::from([m, k])),
+            Layout::contiguous(Shape::from([k, n])),
+        );
+        let (a, b) = (gpu.upload(&a0)?, gpu.upload(&b0)?);
+        let mut c = gpu.alloc_zeros::<f32>(m * n)?;
+        gpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)?;
+        let mut cpu_c = vec![0.0f32; m * n];
+        cpu.matmul(View::new(&a0, &la), View::new(&b0, &lb), &mut cpu_c)?;
+        let product = bits(&cpu_c, &gpu.download(&c)?);
+        let repeats = if m * n * k >= 1 << 30 { 10 } else { 50 };
+        let ms = time(gpu, repeats, || {
+            gpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)
+        })?;
+        rows.push(Row {
+            name: format!("matmul {m}x{k}x{n}"),
+            bytes: 4.0 * (m * k + k * n + m * n) as f64,
+            flops: 2.0 * (m * k * n) as f64,
+            ms,
+            bits: product,
+        });
+    }
     Ok(rows)
 }
 
@@ -319,8 +376,16 @@ fn main() {
         if quick { "quick sizes" } else { "full sizes" }
     );
     println!(
-        "{:<16} {:>6} {:>10} {:>9} {:>8} {:>11} {:>9} {:>12}",
-        "workload", "bits", "rlgrad ms", "GB/s", "of copy", "PyTorch ms", "JAX ms", "vs best peer"
+        "{:<22} {:>6} {:>10} {:>9} {:>8} {:>8} {:>11} {:>9} {:>12}",
+        "workload",
+        "bits",
+        "rlgrad ms",
+        "GB/s",
+        "of copy",
+        "TFLOP/s",
+        "PyTorch ms",
+        "JAX ms",
+        "vs best peer"
     );
     let mut json = Vec::new();
     let mut differing = 0;
@@ -330,13 +395,15 @@ fn main() {
         let jax_ms = jax[&row.name].as_f64();
         let best = [torch_ms, jax_ms].into_iter().flatten().reduce(f64::min);
         let ms = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.4}"));
+        let tflops = (row.flops > 0.0).then(|| row.flops / row.ms / 1e9);
         println!(
-            "{:<16} {:>6} {:>10.4} {:>9.0} {:>7.0}% {:>11} {:>9} {:>12}",
+            "{:<22} {:>6} {:>10.4} {:>9.0} {:>7.0}% {:>8} {:>11} {:>9} {:>12}",
             row.name,
             if row.bits == "same" { "same" } else { "DIFFER" },
             row.ms,
             gbs,
             100.0 * gbs / copy_gbs,
+            tflops.map_or("-".to_owned(), |t| format!("{t:.1}")),
             ms(torch_ms),
             ms(jax_ms),
             best.map_or("-".to_owned(), |t| format!("{:.2}x", t / row.ms)),
@@ -349,6 +416,7 @@ fn main() {
             "bytes": row.bytes,
             "gb_per_s": gbs,
             "fraction_of_copy": gbs / copy_gbs,
+            "tflop_per_s": tflops,
             "torch_ms": torch_ms,
             "jax_ms": jax_ms,
         }));
