@@ -27,7 +27,8 @@
 //!   canonical order (documented at each kernel trait), in CUDA C++ compiled by NVRTC with
 //!   FMA contraction off, no flush to zero, IEEE division and square root. The sums use
 //!   the same 64-element leaves, 16 lanes and pairwise tree; matmul is rlgrad's GEMM (a
-//!   fused multiply-add chain over `k` per output; no cuBLAS, whose order is its own);
+//!   fused multiply-add chain over `k` per output, tiled by the output's size, never
+//!   split over `k`; no cuBLAS, whose order is its own);
 //!   recurrences run sequentially in time per column; `exp`, `ln`, `tanh` and `powf` are
 //!   line-by-line ports of the `libm` crate the Cpu uses (checked bit for bit against it
 //!   on the host by `tests/integration/host_math.rs`), not CUDA's `expf` and friends, which differ in
