@@ -183,15 +183,27 @@ fn scan_columns<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S:
         Isa::Avx2 => return unsafe { avx2(job) },
         Isa::Baseline => {}
     }
-    job.run_lanes()
+    // 16-byte vectors: 4 `f32` or 2 `f64`, a line in 4 squares.
+    if size_of::<T>() == 4 {
+        job.run::<4, 4>();
+    } else {
+        job.run::<2, 4>();
+    }
 }
+
+// Each instruction set's version names its own `L` and `Q` (vector and line by the element
+// size, as [`vector_lanes`] and [`line`] say), so that only those are compiled into it.
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 fn avx512<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>(
     job: Columns<'_, '_, T, E, S, K, N>,
 ) {
-    job.run_lanes();
+    if size_of::<T>() == 4 {
+        job.run::<16, 1>();
+    } else {
+        job.run::<8, 1>();
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -199,7 +211,11 @@ fn avx512<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps
 fn avx2<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>(
     job: Columns<'_, '_, T, E, S, K, N>,
 ) {
-    job.run_lanes();
+    if size_of::<T>() == 4 {
+        job.run::<8, 2>();
+    } else {
+        job.run::<4, 2>();
+    }
 }
 
 /// The work of [`scan_columns`].
@@ -216,21 +232,6 @@ struct Columns<'a, 'o, T, E, S, const K: usize, const N: usize> {
 impl<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>
     Columns<'_, '_, T, E, S, K, N>
 {
-    /// [`Columns::run`] with the `L` of `T` at the instruction set, and `Q` vectors of `L`
-    /// steps to a cache line ([`Blocks`]).
-    #[inline(always)]
-    fn run_lanes(self) {
-        match (vector_lanes::<T>(self.isa), size_of::<T>()) {
-            (16, _) => self.run::<16, 1>(),
-            (8, 8) => self.run::<8, 1>(),
-            (8, _) => self.run::<8, 2>(),
-            (4, 8) => self.run::<4, 2>(),
-            (4, _) => self.run::<4, 4>(),
-            (2, _) => self.run::<2, 4>(),
-            (other, _) => unreachable!("no vector holds {other} elements"),
-        }
-    }
-
     /// Every vector of `L` columns, the last overlapping the one before when the columns
     /// are not a multiple of `L` (columns are independent, so it writes the same bits).
     #[inline(always)]
@@ -272,7 +273,7 @@ impl<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>
             d: [[T::zero(); L]; L],
         });
         let mut out = [[[T::zero(); L]; L]; Q];
-        debug_assert_eq!(L * Q, line::<T>());
+        debug_assert!(L == vector_lanes::<T>(isa) && L * Q == line::<T>());
         for block in Blocks::new(t, L * Q, &inputs[0][first * t..]) {
             let Block { t0, steps: scanned } = block;
             let mut separated = true;
