@@ -64,11 +64,31 @@ const REQUIREMENTS: [&str; 4] = [
     "hypothesis==6.170.17",
 ];
 
-/// The `rlgrad` wheel (release, abi3) built with maturin into `target/python/wheels`,
-/// with the Python of `target/python/venv` (made or updated first); returns that Python
-/// and the wheel's path. (Not the test profile that `cargo xtask test` builds the crates
-/// in: for `cargo rustc`, which maturin runs, `--profile test` means a test harness.)
-pub fn build_wheel() -> Result<(PathBuf, PathBuf), String> {
+/// The cargo profile a wheel is compiled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WheelProfile {
+    /// `release`: for timing it (`cargo xtask compare`).
+    Release,
+    /// `dev`, unoptimized: for its tests, which compute the same bits (opt-levels never
+    /// change rlgrad's floating-point operations) and ran as fast (5 s either way), while
+    /// a cold build took 25 s against release's 77 s (2026-11-28, 2 cores). Not the test
+    /// profile: for `cargo rustc`, which maturin runs, `--profile test` means a test harness.
+    Unoptimized,
+}
+
+impl WheelProfile {
+    fn cargo_name(self) -> &'static str {
+        match self {
+            WheelProfile::Release => "release",
+            WheelProfile::Unoptimized => "dev",
+        }
+    }
+}
+
+/// The `rlgrad` wheel (abi3, in `profile`) built with maturin into
+/// `target/python/wheels`, with the Python of `target/python/venv` (made or updated
+/// first); returns that Python and the wheel's path.
+pub fn build_wheel(profile: WheelProfile) -> Result<(PathBuf, PathBuf), String> {
     let root = crate::root();
     let dir = root.join("target/python");
     let python = venv(&dir, &REQUIREMENTS)?;
@@ -82,7 +102,8 @@ pub fn build_wheel() -> Result<(PathBuf, PathBuf), String> {
     }
     status(
         Command::new(bin.join("maturin"))
-            .args(["build", "--release", "--quiet", "--manifest-path"])
+            .args(["build", "--profile", profile.cargo_name(), "--quiet"])
+            .arg("--manifest-path")
             .arg(root.join("crates/python/Cargo.toml"))
             .arg("--out")
             .arg(&wheels)
@@ -123,14 +144,14 @@ pub fn install_wheel(python: &Path, wheel: &Path, target: Option<&Path>) -> Resu
     status(command.arg(wheel), "pip install the rlgrad wheel")
 }
 
-/// `cargo xtask pytest`: builds the `rlgrad` wheel ([`build_wheel`]), installs it into
-/// `target/python/venv`, writes the Rust crates' results on the parity inputs of returns,
-/// mask and optim to `target/python/rust-outputs` (the bit-equality test reads them), and
-/// runs `crates/python/tests` with pytest.
+/// `cargo xtask pytest`: builds the `rlgrad` wheel unoptimized ([`build_wheel`]),
+/// installs it into `target/python/venv`, writes the Rust crates' results on the parity
+/// inputs of returns, mask and optim to `target/python/rust-outputs` (the bit-equality
+/// test reads them), and runs `crates/python/tests` with pytest.
 pub fn pytest() -> Result<(), String> {
     let root = crate::root();
     let dir = root.join("target/python");
-    let (python, wheel) = build_wheel()?;
+    let (python, wheel) = build_wheel(WheelProfile::Unoptimized)?;
     install_wheel(&python, &wheel, None)?;
     let outputs = dir.join("rust-outputs");
     let outputs_arg = outputs.display().to_string();

@@ -32,7 +32,7 @@ pub struct Sides {
 /// drivers; rlgrad's side runs with `rlgrad_env` too (the `--isa` cap).
 pub fn prepare(peers: &Peers, rlgrad_env: &BTreeMap<String, String>) -> Result<Sides, String> {
     let root = crate::root();
-    let (_, wheel) = crate::python::build_wheel()?;
+    let (_, wheel) = crate::python::build_wheel(crate::python::WheelProfile::Release)?;
     let python = peers.venv.join("bin/python");
     let site = root.join("target/python/bench-site");
     crate::python::install_wheel(&python, &wheel, Some(&site))?;
