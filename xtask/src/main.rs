@@ -129,7 +129,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
     Subcommand {
         synopsis: "pytest",
         about: &[
-            "the Python wheel (maturin, release) into target/python/venv",
+            "the Python wheel (maturin, unoptimized) into target/python/venv",
             "and its pytest suite (parity, properties, bits against Rust)",
         ],
         options: "",
