@@ -492,6 +492,44 @@ where
     });
 }
 
+/// Splits batch-major outputs `outs` (`t` steps per column) at the consecutive column
+/// `ranges` (from 0 to the last column) and runs `task` on each range with its part of
+/// every output: inline for one range, split between `par`'s threads for several.
+fn for_column_ranges<T: Send, const N: usize>(
+    par: Par,
+    t: usize,
+    ranges: Vec<Range<usize>>,
+    outs: [&mut [T]; N],
+    task: impl Fn(Range<usize>, [&mut [T]; N]) + Sync,
+) {
+    let mut rest = outs.map(Some);
+    let parts: Vec<(Range<usize>, [&mut [T]; N])> = ranges
+        .into_iter()
+        .map(|columns| {
+            let part = std::array::from_fn(|k| {
+                let (mine, after) = rest[k]
+                    .take()
+                    .expect("each output is split in order")
+                    .split_at_mut(columns.len() * t);
+                rest[k] = Some(after);
+                mine
+            });
+            (columns, part)
+        })
+        .collect();
+    if parts.len() == 1 {
+        parts
+            .into_iter()
+            .for_each(|(columns, outs)| task(columns, outs));
+    } else {
+        par.split(|| {
+            parts
+                .into_par_iter()
+                .for_each(|(columns, outs)| task(columns, outs))
+        });
+    }
+}
+
 /// `x[start..start + W]` as an array, so loops over it have a constant trip count.
 #[inline(always)]
 fn block<T: Copy, const W: usize>(x: &[T], start: usize) -> [T; W] {

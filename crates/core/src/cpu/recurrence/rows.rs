@@ -121,8 +121,7 @@ pub(super) fn run<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>>(
     // Each task's columns are a whole number of vectors but the last task's, which holds
     // at least one (its last vector overlaps the one before).
     let width = (layout.b / lanes).div_ceil(tasks) * lanes;
-    let mut parts: Vec<(Range<usize>, [&mut [T]; N])> = Vec::new();
-    let mut outs = outs.map(Some);
+    let mut ranges = Vec::new();
     let mut first = 0;
     while first < layout.b {
         let last = if layout.b - first < width + lanes {
@@ -130,28 +129,14 @@ pub(super) fn run<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>>(
         } else {
             first + width
         };
-        let part = std::array::from_fn(|k| {
-            let (mine, rest) = outs[k]
-                .take()
-                .expect("each output is split in order")
-                .split_at_mut((last - first) * layout.t);
-            outs[k] = Some(rest);
-            mine
-        });
-        parts.push((first..last, part));
+        ranges.push(first..last);
         first = last;
     }
-    let task = |(columns, mut outs): (Range<usize>, [&mut [T]; N])| {
+    super::for_column_ranges(par, layout.t, ranges, outs, |columns, mut outs| {
         with_steps!(inputs[0], episodes, invalid, |steps| {
             scan_columns(isa, linear, &steps, inputs, layout, columns, &mut outs)
         })
-    };
-    if parts.len() == 1 {
-        parts.into_iter().for_each(task);
-    } else {
-        use rayon::prelude::*;
-        par.split(|| parts.into_par_iter().for_each(task));
-    }
+    });
 }
 
 /// The columns `columns` (whose part of each output `outs` holds), a vector of them at a

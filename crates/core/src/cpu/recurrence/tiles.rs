@@ -131,32 +131,21 @@ fn run_tiles<T, const K: usize, const N: usize, C, const W: usize>(
         .min(blocks);
     // A task's columns are one contiguous range of each output.
     let width = blocks.div_ceil(tasks) * W;
-    let mut parts: Vec<[&mut [T]; N]> = Vec::new();
-    for (k, out) in outs.into_iter().enumerate() {
-        for (c, columns) in out.chunks_mut(width * layout.t).enumerate() {
-            if k == 0 {
-                parts.push(std::array::from_fn(|_| Default::default()));
-            }
-            parts[c][k] = columns;
-        }
-    }
-    let task = |(c, outs): (usize, [&mut [T]; N])| {
+    let ranges = (0..layout.b)
+        .step_by(width)
+        .map(|first| first..(first + width).min(layout.b))
+        .collect();
+    super::for_column_ranges(par, layout.t, ranges, outs, |columns, outs| {
         Task::<T, K, N, C, W> {
             chunks,
             inputs,
             episodes,
             layout,
-            columns: c * width..((c + 1) * width).min(layout.b),
+            columns,
             outs,
         }
         .run()
-    };
-    if parts.len() == 1 {
-        parts.into_iter().enumerate().for_each(task);
-    } else {
-        use rayon::prelude::*;
-        par.split(|| parts.into_par_iter().enumerate().for_each(task));
-    }
+    });
 }
 
 /// One task of [`run`]: its blocks, one after the other (the copies run in the register
