@@ -1,5 +1,6 @@
 //! What [`crate::Tape::gradient`] returns.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -117,13 +118,62 @@ impl<T: Float, D: TensorDevice<T>> Entry<T, D> {
     }
 }
 
-impl<T: Float> Gradients<T, Cpu> {
+impl<T: Float, D: TensorDevice<T>> Gradients<T, D> {
     /// Scales every gradient by `max_norm / norm` when their global L2 norm exceeds
     /// `max_norm` (PyTorch's `clip_grad_norm_`, TensorFlow's `clip_by_global_norm`) and
     /// returns the norm before clipping: [`rlgrad_optim::clip_grad_norm`]'s canonical
-    /// order over the gradients in request order. An error for a non-positive or
-    /// non-finite `max_norm`.
+    /// order over the gradients in request order, with the same bits on every device. An
+    /// error for a non-positive or non-finite `max_norm`.
+    ///
+    /// On a device other than the Cpu, the sum of squares runs there (the canonical sum of
+    /// the gradients concatenated in request order) and the norm is read back to decide
+    /// the scaling: one host read per call.
     pub fn clip_global_norm(&mut self, max_norm: f64) -> Result<T> {
+        if let Some(on_cpu) = (self as &mut dyn Any).downcast_mut::<Gradients<T, Cpu>>() {
+            return on_cpu.clip_slices(max_norm);
+        }
+        self.clip_with_tensor_ops(max_norm)
+    }
+
+    /// [`Self::clip_global_norm`] through tensor ops, which every device has.
+    fn clip_with_tensor_ops(&mut self, max_norm: f64) -> Result<T> {
+        let function = "Gradients::clip_global_norm";
+        let flat: Vec<Tensor<T, D>> = self
+            .entries
+            .iter()
+            .filter_map(|e| e.grad.as_ref())
+            .map(|g| g.reshape([g.numel()]))
+            .collect::<Result<_>>()?;
+        let all = match flat.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => Some(Tensor::concat(&many.iter().collect::<Vec<_>>(), 0)?),
+        };
+        let sum_of_squares = |scale: T| match &all {
+            None => Ok(T::zero()),
+            Some(all) if scale == T::one() => all.square()?.sum_all(),
+            Some(all) => (all * scale)?.square()?.sum_all(),
+        };
+        let largest_magnitude = || all.as_ref().map_or(Ok(T::zero()), |a| a.abs()?.max_all());
+        let clipping =
+            rlgrad_optim::plan_clip(function, max_norm, sum_of_squares, largest_magnitude)
+                .map_err(|e| e.in_function(function))?;
+        if let Some((first, second)) = clipping.scale {
+            for grad in self.entries.iter_mut().filter_map(|e| e.grad.as_mut()) {
+                *grad = if first == T::one() {
+                    (&*grad * second)?
+                } else {
+                    ((&*grad * first)? * second)?
+                };
+            }
+        }
+        Ok(clipping.norm)
+    }
+}
+
+impl<T: Float> Gradients<T, Cpu> {
+    /// [`Self::clip_global_norm`] on the Cpu: in place, fused, in parallel.
+    fn clip_slices(&mut self, max_norm: f64) -> Result<T> {
         let mut buffers: SmallVec<[&mut [T]; 8]> = SmallVec::new();
         for entry in &mut self.entries {
             if let Some(grad) = &mut entry.grad {
@@ -142,5 +192,88 @@ impl<T: Float, D: TensorDevice<T>> fmt::Debug for Gradients<T, D> {
             list.entry(&(name, grad.map(|g| g.shape().clone())));
         }
         list.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Tape;
+    use rlgrad_core::Rng;
+
+    /// Gradients equal to `factors` (the loss is `sum(p_k * factors_k)`), for parameters of
+    /// sizes that put the canonical sum's pieces across tensor boundaries.
+    fn gradients(factors: &[Vec<f32>]) -> Gradients<f32> {
+        let params: Vec<Param<f32>> = factors
+            .iter()
+            .enumerate()
+            .map(|(k, f)| Param::new(format!("p{k}"), Tensor::zeros([f.len()]).unwrap()).unwrap())
+            .collect();
+        let tape = Tape::new();
+        let mut loss = None;
+        for (p, f) in params.iter().zip(factors) {
+            let term = tape
+                .param(p)
+                .mul(&tape.constant(&Tensor::from_vec(f.clone(), [f.len()]).unwrap()))
+                .unwrap()
+                .sum_all()
+                .unwrap();
+            loss = Some(match loss {
+                None => term,
+                Some(sum) => term.add(&sum).unwrap(),
+            });
+        }
+        let sources: Vec<&dyn crate::Module<f32>> = params
+            .iter()
+            .map(|p| p as &dyn crate::Module<f32>)
+            .collect();
+        tape.gradient(&loss.unwrap(), &sources).unwrap()
+    }
+
+    fn all_bits(grads: &Gradients<f32>) -> Vec<u32> {
+        grads
+            .iter()
+            .flat_map(|(_, g)| g.unwrap().to_vec().unwrap())
+            .map(f32::to_bits)
+            .collect()
+    }
+
+    /// The tensor-op path (what a GPU runs) gives the Cpu's in-place clip bit for bit:
+    /// clipped and not, squares that overflow f32 (the rescaled norm), infinite and NaN
+    /// gradients.
+    #[test]
+    fn clipping_through_tensor_ops_has_the_cpus_bits() {
+        let mut rng = Rng::new(3, "clip");
+        let sizes = [1, 33, 5000, 70_007];
+        for (case, (magnitude, poison)) in [
+            (1.0, None),
+            (1e-4, None),
+            (1e20, None),
+            (1.0, Some(f32::INFINITY)),
+            (1.0, Some(f32::NAN)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut factors: Vec<Vec<f32>> = sizes
+                .iter()
+                .map(|&n| (0..n).map(|_| rng.normal(0.0, magnitude)).collect())
+                .collect();
+            if let Some(poison) = poison {
+                factors[2][17] = poison;
+            }
+            let (mut on_cpu, mut through_ops) = (gradients(&factors), gradients(&factors));
+            let cpu_norm = on_cpu.clip_slices(0.5).unwrap();
+            let ops_norm = through_ops.clip_with_tensor_ops(0.5).unwrap();
+            assert_eq!(cpu_norm.to_bits(), ops_norm.to_bits(), "case {case}: norm");
+            assert_eq!(all_bits(&on_cpu), all_bits(&through_ops), "case {case}");
+            if magnitude == 1e-4 {
+                let unchanged: Vec<u32> = factors.concat().iter().map(|f| f.to_bits()).collect();
+                assert_eq!(all_bits(&on_cpu), unchanged, "case {case}: below the limit");
+            }
+        }
+        let mut grads = gradients(&[vec![3.0, 4.0]]);
+        let error = grads.clip_with_tensor_ops(0.0).unwrap_err().to_string();
+        assert!(error.contains("Gradients::clip_global_norm") && error.contains("max_norm"));
     }
 }

@@ -29,8 +29,9 @@
 //!   [`OptimKernel`] ([`Optimizer::step_on`]); the fused updates' formulas are in
 //!   [`fused`]. Every type the API takes or returns is exported here, so this crate alone
 //!   is a complete dependency.
-//! - [`clip_grad_norm`] (global, canonical reduction, returns the norm before clipping),
-//!   [`clip_grad_value`], [`polyak_update`] and [`hard_update`] for target networks.
+//! - [`clip_grad_norm`] (global, canonical reduction, returns the norm before clipping;
+//!   [`plan_clip`] is its decision from sums a device computed), [`clip_grad_value`],
+//!   [`polyak_update`] and [`hard_update`] for target networks.
 //!
 //! # Example
 //!
@@ -120,7 +121,8 @@ mod rule;
 mod schedule;
 
 pub use clip::{
-    clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update, polyak_update,
+    Clipping, clip_grad_norm, clip_grad_norm_with, clip_grad_value, global_norm, hard_update,
+    plan_clip, polyak_update,
 };
 pub use hyper::{Builtin, Domain, FlavorDefaults, Hyperparameter, Value};
 pub use optimizer::{
