@@ -18,6 +18,8 @@ use criterion::{BenchmarkGroup, Criterion};
 use rayon::prelude::*;
 use rlgrad_core::{Par, keep_workers_awake};
 
+pub mod training;
+
 /// The environment variable that sets the thread counts of a bench run (`1`, `2`, `1,2`;
 /// a count at most twice, the second run being its A/A repeat).
 pub const THREADS_VAR: &str = "RLGRAD_BENCH_THREADS";
