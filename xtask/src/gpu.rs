@@ -2,7 +2,7 @@
 //!
 //! `cargo xtask gpu-build` puts everything a GPU machine without a Rust toolchain needs
 //! into `gpu-bin/`: the `rlgrad-cuda` test binaries and rlgrad-dist's NCCL test,
-//! `rlgrad-gpu-bench` (with its PyTorch and JAX scripts embedded), this xtask binary, the
+//! `rlgrad-gpu-bench` (rlgrad-benches', with its PyTorch and JAX scripts embedded), this xtask binary, the
 //! parity vectors, the runner script `gpu-bin/run`, and where MPI is installed, the test of
 //! `Nccl::from_mpi` that runs under `mpirun` (`gpu-bin/mpi/`). On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:
 //! every test in a process of its own with `RLGRAD_REQUIRE_GPU=1` (a crash or a hang
@@ -67,7 +67,7 @@ pub fn build(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(out.join("tests")).map_err(|e| format!("{}: {e}", out.display()))?;
     let binaries = ["rlgrad-gpu-bench", crate::tools::BINARY, "xtask"];
     let mut build = vec!["build", "--profile", profile];
-    for package in ["rlgrad-cuda", crate::tools::BINARY, "xtask"] {
+    for package in ["rlgrad-benches", crate::tools::BINARY, "xtask"] {
         build.extend(["-p", package]);
     }
     for binary in binaries {

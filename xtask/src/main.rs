@@ -796,7 +796,7 @@ fn gpu_bench(args: &[String]) -> Result<(), String> {
         "run",
         "--release",
         "-p",
-        "rlgrad-cuda",
+        "rlgrad-benches",
         "--bin",
         "rlgrad-gpu-bench",
         "--",
@@ -858,8 +858,10 @@ mod tests {
     /// (`gpu-build`): a path of this machine compiled into them would not exist there.
     #[test]
     fn what_runs_on_the_gpu_machine_opens_no_path_of_the_build_machine() {
-        let cuda = root().join("crates/cuda");
-        let mut folders = vec![cuda.join("tests"), cuda.join("src/bin")];
+        let mut folders = vec![
+            root().join("crates/cuda/tests"),
+            root().join("benches/src/bin"),
+        ];
         let mut checked = 0;
         while let Some(folder) = folders.pop() {
             for entry in std::fs::read_dir(folder).unwrap() {
@@ -880,8 +882,7 @@ mod tests {
         }
         assert!(
             checked >= 5,
-            "only {checked} files found under {}",
-            cuda.display()
+            "only {checked} files found under crates/cuda/tests and benches/src/bin"
         );
     }
 

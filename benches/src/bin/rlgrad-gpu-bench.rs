@@ -4,6 +4,12 @@
 //! (milliseconds, GB/s, share of the device-to-device copy bandwidth, ratio to the best
 //! peer) and writes JSON (`--out FILE`, default `gpu-bench.json`).
 //!
+//! Beside the kernels, whole training steps ([`rlgrad_benches::training`]): W7's TD3
+//! iteration and a PPO minibatch update, each run on the Cpu and on the GPU from the same
+//! start for a few steps (every parameter compared bit for bit), then timed; their peers
+//! are `gpu_train.py` (a copy of `../shared/peers/gpu_train.py`): PyTorch eager, PyTorch
+//! with the step captured in CUDA graphs, and JAX with one `jit` per step.
+//!
 //! The baselines are what a GPU user runs: `torch.sum`, PyTorch's Adam with
 //! `fused=True`, GAE as a PyTorch loop and as JAX `lax.scan` under `jit`, pad and unpad
 //! as `index_copy_`/`index_select` (PyTorch) and gathers (JAX) with precomputed indices,
@@ -18,6 +24,7 @@ use std::io::Write;
 use std::process::Command;
 use std::time::Instant;
 
+use rlgrad_benches::training::{PpoUpdate, Td3};
 use rlgrad_core::kernels::optim::{AdamTorch, Update};
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor};
 use rlgrad_core::kernels::sequence::{PadOrder, Sequences};
@@ -26,13 +33,15 @@ use rlgrad_core::kernels::{
 };
 use rlgrad_core::{Cpu, Device, Layout, Par, Result, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
+use rlgrad_tensor::Tensor;
 
 const TORCH_SCRIPT: &str = include_str!("gpu_bench_torch.py");
 const JAX_SCRIPT: &str = include_str!("gpu_bench_jax.py");
+const TRAIN_SCRIPT: &str = include_str!("gpu_train.py");
 
-/// One workload: its name (as the peer scripts name it), bytes moved, floating-point
-/// operations (GEMMs; 0 elsewhere), milliseconds, and whether its output had the Cpu's
-/// bits.
+/// One workload: its name (as the peer scripts name it), bytes moved (0 for training
+/// steps), floating-point operations (GEMMs; 0 elsewhere), milliseconds, and whether its
+/// output had the Cpu's bits.
 struct Row {
     name: String,
     bytes: f64,
@@ -246,6 +255,58 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The parameters' values, one after the other, on the host.
+fn values(
+    tensors: &[&Tensor<f32, impl rlgrad_benches::training::TrainDevice<f32>>],
+) -> Result<Vec<f32>> {
+    let mut out = Vec::new();
+    for t in tensors {
+        out.extend(t.to_vec()?);
+    }
+    Ok(out)
+}
+
+/// The rows of the training steps (`gpu_train.py`'s `td3_*` and `ppo_*` figures).
+const TD3_ROW: &str = "td3 iteration";
+const PPO_ROW: &str = "ppo update";
+
+/// The training steps: each runs `checked` steps on the Cpu and on the GPU from the same
+/// start, compares every parameter's bits, then times the GPU's steps.
+fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
+    let cpu = Cpu::new(Par::auto());
+    let (checked, repeats) = if quick { (4, 10) } else { (20, 200) };
+    let mut td3 = (Td3::new_on(&cpu)?, Td3::new_on(gpu)?);
+    for _ in 0..checked {
+        td3.0.iterate()?;
+        td3.1.iterate()?;
+    }
+    let td3_bits = bits(&values(&td3.0.parameters())?, &values(&td3.1.parameters())?);
+    let td3_ms = time(gpu, repeats, || td3.1.iterate())?;
+    // gpu_train.py's minibatch: 8192 samples, 256 in its quick mode.
+    let samples = if quick { 256 } else { 8192 };
+    let mut ppo = (
+        PpoUpdate::new_on(&cpu, samples)?,
+        PpoUpdate::new_on(gpu, samples)?,
+    );
+    for _ in 0..checked {
+        ppo.0.update()?;
+        ppo.1.update()?;
+    }
+    let ppo_bits = bits(&values(&ppo.0.parameters())?, &values(&ppo.1.parameters())?);
+    let ppo_ms = time(gpu, repeats, || ppo.1.update())?;
+    let row = |name: &str, ms, bits| Row {
+        name: name.into(),
+        bytes: 0.0,
+        flops: 0.0,
+        ms,
+        bits,
+    };
+    Ok(vec![
+        row(TD3_ROW, td3_ms, td3_bits),
+        row(PPO_ROW, ppo_ms, ppo_bits),
+    ])
+}
+
 /// FP32 GEMMs `[m, k] @ [k, n]`, row-major: 4096^3 and `[65536, 256] @ [256, 256]`
 /// (throughput), the TD3 critic layer and PPO's hidden layer (small outputs, whole k per
 /// output). Named `matmul MxKxN`.
@@ -291,14 +352,14 @@ fn matmul_rows(gpu: &Cuda, quick: bool, rng: &mut Rng) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// A peer's milliseconds by workload (its script run with `python3`, printing one JSON
-/// object), or why there are none.
-fn peer_times(
+/// The standard output of peer script `script` (written to `file` and run with
+/// `python3`), or why it failed.
+fn run_peer(
     file: &str,
     script: &str,
     quick: bool,
     environment: &[(&str, &str)],
-) -> std::result::Result<serde_json::Value, String> {
+) -> std::result::Result<String, String> {
     let dir = std::env::temp_dir().join(format!("rlgrad-gpu-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join(file);
@@ -317,13 +378,55 @@ fn peer_times(
         let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
         return Err(tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
     }
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// A peer's milliseconds by workload (its script printing one JSON object), or why there
+/// are none.
+fn peer_times(
+    file: &str,
+    script: &str,
+    quick: bool,
+    environment: &[(&str, &str)],
+) -> std::result::Result<serde_json::Value, String> {
+    let stdout = run_peer(file, script, quick, environment)?;
     let line = stdout
         .lines()
         .rev()
         .find(|l| l.starts_with('{'))
         .unwrap_or("");
     serde_json::from_str(line).map_err(|e| format!("{e} in {line:?}"))
+}
+
+/// The training peers of `gpu_train.py` (one JSON object per line, `{"name", "value"}`
+/// in milliseconds for the steps), by column: PyTorch eager, PyTorch with CUDA graphs,
+/// JAX, each `{TD3_ROW: ms, PPO_ROW: ms}` where measured.
+fn training_peer_times(quick: bool) -> std::result::Result<[serde_json::Value; 3], String> {
+    let stdout = run_peer("gpu_train.py", TRAIN_SCRIPT, quick, &[])?;
+    let mut columns = [(); 3].map(|()| serde_json::Map::new());
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let figure: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("{e} in {line:?}"))?;
+        let (Some(name), Some(ms)) = (figure["name"].as_str(), figure["value"].as_f64()) else {
+            continue;
+        };
+        let Some((workload, peer)) = name.split_once('_') else {
+            continue;
+        };
+        let column = match peer {
+            "torch" => 0,
+            "graph" => 1,
+            "jax" => 2,
+            _ => continue,
+        };
+        let row = match workload {
+            "td3" => TD3_ROW,
+            "ppo" => PPO_ROW,
+            _ => continue,
+        };
+        columns[column].insert(row.to_owned(), ms.into());
+    }
+    Ok(columns.map(serde_json::Value::Object))
 }
 
 fn main() {
@@ -345,11 +448,23 @@ fn main() {
             }
         },
     };
-    let rows = match rlgrad_rows(&gpu, quick) {
+    let mut rows = match rlgrad_rows(&gpu, quick) {
         Ok(rows) => rows,
         Err(e) => {
             eprintln!("gpu-bench: {e}");
             std::process::exit(1);
+        }
+    };
+    // A training step that fails (an op without its GPU kernel, say) costs its rows, not
+    // the kernels' table.
+    let training_failed = match training_rows(&gpu, quick) {
+        Ok(training) => {
+            rows.extend(training);
+            false
+        }
+        Err(e) => {
+            eprintln!("gpu-bench: the training steps failed: {e}");
+            true
         }
     };
     // The peers get the GPU's memory back: rlgrad's cached buffers are freed first, and
@@ -369,6 +484,11 @@ fn main() {
         println!("gpu-bench: no JAX column ({why})");
         serde_json::Value::Null
     });
+    let [train_torch, torch_graph, train_jax] = training_peer_times(quick).unwrap_or_else(|why| {
+        println!("gpu-bench: no training peers ({why})");
+        [(); 3].map(|()| serde_json::Value::Null)
+    });
+    let (torch, jax) = (merged(torch, train_torch), merged(jax, train_jax));
     let copy_gbs = rows[0].bytes / rows[0].ms / 1e6;
     println!(
         "{} ({})",
@@ -376,7 +496,7 @@ fn main() {
         if quick { "quick sizes" } else { "full sizes" }
     );
     println!(
-        "{:<22} {:>6} {:>10} {:>9} {:>8} {:>8} {:>11} {:>9} {:>12}",
+        "{:<22} {:>6} {:>10} {:>9} {:>8} {:>8} {:>11} {:>10} {:>9} {:>12}",
         "workload",
         "bits",
         "rlgrad ms",
@@ -384,27 +504,33 @@ fn main() {
         "of copy",
         "TFLOP/s",
         "PyTorch ms",
+        "graphs ms",
         "JAX ms",
         "vs best peer"
     );
     let mut json = Vec::new();
     let mut differing = 0;
     for row in &rows {
-        let gbs = row.bytes / row.ms / 1e6;
+        let gbs = (row.bytes > 0.0).then(|| row.bytes / row.ms / 1e6);
         let torch_ms = torch[&row.name].as_f64();
+        let graph_ms = torch_graph[&row.name].as_f64();
         let jax_ms = jax[&row.name].as_f64();
-        let best = [torch_ms, jax_ms].into_iter().flatten().reduce(f64::min);
+        let best = [torch_ms, graph_ms, jax_ms]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         let ms = |t: Option<f64>| t.map_or("-".to_owned(), |t| format!("{t:.4}"));
         let tflops = (row.flops > 0.0).then(|| row.flops / row.ms / 1e9);
         println!(
-            "{:<22} {:>6} {:>10.4} {:>9.0} {:>7.0}% {:>8} {:>11} {:>9} {:>12}",
+            "{:<22} {:>6} {:>10.4} {:>9} {:>8} {:>8} {:>11} {:>10} {:>9} {:>12}",
             row.name,
             if row.bits == "same" { "same" } else { "DIFFER" },
             row.ms,
-            gbs,
-            100.0 * gbs / copy_gbs,
+            gbs.map_or("-".to_owned(), |g| format!("{g:.0}")),
+            gbs.map_or("-".to_owned(), |g| format!("{:.0}%", 100.0 * g / copy_gbs)),
             tflops.map_or("-".to_owned(), |t| format!("{t:.1}")),
             ms(torch_ms),
+            ms(graph_ms),
             ms(jax_ms),
             best.map_or("-".to_owned(), |t| format!("{:.2}x", t / row.ms)),
         );
@@ -415,8 +541,9 @@ fn main() {
             "rlgrad_ms": row.ms,
             "bytes": row.bytes,
             "gb_per_s": gbs,
-            "fraction_of_copy": gbs / copy_gbs,
+            "fraction_of_copy": gbs.map(|g| g / copy_gbs),
             "tflop_per_s": tflops,
+            "torch_graph_ms": graph_ms,
             "torch_ms": torch_ms,
             "jax_ms": jax_ms,
         }));
@@ -435,6 +562,19 @@ fn main() {
     }
     if differing > 0 {
         eprintln!("gpu-bench: {differing} workload(s) did not give the Cpu's bits");
+    }
+    if differing > 0 || training_failed {
         std::process::exit(1);
+    }
+}
+
+/// `kernels`' figures with `training`'s added (either may be missing: `Null`).
+fn merged(kernels: serde_json::Value, training: serde_json::Value) -> serde_json::Value {
+    match (kernels, training) {
+        (serde_json::Value::Object(mut all), serde_json::Value::Object(more)) => {
+            all.extend(more);
+            serde_json::Value::Object(all)
+        }
+        (serde_json::Value::Null, other) | (other, _) => other,
     }
 }
