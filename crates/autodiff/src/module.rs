@@ -4,6 +4,7 @@
 //! This file sits below the tape: the tape takes modules as the sources of a gradient,
 //! and `#[derive(Module)]` (from `rlgrad-derive`, re-exported here) builds on the trait.
 
+use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Device, Error, Float, Result};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
@@ -221,7 +222,7 @@ pub trait Module<T: Float = f32, D: Device = Cpu> {
     fn soft_update_from(&mut self, source: &Self, tau: f64) -> Result<()>
     where
         Self: Sized,
-        D: TensorDevice<T>,
+        D: TensorDevice<T> + OptimKernel<T>,
     {
         soft_update(self, source, tau)
     }
@@ -368,9 +369,11 @@ fn paired<'a, T: Float, D: Device>(
 
 /// Polyak averaging of a target network, `target = tau * source + (1 - tau) * target` for
 /// every parameter (TD3's and DDPG's soft update), with `1 - tau` computed in f64: the
-/// same bits as [`rlgrad_optim::polyak_update`]. Errors: `tau` outside `[0, 1]`, or
-/// modules whose parameters differ in number, names or shapes (the first difference is
-/// named); nothing changes on error.
+/// same bits as [`rlgrad_optim::polyak_update`]. All parameters are averaged in place in
+/// one call of the device's [`OptimKernel::polyak`] (one launch on a GPU, where a
+/// tensor op per parameter would be three). Errors: `tau` outside `[0, 1]`, or modules
+/// whose parameters differ in number, names or shapes (the first difference is named);
+/// nothing changes on error.
 ///
 /// ```
 /// use rlgrad_autodiff::nn::{soft_update, Init, Linear};
@@ -384,7 +387,7 @@ fn paired<'a, T: Float, D: Device>(
 /// assert!(err.to_string().contains("`critic/l1/weight`"), "{err}");
 /// # Ok::<(), rlgrad_core::Error>(())
 /// ```
-pub fn soft_update<T: Float, D: TensorDevice<T>>(
+pub fn soft_update<T: Float, D: TensorDevice<T> + OptimKernel<T>>(
     target: &mut (impl Module<T, D> + ?Sized),
     source: &(impl Module<T, D> + ?Sized),
     tau: f64,
@@ -392,14 +395,25 @@ pub fn soft_update<T: Float, D: TensorDevice<T>>(
     rlgrad_core::check::unit_interval("soft_update", "tau", tau)?;
     let (tau_t, keep) = (T::from_f64(tau), T::from_f64(1.0 - tau));
     let pairs = paired("soft_update", target, source)?;
-    let updated = pairs
+    let Some(device) = pairs.first().map(|(_, s)| s.value().device().clone()) else {
+        return Ok(());
+    };
+    // Dense sources: a view's buffer is not its elements in order.
+    let sources = pairs
         .iter()
-        .map(|(t, s)| (s.value() * tau_t)?.add(&(t.value() * keep)?))
+        .map(|(_, s)| s.value().dense())
         .collect::<Result<Vec<Tensor<T, D>>>>()?;
-    for ((t, _), value) in pairs.into_iter().zip(updated) {
-        t.set_value(value)?;
+    let sources: Vec<&D::Buffer<T>> = sources
+        .iter()
+        .map(|s| s.dense_buffer().expect("dense() made it dense"))
+        .collect();
+    let mut targets = Vec::with_capacity(pairs.len());
+    for (t, _) in pairs {
+        targets.push(t.name_and_buffer()?.1);
     }
-    Ok(())
+    device
+        .polyak(tau_t, keep, &mut targets, &sources)
+        .map_err(|e| e.in_function("soft_update"))
 }
 
 /// Copies every parameter of `source` into `target` (a hard target-network update),
@@ -412,4 +426,63 @@ pub fn hard_update<T: Float, D: Device>(
         t.set_value(s.value().clone())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::{Activation, Init, Mlp};
+    use rlgrad_core::Rng;
+
+    fn bits(module: &impl Module<f32>) -> Vec<u32> {
+        module
+            .parameters()
+            .iter()
+            .flat_map(|p| p.value().to_vec().unwrap())
+            .map(f32::to_bits)
+            .collect()
+    }
+
+    /// In place, through the device's Polyak kernel: the bits of the tensor-op formula
+    /// `(source * tau) + (target * (1 - tau))`, and a target cloned from its source (their
+    /// buffers shared) leaves the source as it was.
+    #[test]
+    fn soft_update_is_the_formula_in_place_and_copies_shared_buffers_first() {
+        let mut rng = Rng::new(6, "soft-update");
+        let mlp = |rng: &mut Rng| {
+            Mlp::<f32>::new(
+                "critic",
+                &[5, 40, 1],
+                Activation::Relu,
+                Activation::Identity,
+                Init::TorchDefault,
+                rng,
+            )
+            .unwrap()
+        };
+        let (source, mut target) = (mlp(&mut rng), mlp(&mut rng));
+        let tau = 0.005;
+        let (tau_t, keep) = (tau as f32, (1.0 - tau) as f32);
+        let want: Vec<u32> = target
+            .parameters()
+            .iter()
+            .zip(source.parameters())
+            .flat_map(|(t, s)| {
+                (s.value() * tau_t)
+                    .unwrap()
+                    .add(&(t.value() * keep).unwrap())
+                    .unwrap()
+                    .to_vec()
+                    .unwrap()
+            })
+            .map(f32::to_bits)
+            .collect();
+        soft_update(&mut target, &source, tau).unwrap();
+        assert_eq!(bits(&target), want);
+
+        let before = bits(&source);
+        let mut shared = source.clone();
+        soft_update(&mut shared, &source, 0.5).unwrap();
+        assert_eq!(bits(&source), before, "the source changed with its clone");
+    }
 }

@@ -115,6 +115,7 @@ impl Family {
                 "rmsprop",
                 "adagrad_torch",
                 "adagrad_keras",
+                "polyak",
             ],
         }
     }

@@ -1,9 +1,13 @@
 //! [`OptimKernel`] on the GPU (`optim.cu`): every fused update of
 //! `rlgrad_core::kernels::optim` in its documented order of operations, one thread per
-//! element, step scalars from the host.
+//! element, step scalars from the host, and Polyak averaging; up to 16 tensors of one
+//! update per launch.
 
+use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg};
 use rlgrad_core::kernels::OptimKernel;
-use rlgrad_core::kernels::optim::{Adagrad, Adam, Flavor, Momentum, Update};
+use rlgrad_core::kernels::optim::{
+    Adagrad, Adam, BufferJob, Flavor, Momentum, Update, check_polyak,
+};
 use rlgrad_core::{Error, Float, Result};
 
 use crate::compile::Family;
@@ -45,6 +49,180 @@ fn check<T: Float>(
     Ok(())
 }
 
+/// Tensors per launch (`PARAMS_PER_LAUNCH` in optim.cu).
+const PARAMS_PER_LAUNCH: usize = 16;
+
+/// The kernels' `Params`: per tensor its element count, value, gradient (Polyak: the
+/// source) and three slots (0 when unused), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Params {
+    rows: [[u64; 6]; PARAMS_PER_LAUNCH],
+}
+
+// SAFETY: `Params` is plain u64s with the layout of optim.cu's `Params` (repr(C), no
+// padding), which the kernels take by value.
+unsafe impl DeviceRepr for Params {}
+
+impl KernelArg for Params {
+    fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
+        builder.arg(self);
+    }
+}
+
+/// How optim.cu runs an update: its kernel, the scalar arguments after the table, and
+/// which of a job's slots (in [`Update::slot_names`] order) the kernel's three slot
+/// pointers take.
+struct Launch {
+    kernel: &'static str,
+    scalars: Vec<Box<dyn KernelArg>>,
+    slots: [Option<usize>; 3],
+}
+
+/// The [`Launch`] of `update`.
+fn kernel_of<T: Float>(update: &Update<T>) -> Launch {
+    let s = |value: T| -> Box<dyn KernelArg> { Box::new(Scalar::of(value)) };
+    let flag = |b: bool| -> Box<dyn KernelArg> { Box::new(i32::from(b)) };
+    let first = [Some(0), None, None];
+    let three = [Some(0), Some(1), Some(2)];
+    let (kernel, scalars, slots) = match *update {
+        Update::Sgd(rule) => ("sgd", vec![s(rule.lr), s(rule.weight_decay)], [None; 3]),
+        Update::Momentum(Momentum::Torch {
+            lr,
+            momentum,
+            dampening,
+            nesterov,
+            weight_decay,
+            first_step,
+        }) => (
+            "momentum_torch",
+            vec![
+                s(lr),
+                s(momentum),
+                s(dampening),
+                flag(nesterov),
+                s(weight_decay),
+                flag(first_step),
+            ],
+            first,
+        ),
+        Update::Momentum(Momentum::Keras {
+            lr,
+            momentum,
+            nesterov,
+            weight_decay,
+        }) => (
+            "momentum_keras",
+            vec![s(lr), s(momentum), flag(nesterov), s(weight_decay)],
+            first,
+        ),
+        Update::Momentum(Momentum::Core { lr, momentum }) => {
+            ("momentum_core", vec![s(lr), s(momentum)], first)
+        }
+        Update::Adam(Adam::Torch(a)) => (
+            "adam_torch",
+            vec![
+                s(a.step_size),
+                s(a.bias_correction2_sqrt),
+                s(a.one_minus_beta1),
+                s(a.beta2),
+                s(a.one_minus_beta2),
+                s(a.eps),
+                s(a.weight_decay),
+                s(a.decoupled_keep),
+            ],
+            three,
+        ),
+        Update::Adam(Adam::Keras {
+            alpha,
+            lr,
+            one_minus_beta1,
+            one_minus_beta2,
+            eps,
+            weight_decay,
+            amsgrad: _,
+        }) => (
+            "adam_keras",
+            vec![
+                s(alpha),
+                s(lr),
+                s(one_minus_beta1),
+                s(one_minus_beta2),
+                s(eps),
+                s(weight_decay),
+            ],
+            three,
+        ),
+        Update::Rmsprop(r) => {
+            // Slots: square_avg, then grad_avg when centered, then the momentum buffer.
+            let grad_avg = r.centered.then_some(1);
+            let buffer = (r.momentum != T::zero()).then_some(if r.centered { 2 } else { 1 });
+            (
+                "rmsprop",
+                vec![
+                    flag(r.flavor == Flavor::Torch),
+                    s(r.lr),
+                    s(r.alpha),
+                    s(r.one_minus_alpha),
+                    s(r.eps),
+                    s(r.momentum),
+                    s(r.weight_decay),
+                ],
+                [Some(0), grad_avg, buffer],
+            )
+        }
+        Update::Adagrad(Adagrad::Torch {
+            clr,
+            eps,
+            weight_decay,
+        }) => (
+            "adagrad_torch",
+            vec![s(clr), s(eps), s(weight_decay)],
+            first,
+        ),
+        Update::Adagrad(Adagrad::Keras {
+            lr,
+            eps,
+            weight_decay,
+        }) => ("adagrad_keras", vec![s(lr), s(eps), s(weight_decay)], first),
+    };
+    Launch {
+        kernel,
+        scalars,
+        slots,
+    }
+}
+
+impl Cuda {
+    /// Launches optim.cu's kernel `name` over `rows` (each `[n, p, g, a, b, c]`), up to
+    /// [`PARAMS_PER_LAUNCH`] tensors a launch, with `scalars` after the table.
+    fn launch_rows<T: Float>(
+        &self,
+        function: &'static str,
+        name: &str,
+        rows: &[[u64; 6]],
+        scalars: &[Box<dyn KernelArg>],
+    ) -> Result<()> {
+        let kernel = self.function::<T>(Family::Optim, name)?;
+        for chunk in rows.chunks(PARAMS_PER_LAUNCH) {
+            let longest = chunk.iter().map(|row| row[0]).max().unwrap_or(0);
+            if longest == 0 {
+                continue;
+            }
+            let mut params = Params {
+                rows: [[0; 6]; PARAMS_PER_LAUNCH],
+            };
+            params.rows[..chunk.len()].copy_from_slice(chunk);
+            let mut config = grid(longest as usize);
+            config.grid_dim.1 = chunk.len() as u32;
+            let mut args: Vec<&dyn KernelArg> = vec![&params];
+            args.extend(scalars.iter().map(|a| &**a));
+            self.launch(function, &kernel, config, &args)?;
+        }
+        Ok(())
+    }
+}
+
 impl<T: Float> OptimKernel<T> for Cuda {
     fn update(
         &self,
@@ -53,168 +231,67 @@ impl<T: Float> OptimKernel<T> for Cuda {
         grad: &CudaBuffer<T>,
         slots: &mut [&mut CudaBuffer<T>],
     ) -> Result<()> {
-        const F: &str = "Cuda::update";
-        check(update, param, grad, slots)?;
-        let n = param.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let slot = |k: usize| slots.get(k).map_or(0, |s| self.ptr(&**s));
-        let (p, g, len) = (self.ptr(param), self.ptr(grad), n as u64);
-        let s = Scalar::of::<T>;
-        let flag = |b: bool| i32::from(b);
-        let (s0, s1, s2) = (slot(0), slot(1), slot(2));
-        let (name, args): (&str, Vec<Box<dyn KernelArg>>) = match *update {
-            Update::Sgd(rule) => (
-                "sgd",
-                vec![
-                    Box::new(len),
-                    Box::new(s(rule.lr)),
-                    Box::new(s(rule.weight_decay)),
-                ],
-            ),
-            Update::Momentum(Momentum::Torch {
-                lr,
-                momentum,
-                dampening,
-                nesterov,
-                weight_decay,
-                first_step,
-            }) => (
-                "momentum_torch",
-                vec![
-                    Box::new(s0),
-                    Box::new(len),
-                    Box::new(s(lr)),
-                    Box::new(s(momentum)),
-                    Box::new(s(dampening)),
-                    Box::new(flag(nesterov)),
-                    Box::new(s(weight_decay)),
-                    Box::new(flag(first_step)),
-                ],
-            ),
-            Update::Momentum(Momentum::Keras {
-                lr,
-                momentum,
-                nesterov,
-                weight_decay,
-            }) => (
-                "momentum_keras",
-                vec![
-                    Box::new(s0),
-                    Box::new(len),
-                    Box::new(s(lr)),
-                    Box::new(s(momentum)),
-                    Box::new(flag(nesterov)),
-                    Box::new(s(weight_decay)),
-                ],
-            ),
-            Update::Momentum(Momentum::Core { lr, momentum }) => (
-                "momentum_core",
-                vec![
-                    Box::new(s0),
-                    Box::new(len),
-                    Box::new(s(lr)),
-                    Box::new(s(momentum)),
-                ],
-            ),
-            Update::Adam(Adam::Torch(a)) => (
-                "adam_torch",
-                vec![
-                    Box::new(s0),
-                    Box::new(s1),
-                    Box::new(s2),
-                    Box::new(len),
-                    Box::new(s(a.step_size)),
-                    Box::new(s(a.bias_correction2_sqrt)),
-                    Box::new(s(a.one_minus_beta1)),
-                    Box::new(s(a.beta2)),
-                    Box::new(s(a.one_minus_beta2)),
-                    Box::new(s(a.eps)),
-                    Box::new(s(a.weight_decay)),
-                    Box::new(s(a.decoupled_keep)),
-                ],
-            ),
-            Update::Adam(Adam::Keras {
-                alpha,
-                lr,
-                one_minus_beta1,
-                one_minus_beta2,
-                eps,
-                weight_decay,
-                amsgrad: _,
-            }) => (
-                "adam_keras",
-                vec![
-                    Box::new(s0),
-                    Box::new(s1),
-                    Box::new(s2),
-                    Box::new(len),
-                    Box::new(s(alpha)),
-                    Box::new(s(lr)),
-                    Box::new(s(one_minus_beta1)),
-                    Box::new(s(one_minus_beta2)),
-                    Box::new(s(eps)),
-                    Box::new(s(weight_decay)),
-                ],
-            ),
-            Update::Rmsprop(r) => {
-                // Slots: square_avg, then grad_avg when centered, then the momentum buffer.
-                let grad_avg = if r.centered { s1 } else { 0 };
-                let buffer = if r.momentum != T::zero() {
-                    if r.centered { s2 } else { s1 }
-                } else {
-                    0
-                };
-                (
-                    "rmsprop",
-                    vec![
-                        Box::new(s0),
-                        Box::new(grad_avg),
-                        Box::new(buffer),
-                        Box::new(len),
-                        Box::new(flag(r.flavor == Flavor::Torch)),
-                        Box::new(s(r.lr)),
-                        Box::new(s(r.alpha)),
-                        Box::new(s(r.one_minus_alpha)),
-                        Box::new(s(r.eps)),
-                        Box::new(s(r.momentum)),
-                        Box::new(s(r.weight_decay)),
-                    ],
-                )
-            }
-            Update::Adagrad(Adagrad::Torch {
-                clr,
-                eps,
-                weight_decay,
-            }) => (
-                "adagrad_torch",
-                vec![
-                    Box::new(s0),
-                    Box::new(len),
-                    Box::new(s(clr)),
-                    Box::new(s(eps)),
-                    Box::new(s(weight_decay)),
-                ],
-            ),
-            Update::Adagrad(Adagrad::Keras {
-                lr,
-                eps,
-                weight_decay,
-            }) => (
-                "adagrad_keras",
-                vec![
-                    Box::new(s0),
-                    Box::new(len),
-                    Box::new(s(lr)),
-                    Box::new(s(eps)),
-                    Box::new(s(weight_decay)),
-                ],
-            ),
+        let job = BufferJob {
+            update: *update,
+            param,
+            grad,
+            slots: slots.iter_mut().map(|s| &mut **s).collect(),
         };
-        let kernel = self.function::<T>(Family::Optim, name)?;
-        let mut all: Vec<&dyn KernelArg> = vec![&p, &g];
-        all.extend(args.iter().map(|a| &**a));
-        self.launch(F, &kernel, grid(n), &all)
+        self.update_all(&mut [job])
+    }
+
+    /// One launch per [`PARAMS_PER_LAUNCH`] parameters that share an update (a step's
+    /// parameters in one group all do).
+    fn update_all(&self, jobs: &mut [BufferJob<'_, T, CudaBuffer<T>>]) -> Result<()> {
+        const F: &str = "Cuda::update";
+        for job in jobs.iter() {
+            check(&job.update, job.param, job.grad, &job.slots)?;
+        }
+        let mut by_update: Vec<(Update<T>, Vec<[u64; 6]>)> = Vec::new();
+        for job in jobs.iter() {
+            let order = kernel_of(&job.update).slots;
+            let slot = |k: Option<usize>| k.map_or(0, |k| self.ptr(&*job.slots[k]));
+            let row = [
+                job.param.len() as u64,
+                self.ptr(&*job.param),
+                self.ptr(job.grad),
+                slot(order[0]),
+                slot(order[1]),
+                slot(order[2]),
+            ];
+            match by_update.iter_mut().find(|(u, _)| *u == job.update) {
+                Some((_, rows)) => rows.push(row),
+                None => by_update.push((job.update, vec![row])),
+            }
+        }
+        for (update, rows) in &by_update {
+            let launch = kernel_of(update);
+            self.launch_rows::<T>(F, launch.kernel, rows, &launch.scalars)?;
+        }
+        Ok(())
+    }
+
+    /// One launch per [`PARAMS_PER_LAUNCH`] pairs.
+    fn polyak(
+        &self,
+        tau: T,
+        keep: T,
+        targets: &mut [&mut CudaBuffer<T>],
+        sources: &[&CudaBuffer<T>],
+    ) -> Result<()> {
+        const F: &str = "Cuda::polyak";
+        check_polyak(
+            F,
+            targets.iter().map(|t| t.len()),
+            sources.iter().map(|s| s.len()),
+        )?;
+        let rows: Vec<[u64; 6]> = targets
+            .iter()
+            .zip(sources)
+            .map(|(t, s)| [t.len() as u64, self.ptr(&**t), self.ptr(*s), 0, 0, 0])
+            .collect();
+        let scalars: [Box<dyn KernelArg>; 2] =
+            [Box::new(Scalar::of(tau)), Box::new(Scalar::of(keep))];
+        self.launch_rows::<T>(F, "polyak", &rows, &scalars)
     }
 }

@@ -275,13 +275,7 @@ pub fn polyak_update<T: Float>(target: &mut [T], source: &[T], tau: f64) -> Resu
     check::unit_interval("polyak_update", "tau", tau)?;
     check::len("polyak_update", "source", target.len(), source.len())?;
     let (tau_t, keep) = (T::from_f64(tau), T::from_f64(1.0 - tau));
-    let par = Par::auto().for_work(target.len(), grain(Family::Optim));
-    par.for_each_chunk_mut(target, CHUNK, |ci, chunk| {
-        for (t, &s) in chunk.iter_mut().zip(&source[ci * CHUNK..]) {
-            *t = tau_t * s + keep * *t;
-        }
-    });
-    Ok(())
+    rlgrad_core::cpu::optim::polyak(Par::auto(), tau_t, keep, target, source)
 }
 
 /// Copies `source` into `target` (a hard target-network update). An error for mismatched

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rlgrad_core::cpu::alloc;
 use rlgrad_core::cpu::optim::{self as cpu_kernel, Job};
 use rlgrad_core::kernels::OptimKernel;
-use rlgrad_core::kernels::optim::MAX_SLOTS;
+use rlgrad_core::kernels::optim::BufferJob;
 use rlgrad_core::{Cpu, Device, Error, Float, Par, Result, check};
 use smallvec::SmallVec;
 
@@ -110,6 +110,13 @@ pub struct Optimizer<T: Float = f32, D: Device = Cpu> {
     check_finite: bool,
     expected_params: Option<BTreeSet<String>>,
 }
+
+/// Parameters a device step ([`Optimizer::step_on`]) gathers without allocating: a step of
+/// more keeps working, and allocates its list of updates.
+const STEP_PARAMS: usize = 32;
+
+/// A parameter's name and slots, borrowed for one step.
+type NamedSlots<'a, B> = (&'a str, &'a mut Slots<B>);
 
 /// The next learning rate of `schedule`, after `step` completed steps, must be finite and
 /// `>= 0`: PyTorch refuses a negative rate when the optimizer is built, not at its first
@@ -732,20 +739,31 @@ impl<T: Float, D: OptimKernel<T>> Optimizer<T, D> {
             ));
         }
         let mut created = Self::create_slots(groups, device, &plan)?;
+        let mut jobs: SmallVec<[BufferJob<'_, T, D::Buffer<T>>; STEP_PARAMS]> = SmallVec::new();
+        // Both maps are keyed by name; `created` holds the names `slots` lacks, so each
+        // parameter's state is borrowed once, from one of them.
+        let mut states: SmallVec<[NamedSlots<'_, D::Buffer<T>>; STEP_PARAMS]> = slots
+            .iter_mut()
+            .chain(created.iter_mut())
+            .map(|(name, state)| (name.as_str(), state))
+            .collect();
         for (param, p) in params.iter_mut().zip(&plan.params) {
-            let state = match slots.get_mut(param.name) {
-                Some(state) => state,
-                None => created
-                    .get_mut(param.name)
-                    .expect("the plan covers every parameter, with existing or created slots"),
-            };
-            let mut buffers: SmallVec<[&mut D::Buffer<T>; MAX_SLOTS]> =
-                state.buffers.iter_mut().collect();
+            let at = states
+                .iter()
+                .position(|(name, _)| *name == param.name)
+                .expect("the plan covers every parameter, with existing or created slots");
+            let (_, state) = states.swap_remove(at);
             if let StepRule::Fused(update) = rules.of(p) {
-                device.update(update, param.value, param.grad, &mut buffers)?;
+                jobs.push(BufferJob {
+                    update: *update,
+                    param: &mut *param.value,
+                    grad: param.grad,
+                    slots: state.buffers.iter_mut().collect(),
+                });
             }
         }
-        drop(rules);
+        device.update_all(&mut jobs)?;
+        drop((jobs, states, rules));
         self.slots.append(&mut created);
         self.commit(&plan);
         Ok(())

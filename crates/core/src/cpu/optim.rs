@@ -172,10 +172,28 @@ pub fn update<T: Float>(
     Ok(())
 }
 
+/// Polyak averaging of `target` toward `source`: `target = (source * tau) + (target *
+/// keep)` elementwise, in parallel chunks (elementwise: any split gives the same bits).
+/// An error for mismatched lengths.
+pub fn polyak<T: Float>(par: Par, tau: T, keep: T, target: &mut [T], source: &[T]) -> Result<()> {
+    crate::kernels::optim::check_polyak(
+        "polyak",
+        [target.len()].into_iter(),
+        [source.len()].into_iter(),
+    )?;
+    par.for_work(target.len(), grain(Family::Optim))
+        .for_each_chunk_mut(target, CHUNK, |ci, chunk| {
+            for (t, &s) in chunk.iter_mut().zip(&source[ci * CHUNK..]) {
+                *t = s * tau + *t * keep;
+            }
+        });
+    Ok(())
+}
+
 mod device {
     use super::super::Cpu;
     use super::MAX_SLOTS;
-    use crate::kernels::optim::{OptimKernel, Update};
+    use crate::kernels::optim::{OptimKernel, Update, check_polyak};
     use crate::{Float, Result};
 
     impl<T: Float> OptimKernel<T> for Cpu {
@@ -190,5 +208,138 @@ mod device {
                 slots.iter_mut().map(|s| s.as_mut_slice()).collect();
             super::update(self.par(), update, param, grad, &mut slots)
         }
+
+        fn polyak(
+            &self,
+            tau: T,
+            keep: T,
+            targets: &mut [&mut Vec<T>],
+            sources: &[&Vec<T>],
+        ) -> Result<()> {
+            check_polyak(
+                "Cpu::polyak",
+                targets.iter().map(|t| t.len()),
+                sources.iter().map(|s| s.len()),
+            )?;
+            for (target, source) in targets.iter_mut().zip(sources) {
+                super::polyak(self.par(), tau, keep, target, source)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Cpu;
+    use crate::kernels::optim::{Adam, AdamTorch, BufferJob, Momentum, OptimKernel, Update};
+    use crate::{Par, Rng};
+
+    fn adam(step_size: f32) -> Update<f32> {
+        Update::Adam(Adam::Torch(AdamTorch {
+            step_size,
+            bias_correction2_sqrt: 0.001f32.sqrt(),
+            one_minus_beta1: 0.1,
+            beta2: 0.999,
+            one_minus_beta2: 0.001,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            decoupled_keep: 1.0,
+            amsgrad: true,
+        }))
+    }
+
+    /// An update with its parameter, gradient and slots.
+    type HostJob = (Update<f32>, Vec<f32>, Vec<f32>, Vec<Vec<f32>>);
+
+    fn values(rng: &mut Rng, n: usize) -> Vec<f32> {
+        (0..n).map(|_| rng.normal(0.0, 1.0)).collect()
+    }
+
+    /// A step's jobs give each tensor the bits of its own update, whatever the mix of rules
+    /// and sizes.
+    #[test]
+    fn update_all_has_the_bits_of_one_update_per_tensor() {
+        let mut rng = Rng::new(4, "update-all");
+        let momentum = Update::Momentum(Momentum::Torch {
+            lr: 0.01,
+            momentum: 0.9,
+            dampening: 0.0,
+            nesterov: true,
+            weight_decay: 1e-4,
+            first_step: false,
+        });
+        let rules = [adam(1e-3), momentum, adam(2e-3)];
+        let sizes = [0, 1, 5, 16_385, 40_000, 3];
+        let make = |rng: &mut Rng| -> Vec<HostJob> {
+            (0..12)
+                .map(|k| {
+                    let (update, n) = (rules[k % 3], sizes[k % sizes.len()]);
+                    let slots = update.slot_names().iter().map(|_| values(rng, n)).collect();
+                    (update, values(rng, n), values(rng, n), slots)
+                })
+                .collect()
+        };
+        let mut one_by_one = make(&mut rng);
+        let mut together = one_by_one.clone();
+        let cpu = Cpu::new(Par::rayon(2));
+        for (update, param, grad, slots) in &mut one_by_one {
+            let mut refs: Vec<&mut Vec<f32>> = slots.iter_mut().collect();
+            cpu.update(update, param, grad, &mut refs).unwrap();
+        }
+        let mut jobs: Vec<_> = together
+            .iter_mut()
+            .map(|(update, param, grad, slots)| BufferJob {
+                update: *update,
+                param,
+                grad: &*grad,
+                slots: slots.iter_mut().collect(),
+            })
+            .collect();
+        cpu.update_all(&mut jobs).unwrap();
+        drop(jobs);
+        let bits = |jobs: &[HostJob]| -> Vec<u32> {
+            jobs.iter()
+                .flat_map(|(_, p, _, s)| p.iter().chain(s.iter().flatten()))
+                .map(|x| x.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&one_by_one), bits(&together));
+    }
+
+    #[test]
+    fn polyak_averages_every_pair_and_refuses_mismatches() {
+        let mut rng = Rng::new(5, "polyak");
+        let sources: Vec<Vec<f32>> = [3, 40_000].iter().map(|&n| values(&mut rng, n)).collect();
+        let mut targets: Vec<Vec<f32>> = [3, 40_000].iter().map(|&n| values(&mut rng, n)).collect();
+        let (tau, keep) = (0.005f32, (1.0f64 - 0.005) as f32);
+        let want: Vec<Vec<u32>> = targets
+            .iter()
+            .zip(&sources)
+            .map(|(t, s)| {
+                t.iter()
+                    .zip(s)
+                    .map(|(&t, &s)| (s * tau + t * keep).to_bits())
+                    .collect()
+            })
+            .collect();
+        let cpu = Cpu::new(Par::rayon(2));
+        let source_refs: Vec<&Vec<f32>> = sources.iter().collect();
+        let mut refs: Vec<&mut Vec<f32>> = targets.iter_mut().collect();
+        cpu.polyak(tau, keep, &mut refs, &source_refs).unwrap();
+        let error = cpu
+            .polyak(tau, keep, &mut refs[..1], &source_refs[1..])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("Cpu::polyak") && error.contains("sources"),
+            "{error}"
+        );
+        assert!(cpu.polyak(tau, keep, &mut refs[..1], &source_refs).is_err());
+        let got: Vec<Vec<u32>> = targets
+            .iter()
+            .map(|t| t.iter().map(|x| x.to_bits()).collect())
+            .collect();
+        assert_eq!(got, want);
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! Slots are passed in the order of [`Update::slot_names`].
 
-use crate::{Device, Float, Result, reduce};
+use smallvec::SmallVec;
+
+use crate::{Device, Error, Float, Result, reduce};
 
 /// `torch.optim.SGD` with momentum 0: `g' = g + wd * p` (if `wd != 0`), `p = p - lr * g'`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -522,8 +524,22 @@ fn rmsprop_chunk<T: Float>(rule: Rmsprop<T>, param: &mut [T], grad: &[T], slots:
     }
 }
 
-/// The fused optimizer update. Every buffer holds the parameter's element count; `slots`
-/// follow [`Update::slot_names`].
+/// One parameter's update for [`OptimKernel::update_all`]: the rule with its step
+/// scalars, the parameter, its gradient and its slots (in [`Update::slot_names`] order).
+#[derive(Debug)]
+pub struct BufferJob<'a, T, B> {
+    /// The update rule and its scalars.
+    pub update: Update<T>,
+    /// The parameter, updated in place.
+    pub param: &'a mut B,
+    /// Its gradient.
+    pub grad: &'a B,
+    /// Its slots.
+    pub slots: SmallVec<[&'a mut B; MAX_SLOTS]>,
+}
+
+/// The fused optimizer update and the target networks' Polyak averaging. Every buffer
+/// holds the parameter's element count; `slots` follow [`Update::slot_names`].
 pub trait OptimKernel<T: Float>: Device {
     /// Applies `update` to `param` in place, reading `grad` and updating the slots.
     fn update(
@@ -533,4 +549,55 @@ pub trait OptimKernel<T: Float>: Device {
         grad: &Self::Buffer<T>,
         slots: &mut [&mut Self::Buffer<T>],
     ) -> Result<()>;
+
+    /// Applies every job of a step: the bits of [`OptimKernel::update`] on each (updates
+    /// are elementwise), in as few passes as the device can make (a GPU: one launch per
+    /// few parameters of the same update). The default, which the Cpu keeps (each update
+    /// is already one parallel pass that allocates nothing), updates them one by one. A
+    /// device that fails in the middle leaves the jobs before the failure done.
+    fn update_all(&self, jobs: &mut [BufferJob<'_, T, Self::Buffer<T>>]) -> Result<()> {
+        for job in jobs {
+            self.update(&job.update, job.param, job.grad, &mut job.slots)?;
+        }
+        Ok(())
+    }
+
+    /// Polyak averaging of every target toward its source, elementwise
+    /// `target = (source * tau) + (target * keep)` with `keep = 1 - tau` rounded by the
+    /// caller (TD3's and DDPG's soft target update), for all pairs at once. An error when
+    /// the lists' lengths differ or a target's length is not its source's.
+    fn polyak(
+        &self,
+        tau: T,
+        keep: T,
+        targets: &mut [&mut Self::Buffer<T>],
+        sources: &[&Self::Buffer<T>],
+    ) -> Result<()>;
+}
+
+/// Checks the arguments of [`OptimKernel::polyak`] given the buffers' lengths.
+pub fn check_polyak(
+    function: &'static str,
+    targets: impl ExactSizeIterator<Item = usize>,
+    sources: impl ExactSizeIterator<Item = usize>,
+) -> Result<()> {
+    if targets.len() != sources.len() {
+        return Err(Error::shape(
+            function,
+            "sources",
+            format_args!("{} buffers, one per target", targets.len()),
+            sources.len(),
+        ));
+    }
+    for (k, (t, s)) in targets.zip(sources).enumerate() {
+        if t != s {
+            return Err(Error::shape(
+                function,
+                "sources",
+                format_args!("{t} elements in source {k}, as its target"),
+                s,
+            ));
+        }
+    }
+    Ok(())
 }

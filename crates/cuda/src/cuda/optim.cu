@@ -1,6 +1,7 @@
 // Fused optimizer updates (rlgrad_core::kernels::optim): one thread per parameter element,
 // the formula of each rule's documentation in its order of operations (the Cpu's
-// Update::apply_chunk), step scalars computed on the host. Optional slots are null.
+// Update::apply_chunk), step scalars computed on the host, up to 16 tensors per launch.
+// Optional slots are null.
 
 #define EACH for (u64 i = first_index(); i < n; i += grid_stride())
 
@@ -159,47 +160,78 @@ __device__ void adagrad_keras(T* p, const T* g, T* sum, u64 n, T lr, T eps, T wd
     }
 }
 
+// TD3's and DDPG's soft target update, `target = (source * tau) + (target * keep)`
+// (rlgrad_core::cpu::optim::polyak).
+template <typename T> __device__ void polyak(T* target, const T* source, u64 n, T tau, T keep) {
+    EACH { target[i] = source[i] * tau + target[i] * keep; }
+}
+
+// A launch updates up to PARAMS_PER_LAUNCH tensors of one update (multi-tensor, as
+// PyTorch's foreach and fused optimizers do): blockIdx.y picks the tensor, blockIdx.x and
+// the grid stride run over its elements. The table is a kernel parameter (read in place:
+// __grid_constant__), so a launch needs no upload and nothing that a CUDA graph could not
+// capture. Slots unused by a rule are null; `a`, `b`, `c` follow the kernel's order.
+#define PARAMS_PER_LAUNCH 16
+struct ParamRow {
+    u64 n, p, g, a, b, c;
+};
+struct Params {
+    ParamRow rows[PARAMS_PER_LAUNCH];
+};
+
+template <typename T> __device__ __forceinline__ T* at(u64 address) { return (T*)address; }
+
+#define ROW const ParamRow& r = params.rows[blockIdx.y];
+
 #define OPTIM_KERNELS(T, S)                                                                \
-    extern "C" __global__ void sgd_##S(T* p, const T* g, u64 n, T lr, T wd) {              \
-        sgd<T>(p, g, n, lr, wd);                                                           \
+    extern "C" __global__ void sgd_##S(const __grid_constant__ Params params, T lr, T wd) {  \
+        ROW sgd<T>(at<T>(r.p), at<T>(r.g), r.n, lr, wd);                                   \
     }                                                                                      \
-    extern "C" __global__ void momentum_torch_##S(T* p, const T* g, T* buf, u64 n, T lr,   \
-                                                  T momentum, T dampening, int nesterov,   \
-                                                  T wd, int first_step) {                  \
-        momentum_torch<T>(p, g, buf, n, lr, momentum, dampening, nesterov, wd, first_step); \
+    extern "C" __global__ void momentum_torch_##S(const __grid_constant__ Params params,   \
+                                                  T lr, T momentum, T dampening,           \
+                                                  int nesterov, T wd, int first_step) {    \
+        ROW momentum_torch<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), r.n, lr, momentum,       \
+                              dampening, nesterov, wd, first_step);                        \
     }                                                                                      \
-    extern "C" __global__ void momentum_keras_##S(T* p, const T* g, T* velocity, u64 n,    \
+    extern "C" __global__ void momentum_keras_##S(const __grid_constant__ Params params,   \
                                                   T lr, T momentum, int nesterov, T wd) {  \
-        momentum_keras<T>(p, g, velocity, n, lr, momentum, nesterov, wd);                  \
+        ROW momentum_keras<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), r.n, lr, momentum,       \
+                              nesterov, wd);                                               \
     }                                                                                      \
-    extern "C" __global__ void momentum_core_##S(T* p, const T* g, T* change, u64 n, T lr, \
-                                                 T momentum) {                             \
-        momentum_core<T>(p, g, change, n, lr, momentum);                                   \
+    extern "C" __global__ void momentum_core_##S(const __grid_constant__ Params params,    \
+                                                 T lr, T momentum) {                       \
+        ROW momentum_core<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), r.n, lr, momentum);       \
     }                                                                                      \
-    extern "C" __global__ void adam_torch_##S(T* p, const T* g, T* m, T* v, T* v_max,      \
-                                              u64 n, T step_size, T bc2_sqrt, T omb1,      \
-                                              T beta2, T omb2, T eps, T wd, T keep) {      \
-        adam_torch<T>(p, g, m, v, v_max, n, step_size, bc2_sqrt, omb1, beta2, omb2, eps,   \
-                      wd, keep);                                                           \
+    extern "C" __global__ void adam_torch_##S(const __grid_constant__ Params params,       \
+                                              T step_size, T bc2_sqrt, T omb1, T beta2,    \
+                                              T omb2, T eps, T wd, T keep) {               \
+        ROW adam_torch<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), at<T>(r.b), at<T>(r.c), r.n, \
+                          step_size, bc2_sqrt, omb1, beta2, omb2, eps, wd, keep);          \
     }                                                                                      \
-    extern "C" __global__ void adam_keras_##S(T* p, const T* g, T* m, T* v, T* v_max,      \
-                                              u64 n, T alpha, T lr, T omb1, T omb2, T eps, \
+    extern "C" __global__ void adam_keras_##S(const __grid_constant__ Params params,       \
+                                              T alpha, T lr, T omb1, T omb2, T eps,        \
                                               T wd) {                                      \
-        adam_keras<T>(p, g, m, v, v_max, n, alpha, lr, omb1, omb2, eps, wd);               \
+        ROW adam_keras<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), at<T>(r.b), at<T>(r.c), r.n, \
+                          alpha, lr, omb1, omb2, eps, wd);                                 \
     }                                                                                      \
-    extern "C" __global__ void rmsprop_##S(T* p, const T* g, T* square_avg, T* grad_avg,   \
-                                           T* buffer, u64 n, int torch, T lr, T alpha,     \
-                                           T oma, T eps, T momentum, T wd) {               \
-        rmsprop<T>(p, g, square_avg, grad_avg, buffer, n, torch, lr, alpha, oma, eps,      \
-                   momentum, wd);                                                          \
+    extern "C" __global__ void rmsprop_##S(const __grid_constant__ Params params,          \
+                                           int torch, T lr, T alpha, T oma, T eps,         \
+                                           T momentum, T wd) {                             \
+        ROW rmsprop<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), at<T>(r.b), at<T>(r.c), r.n,    \
+                       torch, lr, alpha, oma, eps, momentum, wd);                          \
     }                                                                                      \
-    extern "C" __global__ void adagrad_torch_##S(T* p, const T* g, T* sum, u64 n, T clr,   \
-                                                 T eps, T wd) {                            \
-        adagrad_torch<T>(p, g, sum, n, clr, eps, wd);                                      \
+    extern "C" __global__ void adagrad_torch_##S(const __grid_constant__ Params params,    \
+                                                 T clr, T eps, T wd) {                     \
+        ROW adagrad_torch<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), r.n, clr, eps, wd);       \
     }                                                                                      \
-    extern "C" __global__ void adagrad_keras_##S(T* p, const T* g, T* sum, u64 n, T lr,    \
-                                                 T eps, T wd) {                            \
-        adagrad_keras<T>(p, g, sum, n, lr, eps, wd);                                       \
+    extern "C" __global__ void adagrad_keras_##S(const __grid_constant__ Params params,    \
+                                                 T lr, T eps, T wd) {                      \
+        ROW adagrad_keras<T>(at<T>(r.p), at<T>(r.g), at<T>(r.a), r.n, lr, eps, wd);        \
+    }                                                                                      \
+    /* Polyak averaging: the target is `p`, its source `g`. */                             \
+    extern "C" __global__ void polyak_##S(const __grid_constant__ Params params, T tau,    \
+                                          T keep) {                                        \
+        ROW polyak<T>(at<T>(r.p), at<T>(r.g), r.n, tau, keep);                             \
     }
 
 OPTIM_KERNELS(float, f32)

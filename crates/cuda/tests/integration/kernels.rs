@@ -5,7 +5,7 @@
 
 use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::optim::{
-    Adagrad, Adam, AdamTorch, Flavor, Momentum, Rmsprop, Sgd, Update,
+    Adagrad, Adam, AdamTorch, BufferJob, Flavor, Momentum, Rmsprop, Sgd, Update,
 };
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
 use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
@@ -1086,6 +1086,93 @@ fn every_fused_update_is_the_cpus() {
     if let Some(gpu) = gpu() {
         optimizers::<f32>(&gpu);
         optimizers::<f64>(&gpu);
+    }
+}
+
+/// An update with its parameter, gradient and slots on the host.
+type HostJob<T> = (Update<T>, Vec<T>, Vec<T>, Vec<Vec<T>>);
+
+/// A step's many parameters in few launches (16 tensors each, grouped by update) and
+/// Polyak averaging over all pairs: the bits of the Cpu's update of each tensor.
+fn multi_tensor<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(9, "cuda-multi-tensor");
+    let kinds = updates::<T>();
+    let (adam, momentum) = (kinds[kinds.len() / 2], kinds[1]);
+    // 37 tensors: three launches' worth, two updates interleaved, sizes from 0 to a grid
+    // wider than the others'.
+    let sizes: Vec<usize> = (0..37)
+        .map(|k| [0, 1, 5, 300, 1001, 70_000][k % 6])
+        .collect();
+    let jobs: Vec<HostJob<T>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            let update = if k % 3 == 0 { momentum } else { adam };
+            let slots = update
+                .slot_names()
+                .iter()
+                .map(|_| (0..n).map(|_| T::from_f64(rng.uniform_f64())).collect())
+                .collect();
+            (update, data(&mut rng, n), data(&mut rng, n), slots)
+        })
+        .collect();
+    let cpu = Cpu::new(Par::rayon(2));
+    let mut on_cpu = jobs.clone();
+    for (update, param, grad, slots) in &mut on_cpu {
+        let mut refs: Vec<&mut Vec<T>> = slots.iter_mut().collect();
+        cpu.update(update, param, grad, &mut refs).unwrap();
+    }
+    let mut on_gpu: Vec<_> = jobs
+        .iter()
+        .map(|(u, p, g, s)| {
+            let slots: Vec<_> = s.iter().map(|s| gpu.upload(s).unwrap()).collect();
+            (*u, gpu.upload(p).unwrap(), gpu.upload(g).unwrap(), slots)
+        })
+        .collect();
+    let mut batch: Vec<_> = on_gpu
+        .iter_mut()
+        .map(|(update, param, grad, slots)| BufferJob {
+            update: *update,
+            param,
+            grad: &*grad,
+            slots: slots.iter_mut().collect(),
+        })
+        .collect();
+    gpu.update_all(&mut batch).unwrap();
+    drop(batch);
+    for (k, ((_, cp, _, cs), (_, gp, _, gs))) in on_cpu.iter().zip(&on_gpu).enumerate() {
+        same(&format!("tensor {k} param"), cp, &gpu.download(gp).unwrap());
+        for (j, (c, g)) in cs.iter().zip(gs).enumerate() {
+            same(
+                &format!("tensor {k} slot {j}"),
+                c,
+                &gpu.download(g).unwrap(),
+            );
+        }
+    }
+    let (tau, keep) = (T::from_f64(0.005), T::from_f64(1.0 - 0.005));
+    let sources: Vec<Vec<T>> = sizes.iter().map(|&n| data(&mut rng, n)).collect();
+    let mut targets: Vec<Vec<T>> = sizes.iter().map(|&n| data(&mut rng, n)).collect();
+    let mut gpu_targets: Vec<_> = targets.iter().map(|t| gpu.upload(t).unwrap()).collect();
+    let gpu_sources: Vec<_> = sources.iter().map(|s| gpu.upload(s).unwrap()).collect();
+    let mut refs: Vec<&mut Vec<T>> = targets.iter_mut().collect();
+    let source_refs: Vec<&Vec<T>> = sources.iter().collect();
+    cpu.polyak(tau, keep, &mut refs, &source_refs).unwrap();
+    let mut refs: Vec<_> = gpu_targets.iter_mut().collect();
+    let source_refs: Vec<_> = gpu_sources.iter().collect();
+    gpu.polyak(tau, keep, &mut refs, &source_refs).unwrap();
+    let refused = gpu.polyak(tau, keep, &mut refs[..1], &source_refs[..2]);
+    assert!(refused.is_err(), "one target, two sources");
+    for (k, (c, g)) in targets.iter().zip(&gpu_targets).enumerate() {
+        same(&format!("polyak target {k}"), c, &gpu.download(g).unwrap());
+    }
+}
+
+#[test]
+fn multi_tensor_updates_and_polyak_are_the_cpus() {
+    if let Some(gpu) = gpu() {
+        multi_tensor::<f32>(&gpu);
+        multi_tensor::<f64>(&gpu);
     }
 }
 
