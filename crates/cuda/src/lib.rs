@@ -72,6 +72,8 @@ mod compile;
 mod copy;
 mod device;
 mod elementwise;
+#[cfg(test)]
+mod host;
 mod matmul;
 mod optim;
 mod recurrence;

@@ -294,12 +294,10 @@ impl<T: Float> MatmulKernel<T> for Cuda {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-
     use rlgrad_core::{Cpu, Rng};
 
     use super::*;
+    use crate::host::Emulator;
 
     /// An H100 SXM's or H200's multiprocessors.
     const H100: usize = 132;
@@ -496,46 +494,10 @@ mod tests {
     /// compares each output with the Cpu's bits; returns the kernels that ran, or `None`
     /// without a C++20 compiler.
     fn emulate<T: Float>(cases: &[Case<T>]) -> Option<Vec<String>> {
-        let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".to_owned());
-        let dir = tempfile::tempdir().unwrap();
-        for (file, text) in [
+        let emulator = Emulator::build(
             ("host_gemm.cpp", include_str!("../tests/host_gemm.cpp")),
-            ("math.cuh", include_str!("cuda/math.cuh")),
-            ("common.cuh", include_str!("cuda/common.cuh")),
             ("matmul.cu", include_str!("cuda/matmul.cu")),
-        ] {
-            std::fs::write(dir.path().join(file), text).unwrap();
-        }
-        let binary = dir.path().join("host_gemm");
-        let built = Command::new(&compiler)
-            .args([
-                "-std=c++20",
-                "-O1",
-                "-pthread",
-                "-ffp-contract=off",
-                "-fno-fast-math",
-                "-fno-strict-aliasing",
-                "-o",
-            ])
-            .arg(&binary)
-            .arg(dir.path().join("host_gemm.cpp"))
-            .output();
-        match built {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => {
-                let why = String::from_utf8_lossy(&out.stderr);
-                assert!(
-                    !why.contains("host_gemm.cpp") && !why.contains("matmul.cu"),
-                    "`{compiler}` failed on the host emulation:\n{why}"
-                );
-                println!("SKIPPED: `{compiler}` cannot build C++20 here:\n{why}");
-                return None;
-            }
-            Err(e) => {
-                println!("SKIPPED: no C++ compiler `{compiler}` ({e})");
-                return None;
-            }
-        }
+        )?;
         let mut input = String::new();
         let mut plans = Vec::new();
         for case in cases {
@@ -543,17 +505,7 @@ mod tests {
             input.push_str(&case.input(&plan));
             plans.push(plan);
         }
-        let mut child = Command::new(&binary)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-        let output = child.wait_with_output().unwrap();
-        writer.join().unwrap().unwrap();
-        assert!(output.status.success(), "host_gemm: {}", output.status);
-        let stdout = String::from_utf8(output.stdout).unwrap();
+        let stdout = emulator.run(input);
         let mut lines = stdout.lines();
         for (case, plan) in cases.iter().zip(&plans) {
             let cpu = case.cpu();

@@ -1,0 +1,103 @@
+// The CUDA runtime on the host, for the host emulations of the kernels (host_gemm.cpp):
+// a block's threads are host threads meeting at a barrier for
+// every __syncthreads, __shared__ arrays are function statics (one block runs at a time),
+// the blocks run one after another. Include it, then the family's .cu file. Build with
+// -std=c++20 -pthread -ffp-contract=off, as NVRTC compiles with --fmad=false.
+//
+// What it cannot see: races between threads of a block that only a GPU's timing shows
+// (the barrier orders whole phases, as __syncthreads does, but a read that the kernel
+// fails to fence behind a barrier may still find the value here), warp-synchronous
+// behaviour, and the GPU's own arithmetic (its fma, its NaN payloads).
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define RL_FN static inline
+static inline unsigned int f32_bits(float x) { unsigned int u; std::memcpy(&u, &x, 4); return u; }
+static inline float f32_from(unsigned int u) { float x; std::memcpy(&x, &u, 4); return x; }
+static inline unsigned long long f64_bits(double x) { unsigned long long u; std::memcpy(&u, &x, 8); return u; }
+static inline double f64_from(unsigned long long u) { double x; std::memcpy(&x, &u, 8); return x; }
+#define RL_F32_BITS(x) f32_bits(x)
+#define RL_F32_FROM(u) f32_from(u)
+#define RL_F64_BITS(x) f64_bits(x)
+#define RL_F64_FROM(u) f64_from(u)
+using std::sqrt;
+#include "math.cuh"
+
+struct dim3 {
+    unsigned x, y, z;
+};
+thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+thread_local std::barrier<>* block_barrier;
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __grid_constant__
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __syncthreads() block_barrier->arrive_and_wait()
+static inline unsigned int __float_as_uint(float x) { return f32_bits(x); }
+static inline float __uint_as_float(unsigned int u) { return f32_from(u); }
+static inline long long __double_as_longlong(double x) { return (long long)f64_bits(x); }
+static inline double __longlong_as_double(long long u) { return f64_from((unsigned long long)u); }
+static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+static inline double __dsqrt_rn(double x) { return std::sqrt(x); }
+
+#include "common.cuh"
+
+// Every block of the grid in turn, each on `threads` threads.
+template <typename Kernel> static void launch(dim3 grid, unsigned threads, Kernel kernel) {
+    std::barrier<> barrier(threads);
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            threadIdx = {t, 0, 0};
+            blockDim = {threads, 1, 1};
+            gridDim = grid;
+            block_barrier = &barrier;
+            for (unsigned z = 0; z < grid.z; ++z)
+                for (unsigned y = 0; y < grid.y; ++y)
+                    for (unsigned x = 0; x < grid.x; ++x) {
+                        blockIdx = {x, y, z};
+                        kernel();
+                        // The next block reuses the shared arrays.
+                        barrier.arrive_and_wait();
+                    }
+        });
+    }
+    for (auto& thread : pool) thread.join();
+}
+
+// A buffer of `<length> <hex bits>...` from stdin, 256-byte aligned as the driver's
+// allocations are (a length of 0 is a null pointer).
+template <typename T, typename Bits> static T* read_buffer() {
+    size_t length;
+    std::cin >> length;
+    if (length == 0) return nullptr;
+    T* buffer = (T*)std::aligned_alloc(256, ((length * sizeof(T) + 255) / 256 + 1) * 256);
+    for (size_t i = 0; i < length; ++i) {
+        Bits bits;
+        std::cin >> std::hex >> bits >> std::dec;
+        std::memcpy(&buffer[i], &bits, sizeof(T));
+    }
+    return buffer;
+}
+
+// Prints each element's bits in hex, one line each.
+template <typename T, typename Bits> static void print_bits(const std::vector<T>& values) {
+    for (T x : values) {
+        Bits bits;
+        std::memcpy(&bits, &x, sizeof(T));
+        std::printf("%llx\n", (unsigned long long)bits);
+    }
+}
