@@ -1,5 +1,5 @@
-// The CUDA runtime on the host, for the host emulations of the kernels (host_gemm.cpp):
-// a block's threads are host threads meeting at a barrier for
+// The CUDA runtime on the host, for the host emulations of the kernels (host_gemm.cpp,
+// host_recurrence.cpp): a block's threads are host threads meeting at a barrier for
 // every __syncthreads, __shared__ arrays are function statics (one block runs at a time),
 // the blocks run one after another. Include it, then the family's .cu file. Build with
 // -std=c++20 -pthread -ffp-contract=off, as NVRTC compiles with --fmad=false.
