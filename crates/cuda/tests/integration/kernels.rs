@@ -581,7 +581,20 @@ fn tiled_matmuls_are_the_canonical_fma_chain() {
 
 fn recurrences<T: Float>(gpu: &Cuda) {
     let mut rng = Rng::new(6, "cuda-recurrence");
-    for (t, b) in [(0, 3), (1, 1), (37, 5), (130, 67), (5, 0)] {
+    // The staged kernels' slices are 16 steps of f32 and 8 of f64, their tiles two slices,
+    // a block 32 columns: lengths around each, one column and partial blocks.
+    for (t, b) in [
+        (0, 3),
+        (1, 1),
+        (9, 1),
+        (15, 33),
+        (17, 31),
+        (32, 32),
+        (33, 100),
+        (37, 5),
+        (130, 67),
+        (5, 0),
+    ] {
         let layout = TimeMajor::new(t, b);
         let len = t * b;
         let up = |v: &Vec<T>| gpu.upload(v).unwrap();
@@ -689,6 +702,14 @@ fn recurrences<T: Float>(gpu: &Cuda) {
                 &format!("gae returns {what}"),
                 &cr,
                 &gpu.download(&gr).unwrap(),
+            );
+            let mut advantages = gpu.alloc_zeros(len).unwrap();
+            gpu.gae(layout, &g.0, &g.1, &g.3, ge, lambda, &mut advantages, None)
+                .unwrap();
+            same(
+                &format!("gae without returns {what}"),
+                &ca,
+                &gpu.download(&advantages).unwrap(),
             );
 
             cpu()
