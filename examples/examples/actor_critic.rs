@@ -20,7 +20,7 @@ returns with a Huber critic loss. A unit is an episode (budget: the tutorial's 1
 ";
 
 fn main() -> ExitCode {
-    cli::main(USAGE, |_args| {
+    cli::main("actor_critic", USAGE, |_args| {
         Ok(|options: &Options| ActorCritic::new(Config::default(), options.seed))
     })
 }

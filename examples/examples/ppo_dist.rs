@@ -23,6 +23,7 @@ use rlgrad_examples::ppo_dist::{Config, DdPpo};
 const USAGE: &str = "\
 usage: ppo_dist [--updates N] [--workers W] [--accumulate K] [--seed N]
                 [--run-dir DIR [--save-every K] [--resume]] [--timing] [--quiet]
+                [--device cpu]
 
 DD-PPO on CartPole-v1 with MLPs (16 environments of 64 steps per update, 4 Adam steps
 on the whole batch per update, one microbatch per environment). Started by mpirun (a
@@ -45,6 +46,7 @@ Every worker count gives the same parameters, bit for bit.
                  a barrier), and print `median update time: X ms over N updates`
                  before the final line (the first update, a warm-up, left out)
   --quiet        only the final line (and the timing line)
+  --device cpu   where the networks train: the Cpu only for now (cuda is refused)
 ";
 
 /// What to run, besides the configuration.
@@ -135,6 +137,7 @@ fn run(mut args: Args) -> Result<()> {
         timing: args.flag("--timing"),
         quiet: args.flag("--quiet"),
     };
+    args.device()?.require_cpu("ppo_dist")?;
     args.finish()?;
     if plan.save_every == Some(0) {
         return Err(Error::value(

@@ -49,6 +49,7 @@ fn run(mut args: Args) -> Result<()> {
         .value::<String>("--policy", "lstm, mlp or both")?
         .unwrap_or_else(|| "lstm".to_owned());
     let options = args.options::<Ppo>()?;
+    options.device.require_cpu("recurrent_ppo")?;
     let configs = match policy.as_str() {
         "lstm" => vec![("lstm", Config::recurrent())],
         "mlp" => vec![("mlp", Config::memoryless())],

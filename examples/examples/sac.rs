@@ -23,7 +23,7 @@ entropy of -1). A unit is an environment step.
 ";
 
 fn main() -> ExitCode {
-    cli::main(USAGE, |args| {
+    cli::main("sac", USAGE, |args| {
         let config = Config {
             fixed_alpha: args.value::<f32>("--alpha", "a temperature")?,
             ..Config::default()

@@ -23,7 +23,7 @@ random start steps, batch 256, gamma 0.99, tau 0.005, exploration noise 0.1, tar
 ";
 
 fn main() -> ExitCode {
-    cli::main(USAGE, |args| {
+    cli::main("td3", USAGE, |args| {
         let config = if args.flag("--ddpg") {
             Config::ddpg()
         } else {

@@ -7,7 +7,8 @@ use std::str::FromStr;
 
 use rlgrad_core::{Error, Result};
 
-use crate::run::{Agent, Options, Summary, train};
+use crate::device::DeviceKind;
+use crate::run::{Agent, Options, Outcome, Summary, train};
 
 const PROGRAM: &str = "rlgrad-examples";
 
@@ -23,6 +24,8 @@ pub const COMMON_USAGE: &str = "  --seed N               seed of every random st
   --checkpoint-every N   save a checkpoint every N units (and at the end)
   --no-early-stop        train the whole budget, even after reaching the target
   --quiet                no progress bar
+  --device cpu|cuda      where the networks train (default cpu; cuda, the first GPU, is
+                         refused by the examples that do not train there yet)
 ";
 
 /// Command-line arguments, consumed flag by flag: the agent's own first, then the common
@@ -71,6 +74,13 @@ impl Args {
         Ok(Some(value))
     }
 
+    /// The device `--device` names (and takes it out), the Cpu without one.
+    pub fn device(&mut self) -> Result<DeviceKind> {
+        Ok(self
+            .value("--device", DeviceKind::CHOICES)?
+            .unwrap_or_default())
+    }
+
     /// An error for an argument nobody took out.
     pub fn finish(self) -> Result<()> {
         match self.rest.first() {
@@ -104,6 +114,7 @@ impl Args {
         }
         options.stop_at_target = !self.flag("--no-early-stop");
         options.progress = !self.flag("--quiet");
+        options.device = self.device()?;
         self.finish()?;
         if options.resume && options.overwrite {
             return Err(Error::value(
@@ -160,22 +171,34 @@ pub fn report(summary: &Summary) -> String {
 
 /// The `main` of an example: `--help`, the agent's own flags (`parse` takes them out of
 /// the arguments and returns how to build the agent from the options), the common
-/// options, training, and the report; errors go to stderr with a failing exit code.
-pub fn main<A, M>(usage: &str, parse: impl FnOnce(&mut Args) -> Result<M>) -> ExitCode
+/// options (`--device cuda` refused, naming `example`: it trains on the Cpu only),
+/// training, and the report; errors go to stderr with a failing exit code.
+pub fn main<A, M>(
+    example: &str,
+    usage: &str,
+    parse: impl FnOnce(&mut Args) -> Result<M>,
+) -> ExitCode
 where
     A: Agent,
     M: FnOnce(&Options) -> Result<A> + Send,
 {
-    let mut args = Args::from_env();
+    run_main(usage, |mut args| {
+        let make = parse(&mut args)?;
+        let options = args.options::<A>()?;
+        options.device.require_cpu(example)?;
+        train(&options, || make(&options))
+    })
+}
+
+/// `--help`, or `session` on the process's arguments and its report; an error goes to
+/// stderr with a failing exit code.
+fn run_main(usage: &str, session: impl FnOnce(Args) -> Result<Outcome>) -> ExitCode {
+    let args = Args::from_env();
     if args.wants_help() {
         print!("{usage}\ncommon options:\n{COMMON_USAGE}");
         return ExitCode::SUCCESS;
     }
-    let result = parse(&mut args).and_then(|make| {
-        let options = args.options::<A>()?;
-        train(&options, || make(&options))
-    });
-    match result {
+    match session(args) {
         Ok(outcome) => {
             println!("{}", report(&outcome.summary));
             ExitCode::SUCCESS

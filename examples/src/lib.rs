@@ -50,6 +50,7 @@
 
 pub mod actor_critic;
 pub mod cli;
+pub mod device;
 pub mod off_policy;
 pub mod ppo;
 pub mod ppo_dist;

@@ -13,6 +13,8 @@ use rlgrad_summary::{
     CsvWriter, CurveOptions, EventWriter, Series, WriterOptions, plot_learning_curves,
 };
 
+use crate::device::DeviceKind;
+
 /// How a training run goes: where it writes, how long it trains, how it is checkpointed.
 /// The budget and the checkpoint interval are in the agent's unit ([`Agent::UNIT`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -40,12 +42,16 @@ pub struct Options {
     pub stop_at_target: bool,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Where the networks train: what the examples' command line ([`crate::cli`])
+    /// builds the agent on ([`train`] trains the agent it is given). A checkpoint
+    /// resumes on either device.
+    pub device: DeviceKind,
 }
 
 impl Options {
     /// The defaults for agent `A` with `seed`: its default budget and checkpoint
     /// interval, the run directory `runs/<name>-seed<seed>`, all threads, a progress bar,
-    /// stopping at the target.
+    /// stopping at the target, on the Cpu.
     pub fn new<A: Agent>(seed: u64) -> Self {
         Self {
             seed,
@@ -58,6 +64,7 @@ impl Options {
             checkpoint_every: A::DEFAULT_CHECKPOINT_EVERY,
             stop_at_target: true,
             progress: true,
+            device: DeviceKind::Cpu,
         }
     }
 }
