@@ -3,13 +3,13 @@
 //!
 //! ```text
 //! cargo run --release --example sac -- --seed 0
+//! cargo run --release --example sac -- --seed 0 --device cuda
 //! ```
 
 use std::process::ExitCode;
 
 use rlgrad_examples::cli;
-use rlgrad_examples::run::Options;
-use rlgrad_examples::sac::{Config, Sac};
+use rlgrad_examples::sac::Config;
 
 const USAGE: &str = "\
 usage: cargo run --release --example sac -- [--alpha A] [options]
@@ -23,11 +23,10 @@ entropy of -1). A unit is an environment step.
 ";
 
 fn main() -> ExitCode {
-    cli::main("sac", USAGE, |args| {
-        let config = Config {
+    cli::main_on_device(USAGE, |args| {
+        Ok(Config {
             fixed_alpha: args.value::<f32>("--alpha", "a temperature")?,
             ..Config::default()
-        };
-        Ok(move |options: &Options| Sac::new(config, options.seed))
+        })
     })
 }

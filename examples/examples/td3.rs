@@ -4,13 +4,13 @@
 //! ```text
 //! cargo run --release --example td3 -- --seed 0
 //! cargo run --release --example td3 -- --seed 0 --ddpg
+//! cargo run --release --example td3 -- --seed 0 --device cuda
 //! ```
 
 use std::process::ExitCode;
 
 use rlgrad_examples::cli;
-use rlgrad_examples::run::Options;
-use rlgrad_examples::td3::{Config, Td3};
+use rlgrad_examples::td3::Config;
 
 const USAGE: &str = "\
 usage: cargo run --release --example td3 -- [--ddpg] [options]
@@ -23,12 +23,11 @@ random start steps, batch 256, gamma 0.99, tau 0.005, exploration noise 0.1, tar
 ";
 
 fn main() -> ExitCode {
-    cli::main("td3", USAGE, |args| {
-        let config = if args.flag("--ddpg") {
+    cli::main_on_device(USAGE, |args| {
+        Ok(if args.flag("--ddpg") {
             Config::ddpg()
         } else {
             Config::td3()
-        };
-        Ok(move |options: &Options| Td3::new(config, options.seed))
+        })
     })
 }

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use rlgrad_core::{Error, Result};
+use rlgrad_core::{Cpu, Error, Result};
 
-use crate::device::DeviceKind;
+use crate::device::{DeviceKind, TrainDevice};
 use crate::run::{Agent, Options, Outcome, Summary, train};
 
 const PROGRAM: &str = "rlgrad-examples";
@@ -24,8 +24,9 @@ pub const COMMON_USAGE: &str = "  --seed N               seed of every random st
   --checkpoint-every N   save a checkpoint every N units (and at the end)
   --no-early-stop        train the whole budget, even after reaching the target
   --quiet                no progress bar
-  --device cpu|cuda      where the networks train (default cpu; cuda, the first GPU, is
-                         refused by the examples that do not train there yet)
+  --device cpu|cuda      where the networks train (default cpu; cuda: the first GPU, for
+                         TD3, DDPG and SAC); the same bits on both, and a checkpoint of
+                         one resumes on the other
 ";
 
 /// Command-line arguments, consumed flag by flag: the agent's own first, then the common
@@ -169,6 +170,28 @@ pub fn report(summary: &Summary) -> String {
     )
 }
 
+/// An agent that trains on any [`TrainDevice`]: how an example builds it there (its
+/// configuration, usually).
+pub trait Build: Sync {
+    /// The agent on device `D`.
+    type Agent<D: TrainDevice>: Agent;
+
+    /// The agent for `options` on `device`.
+    fn build<D: TrainDevice>(&self, options: &Options, device: &D) -> Result<Self::Agent<D>>;
+}
+
+/// Trains the agent `build` makes on the device `options.device` names ([`train`]); an
+/// error naming `--device` and why when it is `cuda` and there is no GPU.
+pub fn train_on_device<B: Build>(options: &Options, build: &B) -> Result<Outcome> {
+    match options.device {
+        DeviceKind::Cpu => train(options, || build.build(options, &Cpu::default())),
+        DeviceKind::Cuda => {
+            let gpu = DeviceKind::open_cuda()?;
+            train(options, || build.build(options, &gpu))
+        }
+    }
+}
+
 /// The `main` of an example: `--help`, the agent's own flags (`parse` takes them out of
 /// the arguments and returns how to build the agent from the options), the common
 /// options (`--device cuda` refused, naming `example`: it trains on the Cpu only),
@@ -187,6 +210,19 @@ where
         let options = args.options::<A>()?;
         options.device.require_cpu(example)?;
         train(&options, || make(&options))
+    })
+}
+
+/// The `main` of an example whose agent trains on any device: as [`main`], with
+/// `--device cuda` training on the GPU.
+pub fn main_on_device<B: Build>(
+    usage: &str,
+    parse: impl FnOnce(&mut Args) -> Result<B>,
+) -> ExitCode {
+    run_main(usage, |mut args| {
+        let build = parse(&mut args)?;
+        let options = args.options::<B::Agent<Cpu>>()?;
+        train_on_device(&options, &build)
     })
 }
 

@@ -3,15 +3,21 @@
 //! episode log, the step counter and the exploration stream, checkpointed as one `State`),
 //! and [`OffPolicy`], the loop of acting and learning around a [`Learner`] (an agent's
 //! networks, optimizers and update) that makes it an [`Agent`].
+//!
+//! The learner's networks live on its device ([`Learner::Device`]); the environment and
+//! the replay buffer stay on the host. A step uploads the observation and downloads the
+//! action, an iteration uploads its sampled [`Batch`]: nothing else crosses, so an
+//! update that logs nothing reads nothing back.
 
 use std::fmt::Debug;
 
 use rlgrad_checkpoint::State;
 use rlgrad_core::{Error, Result, Rng};
 use rlgrad_envs::{ActionSpace, Pendulum, VecEnv};
-use rlgrad_replay::{Config, ReplayBuffer, TensorBatch, Transitions};
+use rlgrad_replay::{Config, ReplayBuffer, Transitions};
 use rlgrad_tensor::Tensor;
 
+use crate::device::TrainDevice;
 use crate::run::{Agent, EpisodeLog, Logger, Target};
 
 /// The hyper-parameters every off-policy agent here has.
@@ -99,10 +105,10 @@ impl Experience {
         })
     }
 
-    /// The observation to act on, `[1, obs_dim]`.
-    fn observation(&self) -> Result<Tensor> {
+    /// The observation to act on, `[1, obs_dim]`, on `device`.
+    fn observation_on<D: TrainDevice>(&self, device: &D) -> Result<Tensor<f32, D>> {
         let observation = self.env.observations();
-        Tensor::from_vec(observation.to_vec(), [1, observation.len()])
+        Tensor::from_vec_on(device, observation.to_vec(), [1, observation.len()])
     }
 
     /// Steps the environment with `action`, stores the transition and logs a finished
@@ -125,9 +131,28 @@ impl Experience {
         Ok(())
     }
 
-    /// `batch_size` transitions drawn uniformly with `rng`, as tensors.
-    fn sample(&self, batch_size: usize, rng: &mut Rng) -> Result<TensorBatch> {
-        self.buffer.sample(batch_size, rng)?.into_tensors()
+    /// `batch_size` transitions drawn uniformly with `rng`, on `device`.
+    fn sample_on<D: TrainDevice>(
+        &self,
+        batch_size: usize,
+        rng: &mut Rng,
+        device: &D,
+    ) -> Result<Batch<D>> {
+        let batch = self.buffer.sample(batch_size, rng)?;
+        let rows = batch.len();
+        let upload = |values, width| Tensor::from_vec_on(device, values, [rows, width]);
+        let Dims {
+            observation,
+            action,
+            ..
+        } = self.dims;
+        Ok(Batch {
+            obs: upload(batch.obs, observation)?,
+            actions: upload(batch.actions, action)?,
+            rewards: upload(batch.rewards, 1)?,
+            next_obs: upload(batch.next_obs, observation)?,
+            not_dones: upload(batch.not_dones, 1)?,
+        })
     }
 
     /// The environment steps taken.
@@ -139,6 +164,23 @@ impl Experience {
     fn episodes(&self) -> &EpisodeLog {
         &self.episodes
     }
+}
+
+/// Transitions sampled from the replay buffer, on a learner's device: the columns an
+/// update reads, each uploaded once per iteration (of the replay's `TensorBatch`, the
+/// discounts and the weights, which no learner here reads, stay behind).
+#[derive(Debug, Clone)]
+pub struct Batch<D: TrainDevice> {
+    /// `[len, obs_dim]`.
+    pub obs: Tensor<f32, D>,
+    /// `[len, action_dim]`.
+    pub actions: Tensor<f32, D>,
+    /// `[len, 1]`.
+    pub rewards: Tensor<f32, D>,
+    /// `[len, obs_dim]`.
+    pub next_obs: Tensor<f32, D>,
+    /// `[len, 1]`: 0 after a termination, else 1.
+    pub not_dones: Tensor<f32, D>,
 }
 
 /// The observation size, the action size and the action bound (`[-max, max]`) of the
@@ -170,9 +212,15 @@ pub trait Learner: State {
     /// The default budget, in environment steps.
     const DEFAULT_BUDGET: u64;
 
+    /// Where the networks, optimizers and tapes live.
+    type Device: TrainDevice;
+
+    /// The device.
+    fn device(&self) -> &Self::Device;
+
     /// The policy's action for `observation` (`[1, obs_dim]`), exploration included, with
     /// any random draw taken from `explore`.
-    fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32>;
+    fn act(&mut self, observation: &Tensor<f32, Self::Device>, explore: &mut Rng) -> Result<f32>;
 
     /// One training iteration on `batch` at `progress`. On the iterations that log (every
     /// [`LOG_EVERY`] steps) `scalars` is given, and the update pushes its losses and
@@ -180,7 +228,7 @@ pub trait Learner: State {
     /// read waits for the computation, and would break a GPU graph's capture).
     fn update(
         &mut self,
-        batch: &TensorBatch,
+        batch: &Batch<Self::Device>,
         progress: Progress,
         scalars: Option<&mut Scalars>,
     ) -> Result<()>;
@@ -268,13 +316,14 @@ impl<L: Learner> Agent for OffPolicy<L> {
             let u = experience.explore.uniform_f64();
             ((2.0 * u - 1.0) * f64::from(experience.dims.max_action)) as f32
         } else {
-            let observation = experience.observation()?;
+            let observation = experience.observation_on(self.learner.device())?;
             self.learner.act(&observation, &mut experience.explore)?
         };
         experience.step(action)?;
         let step = experience.env_steps();
         if step > learning_starts {
-            let batch = experience.sample(batch_size, &mut self.replay)?;
+            let batch =
+                experience.sample_on(batch_size, &mut self.replay, self.learner.device())?;
             let progress = Progress {
                 step,
                 iteration: step - learning_starts,

@@ -26,10 +26,13 @@
 
 use rlgrad_autodiff::prelude::*;
 use rlgrad_checkpoint::State;
+use rlgrad_core::Cpu;
 use rlgrad_distributions::{TanhNormal, TanhSample};
-use rlgrad_replay::TensorBatch;
 
-use crate::off_policy::{AgentConfig, Common, Learner, OffPolicy, Progress, Scalars};
+use crate::cli::Build;
+use crate::device::TrainDevice;
+use crate::off_policy::{AgentConfig, Batch, Common, Learner, OffPolicy, Progress, Scalars};
+use crate::run::Options;
 
 /// CleanRL's hyper-parameters for SAC on continuous actions.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,24 +68,39 @@ impl Default for Config {
     }
 }
 
+/// Builds SAC on any device: the examples' `--device`.
+impl Build for Config {
+    type Agent<D: TrainDevice> = OffPolicy<Sac<D>>;
+
+    fn build<D: TrainDevice>(&self, options: &Options, device: &D) -> Result<OffPolicy<Sac<D>>> {
+        Sac::new_on(device, self.clone(), options.seed)
+    }
+}
+
 /// `log_std` is squashed into `[LOG_STD_MIN, LOG_STD_MAX]`, as CleanRL's actor does.
 const LOG_STD_MIN: f32 = -5.0;
 const LOG_STD_MAX: f32 = 2.0;
 
-/// The squashed Gaussian policy: a ReLU trunk and the mean and `log_std` heads.
+/// The squashed Gaussian policy on device `D`: a ReLU trunk and the mean and `log_std`
+/// heads.
 #[derive(Debug, Clone, Module)]
-pub struct Actor {
-    trunk: Mlp,
-    mean: Linear,
-    log_std: Linear,
+pub struct Actor<D: TrainDevice = Cpu> {
+    trunk: Mlp<f32, D>,
+    mean: Linear<f32, D>,
+    log_std: Linear<f32, D>,
     #[module(skip)]
     max_action: f32,
 }
 
-impl Actor {
+impl<D: TrainDevice> Actor<D> {
     /// `pi(.|s)` for states `[N, obs]`: a sample `u`, the action `max_action * tanh(u)`
-    /// and its log-density `[N, 1]` (drawing `N * A` normals from `rng`).
-    fn sample<'t>(&self, tape: &'t Tape, s: &Var<'t>, rng: &mut Rng) -> Result<TanhSample<'t>> {
+    /// and its log-density `[N, 1]` (drawing `N * A` normals from `rng` on the host).
+    fn sample<'t>(
+        &self,
+        tape: &'t Tape<f32, D>,
+        s: &Var<'t, f32, D>,
+        rng: &mut Rng,
+    ) -> Result<TanhSample<'t, f32, D>> {
         let h = self.trunk.forward(tape, s)?;
         let log_std = self.log_std.forward(tape, &h)?.tanh()?.add_scalar(1.0)?;
         let log_std = log_std.mul_scalar(0.5 * (LOG_STD_MAX - LOG_STD_MIN))?;
@@ -98,16 +116,21 @@ impl Actor {
     }
 }
 
-/// The twin critics `Q_i(s, a) = mlp_i([s, a])`.
+/// The twin critics `Q_i(s, a) = mlp_i([s, a])` on device `D`.
 #[derive(Debug, Clone, Module)]
-pub struct Critics {
-    q1: Mlp,
-    q2: Mlp,
+pub struct Critics<D: TrainDevice = Cpu> {
+    q1: Mlp<f32, D>,
+    q2: Mlp<f32, D>,
 }
 
-impl Critics {
+impl<D: TrainDevice> Critics<D> {
     /// `min(Q1, Q2)(s, a)` and, for the critic loss, both.
-    fn q<'t>(&self, tape: &'t Tape, s: &Var<'t>, a: &Var<'t>) -> Result<[Var<'t>; 3]> {
+    fn q<'t>(
+        &self,
+        tape: &'t Tape<f32, D>,
+        s: &Var<'t, f32, D>,
+        a: &Var<'t, f32, D>,
+    ) -> Result<[Var<'t, f32, D>; 3]> {
         let input = Var::concat(&[s, a], 1)?;
         let (q1, q2) = (
             self.q1.forward(tape, &input)?,
@@ -117,49 +140,57 @@ impl Critics {
     }
 }
 
-/// The learner: actor, critics and their targets, the temperature, three optimizers and
-/// the random stream `policy` of the losses' samples; all of it checkpointed by
-/// `#[derive(State)]`.
+/// The learner on device `D`: actor, critics and their targets, the temperature, three
+/// optimizers and the random stream `policy` of the losses' samples; all of it
+/// checkpointed by `#[derive(State)]`.
 #[derive(Debug, State)]
-pub struct Sac {
+pub struct Sac<D: TrainDevice = Cpu> {
     #[state(skip)]
     config: Config,
     #[state(module)]
-    actor: Actor,
+    actor: Actor<D>,
     #[state(module)]
-    critics: Critics,
+    critics: Critics<D>,
     #[state(module)]
-    targets: Critics,
+    targets: Critics<D>,
     #[state(module)]
-    log_alpha: Param,
-    actor_adam: Optimizer<f32>,
-    critic_adam: Optimizer<f32>,
-    alpha_adam: Optimizer<f32>,
+    log_alpha: Param<f32, D>,
+    actor_adam: Optimizer<f32, D>,
+    critic_adam: Optimizer<f32, D>,
+    alpha_adam: Optimizer<f32, D>,
     policy: Rng,
     #[state(skip)]
-    no_grad: Tape,
+    no_grad: Tape<f32, D>,
     #[state(skip)]
-    tape: Tape,
+    tape: Tape<f32, D>,
 }
 
 impl Sac {
-    /// A fresh agent: networks drawn from stream `init` of `seed` (actor, then critics),
-    /// the environment reset with `seed`.
+    /// A fresh agent on the Cpu: networks drawn from stream `init` of `seed` (actor, then
+    /// critics), the environment reset with `seed`.
     pub fn new(config: Config, seed: u64) -> Result<OffPolicy<Self>> {
+        Self::new_on(&Cpu::default(), config, seed)
+    }
+}
+
+impl<D: TrainDevice> Sac<D> {
+    /// A fresh agent on `device`: the bits of [`Sac::new`]'s on every device (the
+    /// networks are drawn on the host, then uploaded).
+    pub fn new_on(device: &D, config: Config, seed: u64) -> Result<OffPolicy<Self>> {
         OffPolicy::new(seed, &config, |dims, rng| {
             let (obs, actions, max_action) = (dims.observation, dims.action, dims.max_action);
             let [h1, h2] = config.common.hidden;
-            let relu = Activation::Relu;
-            let trunk = Mlp::new("actor", &[obs, h1, h2], relu, relu, Init::TorchDefault, rng)?;
-            let mean = Linear::new("actor/mean", h2, actions, Init::TorchDefault, rng)?;
-            let log_std = Linear::new("actor/log_std", h2, actions, Init::TorchDefault, rng)?;
+            let (relu, init) = (Activation::Relu, Init::TorchDefault);
+            let trunk = Mlp::new_on(device, "actor", &[obs, h1, h2], relu, relu, init, rng)?;
+            let mean = Linear::new_on(device, "actor/mean", h2, actions, init, rng)?;
+            let log_std = Linear::new_on(device, "actor/log_std", h2, actions, init, rng)?;
             let (sizes, identity) = ([obs + actions, h1, h2, 1], Activation::Identity);
-            let mut critic = |name| Mlp::new(name, &sizes, relu, identity, Init::TorchDefault, rng);
+            let mut critic = |name| Mlp::new_on(device, name, &sizes, relu, identity, init, rng);
             let critics = Critics {
                 q1: critic("critic/q1")?,
                 q2: critic("critic/q2")?,
             };
-            let adam = |lr| Optimizer::new(Adam::torch(), lr);
+            let adam = |lr| Optimizer::new_on(device.clone(), Adam::torch(), lr);
             Ok(Self {
                 actor: Actor {
                     trunk,
@@ -169,19 +200,21 @@ impl Sac {
                 },
                 targets: critics.clone(),
                 critics,
-                log_alpha: Param::new("log_alpha", Tensor::zeros([1])?)?,
+                log_alpha: Param::new("log_alpha", Tensor::zeros_on(device, [1])?)?,
                 actor_adam: adam(config.policy_lr)?,
                 critic_adam: adam(config.q_lr)?,
                 alpha_adam: adam(config.q_lr)?,
                 policy: Rng::new(seed, "policy"),
-                no_grad: Tape::new().no_grad(),
-                tape: Tape::new(),
+                no_grad: Tape::new_on(device).no_grad(),
+                tape: Tape::new_on(device),
                 config: config.clone(),
             })
         })
     }
 
-    /// The temperature `alpha`.
+    /// The temperature `alpha`. A tuned one is read back from the device, to take its
+    /// `exp` on the host as the Cpu always has (the device's `exp` is the portable libm's,
+    /// and the host's may round otherwise): one read per update on the GPU.
     fn alpha(&self) -> Result<f32> {
         match self.config.fixed_alpha {
             Some(alpha) => Ok(alpha),
@@ -189,9 +222,9 @@ impl Sac {
         }
     }
 
-    /// One actor step and, when tuned, one temperature step; the actor's loss and the
-    /// temperature it used.
-    fn update_actor_and_alpha(&mut self, obs: &Tensor) -> Result<(f32, f32)> {
+    /// One actor step and, when tuned, one temperature step; the actor's loss (left on
+    /// the device, read only when logged) and the temperature it used.
+    fn update_actor_and_alpha(&mut self, obs: &Tensor<f32, D>) -> Result<(Tensor<f32, D>, f32)> {
         let alpha = self.alpha()?;
         let tape = self.tape.reset();
         let states = tape.constant(obs);
@@ -199,7 +232,7 @@ impl Sac {
         let [min_q, ..] = self.critics.q(tape, &states, &pi.action)?;
         let actor_loss = ((pi.log_prob * alpha)? - min_q)?.mean_all()?;
         self.actor_adam.minimize(&actor_loss, &mut self.actor)?;
-        let actor_loss = actor_loss.to_scalar()?;
+        let actor_loss = actor_loss.into_value();
         if self.config.fixed_alpha.is_none() {
             let tape = &self.no_grad;
             let log_pi = self
@@ -217,11 +250,17 @@ impl Sac {
     }
 }
 
-impl Learner for Sac {
+impl<D: TrainDevice> Learner for Sac<D> {
     const DEFAULT_BUDGET: u64 = 50_000;
 
+    type Device = D;
+
+    fn device(&self) -> &D {
+        self.tape.device()
+    }
+
     /// A sample of the policy.
-    fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32> {
+    fn act(&mut self, observation: &Tensor<f32, D>, explore: &mut Rng) -> Result<f32> {
         let tape = &self.no_grad;
         let state = tape.constant(observation);
         self.actor.sample(tape, &state, explore)?.action.to_scalar()
@@ -232,7 +271,7 @@ impl Learner for Sac {
     /// actor updated, its last loss and the temperature.
     fn update(
         &mut self,
-        batch: &TensorBatch,
+        batch: &Batch<D>,
         at: Progress,
         mut scalars: Option<&mut Scalars>,
     ) -> Result<()> {
@@ -258,13 +297,13 @@ impl Learner for Sac {
             scalars.push(("train/critic_loss", critic_loss.to_scalar()?));
         }
         if at.step.is_multiple_of(self.config.policy_frequency) {
-            let mut actor_update = (0.0, 0.0);
+            let mut last = None;
             for _ in 0..self.config.policy_frequency {
-                actor_update = self.update_actor_and_alpha(&batch.obs)?;
+                last = Some(self.update_actor_and_alpha(&batch.obs)?);
             }
-            if let Some(scalars) = scalars {
-                scalars.push(("train/actor_loss", actor_update.0));
-                scalars.push(("train/alpha", actor_update.1));
+            if let (Some(scalars), Some((actor_loss, alpha))) = (scalars, last) {
+                scalars.push(("train/actor_loss", actor_loss.to_scalar()?));
+                scalars.push(("train/alpha", alpha));
             }
         }
         self.targets

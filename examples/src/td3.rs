@@ -20,9 +20,12 @@
 
 use rlgrad_autodiff::prelude::*;
 use rlgrad_checkpoint::State;
-use rlgrad_replay::TensorBatch;
+use rlgrad_core::Cpu;
 
-use crate::off_policy::{AgentConfig, Common, Dims, Learner, OffPolicy, Progress, Scalars};
+use crate::cli::Build;
+use crate::device::TrainDevice;
+use crate::off_policy::{AgentConfig, Batch, Common, Dims, Learner, OffPolicy, Progress, Scalars};
+use crate::run::Options;
 
 /// Fujimoto's hyper-parameters (TD3), or DDPG's switches ([`Config::ddpg`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -73,21 +76,38 @@ impl Config {
     }
 }
 
+/// Builds TD3 or DDPG on any device: the examples' `--device`.
+impl Build for Config {
+    type Agent<D: TrainDevice> = OffPolicy<Td3<D>>;
+
+    fn build<D: TrainDevice>(&self, options: &Options, device: &D) -> Result<OffPolicy<Td3<D>>> {
+        Td3::new_on(device, self.clone(), options.seed)
+    }
+}
+
 /// The actor `max_action * tanh(mlp(s))` and the critics `Q_i(s, a) = mlp_i([s, a])`
-/// (one, or two when twin), with their target copies in a second `Nets`.
+/// (one, or two when twin), with their target copies in a second `Nets`, on device `D`.
 #[derive(Debug, Clone, Module)]
-pub struct Nets {
-    actor: Mlp,
-    critics: Vec<Mlp>,
+pub struct Nets<D: TrainDevice = Cpu> {
+    actor: Mlp<f32, D>,
+    critics: Vec<Mlp<f32, D>>,
     #[module(skip)]
     max_action: f32,
 }
 
-impl Nets {
-    fn new(dims: Dims, config: &Config, rng: &mut Rng) -> Result<Self> {
+impl<D: TrainDevice> Nets<D> {
+    fn new_on(device: &D, dims: Dims, config: &Config, rng: &mut Rng) -> Result<Self> {
         let [h1, h2] = config.common.hidden;
         let mut mlp = |name: &str, sizes: &[usize], out: Activation| {
-            Mlp::new(name, sizes, Activation::Relu, out, Init::TorchDefault, rng)
+            Mlp::new_on(
+                device,
+                name,
+                sizes,
+                Activation::Relu,
+                out,
+                Init::TorchDefault,
+                rng,
+            )
         };
         let (obs, actions) = (dims.observation, dims.action);
         let actor = mlp("actor", &[obs, h1, h2, actions], Activation::Tanh)?;
@@ -103,62 +123,86 @@ impl Nets {
     }
 
     /// The actions `[N, actions]` for states `[N, inputs]`.
-    pub fn act<'t>(&self, tape: &'t Tape, state: &Var<'t>) -> Result<Var<'t>> {
+    pub fn act<'t>(
+        &self,
+        tape: &'t Tape<f32, D>,
+        state: &Var<'t, f32, D>,
+    ) -> Result<Var<'t, f32, D>> {
         self.actor.forward(tape, state)? * self.max_action
     }
 
     /// `Q_i(s, a)`, `[N, 1]` each.
-    pub fn q<'t>(&self, tape: &'t Tape, s: &Var<'t>, a: &Var<'t>) -> Result<Vec<Var<'t>>> {
+    pub fn q<'t>(
+        &self,
+        tape: &'t Tape<f32, D>,
+        s: &Var<'t, f32, D>,
+        a: &Var<'t, f32, D>,
+    ) -> Result<Vec<Var<'t, f32, D>>> {
         let sa = Var::concat(&[s, a], 1)?;
         self.critics.iter().map(|q| q.forward(tape, &sa)).collect()
     }
 }
 
-/// The learner of TD3 and DDPG: networks and their targets, optimizers and the random
-/// stream `smoothing` of the target policy noise; all of it checkpointed by
+/// The learner of TD3 and DDPG on device `D`: networks and their targets, optimizers and
+/// the random stream `smoothing` of the target policy noise; all of it checkpointed by
 /// `#[derive(State)]`.
 #[derive(Debug, State)]
-pub struct Td3 {
+pub struct Td3<D: TrainDevice = Cpu> {
     #[state(skip)]
     config: Config,
     #[state(module)]
-    nets: Nets,
+    nets: Nets<D>,
     #[state(module)]
-    targets: Nets,
-    actor_adam: Optimizer<f32>,
-    critic_adam: Optimizer<f32>,
+    targets: Nets<D>,
+    actor_adam: Optimizer<f32, D>,
+    critic_adam: Optimizer<f32, D>,
     smoothing: Rng,
     #[state(skip)]
-    no_grad: Tape,
+    no_grad: Tape<f32, D>,
     #[state(skip)]
-    tape: Tape,
+    tape: Tape<f32, D>,
 }
 
 impl Td3 {
-    /// A fresh agent: networks drawn from stream `init` of `seed`, the environment reset
-    /// with `seed`.
+    /// A fresh agent on the Cpu: networks drawn from stream `init` of `seed`, the
+    /// environment reset with `seed`.
     pub fn new(config: Config, seed: u64) -> Result<OffPolicy<Self>> {
+        Self::new_on(&Cpu::default(), config, seed)
+    }
+}
+
+impl<D: TrainDevice> Td3<D> {
+    /// A fresh agent on `device`: the bits of [`Td3::new`]'s on every device (the
+    /// networks are drawn on the host, then uploaded).
+    pub fn new_on(device: &D, config: Config, seed: u64) -> Result<OffPolicy<Self>> {
         OffPolicy::new(seed, &config, |dims, init| {
-            let nets = Nets::new(dims, &config, init)?;
+            let nets = Nets::new_on(device, dims, &config, init)?;
+            let adam = || Optimizer::new_on(device.clone(), Adam::torch(), config.learning_rate);
             Ok(Self {
                 targets: nets.clone(),
                 nets,
-                actor_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
-                critic_adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
+                actor_adam: adam()?,
+                critic_adam: adam()?,
                 smoothing: Rng::new(seed, "smoothing"),
-                no_grad: Tape::new().no_grad(),
-                tape: Tape::new(),
+                no_grad: Tape::new_on(device).no_grad(),
+                tape: Tape::new_on(device),
                 config: config.clone(),
             })
         })
     }
 }
 
-impl Learner for Td3 {
+impl<D: TrainDevice> Learner for Td3<D> {
     const DEFAULT_BUDGET: u64 = 100_000;
 
+    type Device = D;
+
+    fn device(&self) -> &D {
+        self.tape.device()
+    }
+
     /// The actor's action with Gaussian exploration noise, clipped to the bounds.
-    fn act(&mut self, observation: &Tensor, explore: &mut Rng) -> Result<f32> {
+    fn act(&mut self, observation: &Tensor<f32, D>, explore: &mut Rng) -> Result<f32> {
         let (tape, max_action) = (&self.no_grad, f64::from(self.nets.max_action));
         let action = self
             .nets
@@ -172,7 +216,7 @@ impl Learner for Td3 {
     /// and the targets; logs the critic loss and, when the actor updated, its loss.
     fn update(
         &mut self,
-        batch: &TensorBatch,
+        batch: &Batch<D>,
         at: Progress,
         mut scalars: Option<&mut Scalars>,
     ) -> Result<()> {
@@ -183,8 +227,13 @@ impl Learner for Td3 {
             let mut next_actions = self.targets.act(tape, &next_states)?;
             if let Some((std, clip)) = self.config.target_smoothing {
                 let (std, clip) = (std * f64::from(max_action), clip * f64::from(max_action));
-                let noise =
-                    Tensor::rand_normal(next_actions.dims(), 0.0, std, &mut self.smoothing)?;
+                let noise = Tensor::rand_normal_on(
+                    tape.device(),
+                    next_actions.dims(),
+                    0.0,
+                    std,
+                    &mut self.smoothing,
+                )?;
                 next_actions =
                     (next_actions + tape.constant(&noise.clamp(-clip as f32, clip as f32)?))?;
             }

@@ -3,6 +3,7 @@
 //! of one per file saves most of the tests' build time.
 
 mod determinism;
+mod device;
 mod padding;
 mod ppo_dist;
 mod ppo_dist_resume;
