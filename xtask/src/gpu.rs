@@ -1,7 +1,8 @@
 //! The GPU bundle and its runner.
 //!
 //! `cargo xtask gpu-build` puts everything a GPU machine without a Rust toolchain needs
-//! into `gpu-bin/`: the `rlgrad-cuda` test binaries and rlgrad-dist's NCCL test,
+//! into `gpu-bin/`: the `rlgrad-cuda` test binaries, rlgrad-dist's NCCL test and the
+//! examples' GPU test (TD3, DDPG and SAC against the Cpu's checkpoint bits),
 //! `rlgrad-gpu-bench` (rlgrad-benches', with its PyTorch and JAX scripts embedded), this xtask binary, the
 //! parity vectors, the runner script `gpu-bin/run`, and where MPI is installed, the test of
 //! `Nccl::from_mpi` that runs under `mpirun` (`gpu-bin/mpi/`). On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:
@@ -96,20 +97,25 @@ pub fn build(args: &[String]) -> Result<(), String> {
     {
         copy(&test.path, &out.join("tests").join(&test.name))?;
     }
-    // rlgrad-dist's NCCL tests in the selection `cargo xtask test` builds them in; the test
-    // of `Nccl::from_mpi` runs under mpirun, and building it needs MPI here too.
-    let mut dist_tests = vec!["test", "--no-run", "--profile", profile];
-    dist_tests.extend(crate::workspace_selection(&mpi_missing));
-    dist_tests.extend(["--test", "nccl"]);
+    // rlgrad-dist's NCCL tests and the examples' GPU test (in the bundle as `examples`)
+    // in the selection `cargo xtask test` builds them in; the test of `Nccl::from_mpi`
+    // runs under mpirun, and building it needs MPI here too.
+    let mut tests = vec!["test", "--no-run", "--profile", profile];
+    tests.extend(crate::workspace_selection(&mpi_missing));
+    tests.extend(["--test", "nccl", "--test", "gpu"]);
     if mpi_missing.is_none() {
-        dist_tests.extend(["--test", "nccl_mpi"]);
+        tests.extend(["--test", "nccl_mpi"]);
         std::fs::create_dir_all(out.join(MPI_TESTS))
             .map_err(|e| format!("{}: {e}", out.display()))?;
     }
-    let built = crate::built_executables(&dist_tests)?;
+    let built = crate::built_executables(&tests)?;
     copy(
         crate::find_test(&built, "crates/distributed", "nccl")?,
         &out.join("tests").join("nccl"),
+    )?;
+    copy(
+        crate::find_test(&built, "examples", "gpu")?,
+        &out.join("tests").join("examples"),
     )?;
     match &mpi_missing {
         None => copy(

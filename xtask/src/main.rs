@@ -174,9 +174,10 @@ const SUBCOMMANDS: &[Subcommand] = &[
         synopsis: "gpu-build [--profile P]",
         about: &[
             "the GPU bundle in gpu-bin/: the CUDA test binaries, the",
-            "bench, xtask and rlgrad-tools (in cargo profile P, default",
-            "release), the parity vectors and the runner gpu-bin/run;",
-            "prints the one command to run on a GPU machine",
+            "NCCL and examples GPU tests, the bench, xtask and",
+            "rlgrad-tools (in cargo profile P, default release), the",
+            "parity vectors and the runner gpu-bin/run; prints the one",
+            "command to run on a GPU machine",
         ],
         options: "  --profile P   the cargo profile (CI's dry run: test, reusing its tests)\n",
         run: gpu::build,
