@@ -7,9 +7,8 @@
 
 use std::process::ExitCode;
 
-use rlgrad_examples::actor_critic::{ActorCritic, Config};
+use rlgrad_examples::actor_critic::Config;
 use rlgrad_examples::cli;
-use rlgrad_examples::run::Options;
 
 const USAGE: &str = "\
 usage: cargo run --release --example actor_critic -- [options]
@@ -20,7 +19,5 @@ returns with a Huber critic loss. A unit is an episode (budget: the tutorial's 1
 ";
 
 fn main() -> ExitCode {
-    cli::main("actor_critic", USAGE, |_args| {
-        Ok(|options: &Options| ActorCritic::new(Config::default(), options.seed))
-    })
+    cli::main(USAGE, |_args| Ok(Config::default()))
 }

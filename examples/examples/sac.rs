@@ -23,7 +23,7 @@ entropy of -1). A unit is an environment step.
 ";
 
 fn main() -> ExitCode {
-    cli::main_on_device(USAGE, |args| {
+    cli::main(USAGE, |args| {
         Ok(Config {
             fixed_alpha: args.value::<f32>("--alpha", "a temperature")?,
             ..Config::default()

@@ -23,7 +23,7 @@ random start steps, batch 256, gamma 0.99, tau 0.005, exploration noise 0.1, tar
 ";
 
 fn main() -> ExitCode {
-    cli::main_on_device(USAGE, |args| {
+    cli::main(USAGE, |args| {
         Ok(if args.flag("--ddpg") {
             Config::ddpg()
         } else {

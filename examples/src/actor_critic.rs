@@ -21,14 +21,16 @@ use rlgrad_autodiff::losses::{Reduction, huber_loss};
 use rlgrad_autodiff::nn::{Forward, Init, Linear, Module};
 use rlgrad_autodiff::{ApplyGradients, Param, Tape, Var};
 use rlgrad_checkpoint::State;
-use rlgrad_core::{Result, Rng};
+use rlgrad_core::{Cpu, Result, Rng};
 use rlgrad_distributions::Categorical;
 use rlgrad_envs::{CartPole, VecEnv};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_returns::{discounted_cumsum, standardize};
 use rlgrad_tensor::Tensor;
 
-use crate::run::{Agent, EpisodeLog, Logger, Target};
+use crate::cli::Build;
+use crate::device::TrainDevice;
+use crate::run::{Agent, EpisodeLog, Logger, Options, Target};
 
 /// The tutorial's hyper-parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,21 +59,34 @@ impl Default for Config {
     }
 }
 
-/// The network: `common` (ReLU) feeding the policy head `actor` and the value head
-/// `critic`.
+/// The network on device `D`: `common` (ReLU) feeding the policy head `actor` and the
+/// value head `critic`.
 #[derive(Debug, Clone)]
-pub struct Network {
-    common: Linear,
-    actor: Linear,
-    critic: Linear,
+pub struct Network<D: TrainDevice = Cpu> {
+    common: Linear<f32, D>,
+    actor: Linear<f32, D>,
+    critic: Linear<f32, D>,
 }
 
 impl Network {
     /// The tutorial's network for `observations` inputs and `actions` actions, drawn from
-    /// `rng`.
+    /// `rng`, on the Cpu.
     pub fn new(observations: usize, actions: usize, hidden: usize, rng: &mut Rng) -> Result<Self> {
+        Self::new_on(&Cpu::default(), observations, actions, hidden, rng)
+    }
+}
+
+impl<D: TrainDevice> Network<D> {
+    /// [`Network::new`]'s network on `device` (drawn on the host, then uploaded).
+    pub fn new_on(
+        device: &D,
+        observations: usize,
+        actions: usize,
+        hidden: usize,
+        rng: &mut Rng,
+    ) -> Result<Self> {
         let layer = |name: &str, inputs, outputs, rng: &mut Rng| {
-            Linear::new(name, inputs, outputs, Init::GlorotUniform, rng)
+            Linear::new_on(device, name, inputs, outputs, Init::GlorotUniform, rng)
         };
         Ok(Self {
             common: layer("actor_critic/common", observations, hidden, rng)?,
@@ -83,9 +98,9 @@ impl Network {
     /// The action logits `[N, actions]` and values `[N, 1]` of observations `[N, obs]`.
     pub fn forward<'t>(
         &self,
-        tape: &'t Tape,
-        observations: &Var<'t>,
-    ) -> Result<(Var<'t>, Var<'t>)> {
+        tape: &'t Tape<f32, D>,
+        observations: &Var<'t, f32, D>,
+    ) -> Result<(Var<'t, f32, D>, Var<'t, f32, D>)> {
         let hidden = self.common.forward(tape, observations)?.relu()?;
         Ok((
             self.actor.forward(tape, &hidden)?,
@@ -94,38 +109,38 @@ impl Network {
     }
 }
 
-impl Module for Network {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param)) {
+impl<D: TrainDevice> Module<f32, D> for Network<D> {
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<f32, D>)) {
         self.common.visit(f);
         self.actor.visit(f);
         self.critic.visit(f);
     }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param)) {
+    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<f32, D>)) {
         self.common.visit_mut(f);
         self.actor.visit_mut(f);
         self.critic.visit_mut(f);
     }
 }
 
-/// The agent: network, optimizer, action stream, environment, and the episode being
-/// played.
+/// The agent: network and optimizer on device `D`, action stream, environment, and the
+/// episode being played (on the host).
 #[derive(Debug, State)]
-pub struct ActorCritic {
+pub struct ActorCritic<D: TrainDevice = Cpu> {
     #[state(skip)]
     config: Config,
     #[state(skip)]
     seed: u64,
     #[state(module)]
-    network: Network,
-    adam: Optimizer<f32>,
+    network: Network<D>,
+    adam: Optimizer<f32, D>,
     env: VecEnv<CartPole>,
     actions_rng: Rng,
     episodes: EpisodeLog,
     env_steps: u64,
     #[state(skip)]
-    acting: Tape,
+    acting: Tape<f32, D>,
     #[state(skip)]
-    tape: Tape,
+    tape: Tape<f32, D>,
     // The running episode's data: empty between episodes, where checkpoints are taken.
     #[state(skip)]
     observations: Vec<f32>,
@@ -135,15 +150,32 @@ pub struct ActorCritic {
     rewards: Vec<f32>,
 }
 
+/// Builds the actor-critic on any device: the example's `--device`.
+impl Build for Config {
+    type Agent<D: TrainDevice> = ActorCritic<D>;
+
+    fn build<D: TrainDevice>(&self, options: &Options, device: &D) -> Result<ActorCritic<D>> {
+        ActorCritic::new_on(device, self.clone(), options.seed)
+    }
+}
+
 impl ActorCritic {
-    /// A fresh agent: network drawn from stream `init` of `seed`, actions from stream
-    /// `actions`, the environment reset with `seed` (Gymnasium's seeding).
+    /// A fresh agent on the Cpu: network drawn from stream `init` of `seed`, actions from
+    /// stream `actions`, the environment reset with `seed` (Gymnasium's seeding).
     pub fn new(config: Config, seed: u64) -> Result<Self> {
+        Self::new_on(&Cpu::default(), config, seed)
+    }
+}
+
+impl<D: TrainDevice> ActorCritic<D> {
+    /// [`ActorCritic::new`]'s agent on `device`, with its bits on every device.
+    pub fn new_on(device: &D, config: Config, seed: u64) -> Result<Self> {
         let mut env = VecEnv::from_fn(1, CartPole::new)?;
         env.reset(Some(seed))?;
         let observations = env.single_observation_space().dim();
-        let network = Network::new(observations, 2, config.hidden, &mut Rng::new(seed, "init"))?;
-        let adam = Optimizer::new(Adam::keras(), config.learning_rate)?;
+        let init = &mut Rng::new(seed, "init");
+        let network = Network::new_on(device, observations, 2, config.hidden, init)?;
+        let adam = Optimizer::new_on(device.clone(), Adam::keras(), config.learning_rate)?;
         Ok(Self {
             config,
             seed,
@@ -153,8 +185,8 @@ impl ActorCritic {
             actions_rng: Rng::new(seed, "actions"),
             episodes: EpisodeLog::default(),
             env_steps: 0,
-            acting: Tape::new().no_grad(),
-            tape: Tape::new(),
+            acting: Tape::new_on(device).no_grad(),
+            tape: Tape::new_on(device),
             observations: Vec::new(),
             actions: Vec::new(),
             rewards: Vec::new(),
@@ -162,7 +194,7 @@ impl ActorCritic {
     }
 
     /// The network.
-    pub fn network(&self) -> &Network {
+    pub fn network(&self) -> &Network<D> {
         &self.network
     }
 
@@ -174,7 +206,8 @@ impl ActorCritic {
         loop {
             let observation = self.env.observations();
             self.observations.extend_from_slice(observation);
-            let x = Tensor::from_vec(observation.to_vec(), [1, observation.len()])?;
+            let device = self.acting.device();
+            let x = Tensor::from_vec_on(device, observation.to_vec(), [1, observation.len()])?;
             let (logits, _) = self
                 .network
                 .forward(&self.acting, &self.acting.constant(&x))?;
@@ -201,12 +234,14 @@ impl ActorCritic {
         self.tape.reset();
         let tape = &self.tape;
         let dim = self.observations.len() / steps;
-        let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [steps, dim])?);
+        let device = tape.device();
+        let x = Tensor::from_vec_on(device, self.observations.clone(), [steps, dim])?;
+        let x = tape.constant(&x);
         let (logits, values) = self.network.forward(tape, &x)?;
         let log_probs = logits
             .log_softmax(1)?
             .gather(1, &self.actions, [steps, 1])?;
-        let returns = tape.constant(&Tensor::from_vec(returns, [steps, 1])?);
+        let returns = tape.constant(&Tensor::from_vec_on(device, returns, [steps, 1])?);
         let advantages = returns.sub(&values)?.stop_gradient();
         let actor_loss = log_probs.mul(&advantages)?.sum_all()?.neg()?;
         let critic_loss = huber_loss(&values, &returns, 1.0, Reduction::Sum)?;
@@ -217,7 +252,7 @@ impl ActorCritic {
     }
 }
 
-impl Agent for ActorCritic {
+impl<D: TrainDevice> Agent for ActorCritic<D> {
     const UNIT: &'static str = "episodes";
     /// The tutorial's `max_episodes`.
     const DEFAULT_BUDGET: u64 = 10_000;

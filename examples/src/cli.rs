@@ -25,8 +25,8 @@ pub const COMMON_USAGE: &str = "  --seed N               seed of every random st
   --no-early-stop        train the whole budget, even after reaching the target
   --quiet                no progress bar
   --device cpu|cuda      where the networks train (default cpu; cuda: the first GPU, for
-                         TD3, DDPG and SAC); the same bits on both, and a checkpoint of
-                         one resumes on the other
+                         the actor-critic, TD3, DDPG and SAC); the same bits on both, and
+                         a checkpoint of one resumes on the other
 ";
 
 /// Command-line arguments, consumed flag by flag: the agent's own first, then the common
@@ -193,32 +193,10 @@ pub fn train_on_device<B: Build>(options: &Options, build: &B) -> Result<Outcome
 }
 
 /// The `main` of an example: `--help`, the agent's own flags (`parse` takes them out of
-/// the arguments and returns how to build the agent from the options), the common
-/// options (`--device cuda` refused, naming `example`: it trains on the Cpu only),
-/// training, and the report; errors go to stderr with a failing exit code.
-pub fn main<A, M>(
-    example: &str,
-    usage: &str,
-    parse: impl FnOnce(&mut Args) -> Result<M>,
-) -> ExitCode
-where
-    A: Agent,
-    M: FnOnce(&Options) -> Result<A> + Send,
-{
-    run_main(usage, |mut args| {
-        let make = parse(&mut args)?;
-        let options = args.options::<A>()?;
-        options.device.require_cpu(example)?;
-        train(&options, || make(&options))
-    })
-}
-
-/// The `main` of an example whose agent trains on any device: as [`main`], with
-/// `--device cuda` training on the GPU.
-pub fn main_on_device<B: Build>(
-    usage: &str,
-    parse: impl FnOnce(&mut Args) -> Result<B>,
-) -> ExitCode {
+/// the arguments and returns how to build the agent), the common options, training on
+/// the device `--device` names, and the report; errors go to stderr with a failing exit
+/// code.
+pub fn main<B: Build>(usage: &str, parse: impl FnOnce(&mut Args) -> Result<B>) -> ExitCode {
     run_main(usage, |mut args| {
         let build = parse(&mut args)?;
         let options = args.options::<B::Agent<Cpu>>()?;

@@ -103,14 +103,14 @@ mod tests {
 
     #[test]
     fn a_cpu_only_example_refuses_the_gpu() {
-        assert!(DeviceKind::Cpu.require_cpu("actor_critic").is_ok());
+        assert!(DeviceKind::Cpu.require_cpu("recurrent_ppo").is_ok());
         let error = DeviceKind::Cuda
-            .require_cpu("actor_critic")
+            .require_cpu("recurrent_ppo")
             .unwrap_err()
             .to_string();
         assert!(
             error.contains("`--device`")
-                && error.contains("actor_critic does not train on the GPU"),
+                && error.contains("recurrent_ppo does not train on the GPU"),
             "{error}"
         );
     }

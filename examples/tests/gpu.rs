@@ -1,5 +1,5 @@
-//! The off-policy examples on a GPU (`Cuda::new(0)`, what `--device cuda` trains on):
-//! short runs of TD3, DDPG and SAC end with the Cpu's bits, the whole final state
+//! The examples on a GPU (`Cuda::new(0)`, what `--device cuda` trains on): short runs of
+//! TD3, DDPG, SAC and the actor-critic end with the Cpu's bits, the whole final state
 //! compared entry by entry (every parameter and target parameter, every optimizer slot
 //! and step counter, the random streams, the environment, the replay buffer, the episode
 //! log); and a SAC run paused on one device resumes on the other with the bits of a run
@@ -17,7 +17,7 @@ use rlgrad_cuda::Cuda;
 use rlgrad_examples::cli::{Build, train_on_device};
 use rlgrad_examples::device::DeviceKind;
 use rlgrad_examples::run::{Options, Outcome};
-use rlgrad_examples::{sac, td3};
+use rlgrad_examples::{actor_critic, sac, td3};
 
 thread_local! {
     /// Elements compared and elements differing on this test's thread (libtest runs each
@@ -47,15 +47,16 @@ fn gpu_present() -> bool {
     }
 }
 
-/// Random steps before the learning starts (at least a batch, 256), and the units of a
-/// run: 300 training iterations, three of them logged (every 100 steps).
+/// Random steps before the learning starts (at least a batch, 256), and the steps of an
+/// off-policy run: 300 training iterations, three of them logged (every 100 steps).
 const LEARNING_STARTS: u64 = 300;
 const BUDGET: u64 = 600;
 
-/// The run of `config`'s agent on `device` in `dir` (`pause`: stop there with a
-/// checkpoint; `resume`: continue from the one in `dir`).
+/// The run of `config`'s agent for `budget` units on `device` in `dir` (`pause`: stop
+/// there with a checkpoint; `resume`: continue from the one in `dir`).
 fn run<B: Build>(
     config: &B,
+    budget: u64,
     device: DeviceKind,
     dir: &Path,
     pause: Option<u64>,
@@ -64,9 +65,9 @@ fn run<B: Build>(
     let options = Options {
         threads: Some(2),
         run_dir: Some(dir.to_path_buf()),
-        budget: BUDGET,
+        budget,
         pause_at: pause,
-        checkpoint_every: BUDGET,
+        checkpoint_every: budget,
         stop_at_target: false,
         progress: false,
         resume,
@@ -134,16 +135,24 @@ fn same_state(what: &str, cpu: &Outcome, gpu: &Outcome) {
     assert_eq!(cpu.to_bytes().unwrap(), gpu.to_bytes().unwrap(), "{what}");
 }
 
-/// `config`'s agent trained on the Cpu and on the GPU: the same final state.
-fn check<B: Build>(what: &str, config: &B) {
+/// `config`'s agent trained for `budget` units on the Cpu and on the GPU: the same final
+/// state.
+fn check<B: Build>(what: &str, config: &B, budget: u64) {
     if !gpu_present() {
         return;
     }
     let _count = BitCount;
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let cpu = run(config, DeviceKind::Cpu, dirs[0].path(), None, false);
-    let gpu = run(config, DeviceKind::Cuda, dirs[1].path(), None, false);
-    assert_eq!(cpu.summary.units, BUDGET);
+    let cpu = run(config, budget, DeviceKind::Cpu, dirs[0].path(), None, false);
+    let gpu = run(
+        config,
+        budget,
+        DeviceKind::Cuda,
+        dirs[1].path(),
+        None,
+        false,
+    );
+    assert_eq!(cpu.summary.units, budget);
     same_state(what, &cpu, &gpu);
 }
 
@@ -162,17 +171,23 @@ fn sac_config() -> sac::Config {
 
 #[test]
 fn td3_on_the_gpu_ends_with_the_cpus_bits() {
-    check("td3", &td3_config(td3::Config::td3()));
+    check("td3", &td3_config(td3::Config::td3()), BUDGET);
 }
 
 #[test]
 fn ddpg_on_the_gpu_ends_with_the_cpus_bits() {
-    check("ddpg", &td3_config(td3::Config::ddpg()));
+    check("ddpg", &td3_config(td3::Config::ddpg()), BUDGET);
 }
 
 #[test]
 fn sac_on_the_gpu_ends_with_the_cpus_bits() {
-    check("sac", &sac_config());
+    check("sac", &sac_config(), BUDGET);
+}
+
+#[test]
+fn the_actor_critic_on_the_gpu_ends_with_the_cpus_bits() {
+    // 40 episodes, an Adam step after each.
+    check("actor_critic", &actor_critic::Config::default(), 40);
 }
 
 #[test]
@@ -183,7 +198,7 @@ fn a_checkpoint_resumes_on_the_other_device_with_the_same_bits() {
     let _count = BitCount;
     let config = sac_config();
     let whole = tempfile::tempdir().unwrap();
-    let whole = run(&config, DeviceKind::Cpu, whole.path(), None, false);
+    let whole = run(&config, BUDGET, DeviceKind::Cpu, whole.path(), None, false);
     // Pauses on an odd step, between the two actor updates of a pair of steps.
     let pause = Some(LEARNING_STARTS + 151);
     for (first, then) in [
@@ -191,9 +206,9 @@ fn a_checkpoint_resumes_on_the_other_device_with_the_same_bits() {
         (DeviceKind::Cpu, DeviceKind::Cuda),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let paused = run(&config, first, dir.path(), pause, false);
+        let paused = run(&config, BUDGET, first, dir.path(), pause, false);
         assert!(paused.summary.units < BUDGET, "the pause came first");
-        let resumed = run(&config, then, dir.path(), None, true);
+        let resumed = run(&config, BUDGET, then, dir.path(), None, true);
         same_state(
             &format!("sac paused on {first}, resumed on {then}"),
             &whole,
