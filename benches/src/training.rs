@@ -17,7 +17,7 @@
 
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module, soft_update};
-use rlgrad_autodiff::{ApplyGradients, Param, Tape, Var};
+use rlgrad_autodiff::{ApplyGradients, Tape, Var};
 use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Float, Result, Rng};
 use rlgrad_optim::{Adam, Optimizer};
@@ -33,21 +33,10 @@ const TD3_BATCH: usize = 256;
 const REPLAY: usize = 100_000;
 
 /// Fujimoto's twin critics: `q1` and `q2`, each `[s, a]` -> 400 relu -> 300 relu -> 1.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Module)]
 struct Critic<T: Float, D: TrainDevice<T>> {
     q1: Mlp<T, D>,
     q2: Mlp<T, D>,
-}
-
-impl<T: Float, D: TrainDevice<T>> Module<T, D> for Critic<T, D> {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
-        self.q1.visit(f);
-        self.q2.visit(f);
-    }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
-        self.q1.visit_mut(f);
-        self.q2.visit_mut(f);
-    }
 }
 
 impl<T: Float, D: TrainDevice<T>> Critic<T, D> {
@@ -281,21 +270,10 @@ const ACTIONS: usize = 4;
 const HIDDEN: usize = 64;
 
 /// The PPO update's policy (logits) and value networks, one module for one optimizer.
-#[derive(Debug)]
+#[derive(Debug, Module)]
 struct ActorCritic<T: Float, D: TrainDevice<T>> {
     policy: Mlp<T, D>,
     value: Mlp<T, D>,
-}
-
-impl<T: Float, D: TrainDevice<T>> Module<T, D> for ActorCritic<T, D> {
-    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<T, D>)) {
-        self.policy.visit(f);
-        self.value.visit(f);
-    }
-    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<T, D>)) {
-        self.policy.visit_mut(f);
-        self.value.visit_mut(f);
-    }
 }
 
 /// `gpu_train.py`'s PPO minibatch update on device `D`, over one fixed minibatch.
