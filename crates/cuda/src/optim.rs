@@ -240,7 +240,7 @@ impl<T: Float> OptimKernel<T> for Cuda {
         self.update_all(&mut [job])
     }
 
-    /// One launch per [`PARAMS_PER_LAUNCH`] parameters that share an update (a step's
+    /// One launch per 16 parameters that share an update (a step's
     /// parameters in one group all do).
     fn update_all(&self, jobs: &mut [BufferJob<'_, T, CudaBuffer<T>>]) -> Result<()> {
         const F: &str = "Cuda::update";
@@ -271,7 +271,7 @@ impl<T: Float> OptimKernel<T> for Cuda {
         Ok(())
     }
 
-    /// One launch per [`PARAMS_PER_LAUNCH`] pairs.
+    /// One launch per 16 pairs.
     fn polyak(
         &self,
         tau: T,
