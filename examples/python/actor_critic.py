@@ -66,8 +66,8 @@ def main():
         while not done:
             observations.append(observation)
             with torch.no_grad():
-                logits, _ = model(torch.from_numpy(observation).unsqueeze(0))
-                probabilities = torch.softmax(logits, 1)[0].numpy()
+                logits, _ = model(common.to_device(observation).unsqueeze(0))
+                probabilities = torch.softmax(logits, 1)[0].cpu().numpy()
             action = min(int(np.searchsorted(np.cumsum(probabilities, dtype=np.float64), rng.random(), side="right")), 1)
             observation, reward, terminated, truncated, _ = env.step(action)
             actions.append(action)
@@ -79,9 +79,9 @@ def main():
 
         returns = discounted_cumsum(np.asarray(rewards, dtype=np.float32), gamma)
         returns = (returns - returns.mean()) / (returns.std() + eps)
-        logits, values = model(torch.from_numpy(np.stack(observations)))
+        logits, values = model(common.to_device(np.stack(observations)))
         log_probs = F.log_softmax(logits, 1).gather(1, torch.tensor(actions).unsqueeze(1))
-        returns = torch.from_numpy(returns).unsqueeze(1)
+        returns = common.to_device(returns).unsqueeze(1)
         advantages = (returns - values).detach()
         actor_loss = -(log_probs * advantages).sum()
         critic_loss = F.huber_loss(values, returns, reduction="sum", delta=1.0)

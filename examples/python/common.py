@@ -18,16 +18,31 @@ def parser(description, default_budget, unit):
     p.add_argument("--budget", type=int, default=default_budget, help=f"{unit} to train")
     p.add_argument("--no-early-stop", action="store_true", help="train the whole budget")
     p.add_argument("--out", help="write the summary JSON here")
+    p.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where the networks train (cuda: the first GPU; the environments stay on the CPU)",
+    )
     return p
 
 
 def setup(args):
-    """The thread count and seed of torch; returns the NumPy generator of the run."""
+    """The thread count, seed and device of torch (tensors and modules are made on
+    `--device`); returns the NumPy generator of the run."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: PyTorch sees no CUDA GPU on this machine")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    torch.set_default_device(args.device)
     import numpy as np
 
     return np.random.default_rng(args.seed)
+
+
+def to_device(array):
+    """A NumPy array as a tensor on the run's device (shared with the array on the CPU)."""
+    return torch.as_tensor(array, device=torch.get_default_device())
 
 
 @dataclass

@@ -173,15 +173,15 @@ def main():
                 for name, state in (("actor", actor_state), ("critic", critic_state)):
                     if state is not None:
                         states[name].append((state[0][0].clone(), state[1][0].clone()))
-                x = torch.from_numpy(observations)
+                x = common.to_device(observations)
                 logits, actor_state = actor.step(x, actor_state)
                 value, critic_state = critic.step(x, critic_state)
-                all_log_probs = F.log_softmax(logits, 1).numpy()
-                probabilities = torch.softmax(logits, 1).numpy()
+                all_log_probs = F.log_softmax(logits, 1).cpu().numpy()
+                probabilities = torch.softmax(logits, 1).cpu().numpy()
                 u = rng.random(B)
                 action = np.minimum((np.cumsum(probabilities.astype(np.float64), 1) <= u[:, None]).sum(1), 1)
                 log_probs[t] = all_log_probs[np.arange(B), action]
-                values[t] = value[:, 0].numpy()
+                values[t] = value[:, 0].cpu().numpy()
                 raw, reward, term, trunc, info = envs.step(action)
                 actions[t], rewards[t], terminated[t], truncated[t] = action, reward, term, trunc
                 normalizer.update(raw)
@@ -189,8 +189,8 @@ def main():
                 bootstrapped = trunc & ~term
                 if bootstrapped.any():
                     last = normalizer.normalize(np.stack([info["final_obs"][i] if info["_final_obs"][i] else raw[i] for i in range(B)]))
-                    final, _ = critic.step(torch.from_numpy(last), critic_state)
-                    final_values[t] = np.where(bootstrapped, final[:, 0].numpy(), 0.0)
+                    final, _ = critic.step(common.to_device(last), critic_state)
+                    final_values[t] = np.where(bootstrapped, final[:, 0].cpu().numpy(), 0.0)
                 env_steps += B
                 episode_returns += reward
                 ended = np.flatnonzero(term | trunc)
@@ -199,8 +199,8 @@ def main():
                     episode_returns[i] = 0.0
                 restart(actor_state, ended)
                 restart(critic_state, ended)
-            bootstrap, _ = critic.step(torch.from_numpy(observations), critic_state)
-        advantages, returns = gae(rewards, values, bootstrap[:, 0].numpy(), terminated, truncated, final_values)
+            bootstrap, _ = critic.step(common.to_device(observations), critic_state)
+        advantages, returns = gae(rewards, values, bootstrap[:, 0].cpu().numpy(), terminated, truncated, final_values)
 
         # Batch-major rows (env * T + t) and sequences.
         def rows(a):
@@ -234,17 +234,18 @@ def main():
                 steps += sequences[s][1]
             for group in groups:
                 starts = [start for start, _ in group]
-                lengths = torch.tensor([length for _, length in group])
+                # pack_padded_sequence takes the lengths on the CPU.
+                lengths = torch.tensor([length for _, length in group], device="cpu")
                 S, Tm = len(group), int(lengths.max())
                 index = np.full((S, Tm), -1)
                 for k, (start, length) in enumerate(group):
                     index[k, :length] = np.arange(start, start + length)
-                mask = torch.from_numpy(index >= 0).float()
+                mask = common.to_device(index >= 0).float()
                 safe = np.maximum(index, 0)
                 valid = mask.sum()
 
                 def pad(a):
-                    return torch.from_numpy(a[safe]) * mask.reshape(S, Tm, *([1] * (a.ndim - 1)))
+                    return common.to_device(a[safe]) * mask.reshape(S, Tm, *([1] * (a.ndim - 1)))
 
                 def state0(name):
                     if name not in state_rows:
@@ -256,7 +257,7 @@ def main():
                 logits = actor.run(x, lengths, state0("actor"))
                 value = critic.run(x, lengths, state0("critic")).reshape(S, Tm)
                 all_log_probs = F.log_softmax(logits, 1)
-                log_prob = all_log_probs.gather(1, torch.from_numpy(action_rows[safe]).reshape(-1, 1)).reshape(S, Tm)
+                log_prob = all_log_probs.gather(1, common.to_device(action_rows[safe]).reshape(-1, 1)).reshape(S, Tm)
                 entropy = -(all_log_probs.exp() * all_log_probs).sum(1).reshape(S, Tm)
                 adv = pad(advantage_rows)
                 mean = (adv * mask).sum() / valid

@@ -132,8 +132,8 @@ def main():
             action = rng.uniform(-max_action, max_action, size=action_dim).astype(np.float32)
         else:
             with torch.no_grad():
-                action, _ = agent.actor.get_action(torch.from_numpy(state).unsqueeze(0))
-            action = action.numpy().flatten()
+                action, _ = agent.actor.get_action(common.to_device(state).unsqueeze(0))
+            action = action.cpu().numpy().flatten()
         next_state, reward, terminated, truncated, _ = env.step(action)
         replay_buffer.add(state, action, next_state, reward, terminated)
         state = next_state

@@ -83,11 +83,11 @@ class ReplayBuffer:
     def sample(self, batch_size):
         ind = self.rng.integers(0, self.size, size=batch_size)
         return (
-            torch.from_numpy(self.state[ind]),
-            torch.from_numpy(self.action[ind]),
-            torch.from_numpy(self.next_state[ind]),
-            torch.from_numpy(self.reward[ind]),
-            torch.from_numpy(self.not_done[ind]),
+            common.to_device(self.state[ind]),
+            common.to_device(self.action[ind]),
+            common.to_device(self.next_state[ind]),
+            common.to_device(self.reward[ind]),
+            common.to_device(self.not_done[ind]),
         )
 
 
@@ -108,7 +108,7 @@ class TD3:
 
     def select_action(self, state):
         with torch.no_grad():
-            return self.actor(torch.from_numpy(state).unsqueeze(0)).numpy().flatten()
+            return self.actor(common.to_device(state).unsqueeze(0)).cpu().numpy().flatten()
 
     def train(self, replay_buffer, batch_size=256):
         self.total_it += 1

@@ -26,6 +26,8 @@ pub const OPTIONS: &str = "\
               the CPU's widest; see xtask/src/isa.rs)
   --quick     short budgets (a smoke run, not a figure to cite)
   --seed      the seed of both sides (default 0)
+  --device    cpu or cuda: where both sides' networks train (default cpu; cuda: the
+              first GPU, for both; an error without one)
   --out       also write the JSON here
   --peers     the peer drivers, for their venv (default: $RLGRAD_PEERS, else
               ../shared/peers; venv: $PEERS_VENV, else ~/.cache/rlgrad-peers/venv)
@@ -141,6 +143,8 @@ struct Sitting {
     isa: IsaSetting,
     threads: usize,
     seed: u64,
+    /// Where both sides' networks trained (`--device`).
+    device: String,
     quick: bool,
     cases: Vec<Case>,
 }
@@ -177,6 +181,7 @@ struct Options {
     isa: IsaSetting,
     quick: bool,
     seed: u64,
+    device: &'static str,
     out: Option<PathBuf>,
     peers: Option<PathBuf>,
 }
@@ -189,6 +194,7 @@ impl Options {
             isa: IsaSetting::new(None)?,
             quick: false,
             seed: 0,
+            device: "cpu",
             out: None,
             peers: None,
         };
@@ -229,6 +235,15 @@ impl Options {
                         .map_err(|_| format!("--seed takes an unsigned integer, got `{text}`"))?;
                 }
                 "--isa" => options.isa = IsaSetting::new(Some(value()?))?,
+                "--device" => {
+                    options.device = match value()?.as_str() {
+                        "cpu" => "cpu",
+                        "cuda" => "cuda",
+                        other => {
+                            return Err(format!("--device takes cpu or cuda, got `{other}`"));
+                        }
+                    };
+                }
                 "--quick" => options.quick = true,
                 "--out" => options.out = Some(PathBuf::from(value()?)),
                 "--peers" => options.peers = Some(PathBuf::from(value()?)),
@@ -272,6 +287,8 @@ pub fn compare(args: &[String]) -> Result<(), String> {
             "--budget".to_owned(),
             budget.to_string(),
             "--no-early-stop".to_owned(),
+            "--device".to_owned(),
+            options.device.to_owned(),
         ];
         let run_dir = out_dir.join(agent.name);
         let mut rust = Command::new(binaries.join(agent.example));
@@ -323,6 +340,7 @@ pub fn compare(args: &[String]) -> Result<(), String> {
         isa: options.isa,
         threads: options.threads,
         seed: options.seed,
+        device: options.device.to_owned(),
         quick: options.quick,
         cases,
     };
@@ -380,12 +398,18 @@ fn table(sitting: &Sitting) -> String {
         _ => String::new(),
     };
     let mut text = format!(
-        "\n{} {}\n{} thread(s), seed {}{}\n\n| agent | budget | rlgrad steps/s | PyTorch steps/s \
-         | rlgrad / PyTorch | final score (rlgrad, PyTorch) |\n|---|---|---|---|---|---|\n",
+        "\n{} {}\n{} thread(s), seed {}, networks on the {}{}\n\n| agent | budget | rlgrad steps/s \
+         | PyTorch steps/s | rlgrad / PyTorch | final score (rlgrad, PyTorch) |\n\
+         |---|---|---|---|---|---|\n",
         sitting.date,
         sitting.machine_line,
         sitting.threads,
         sitting.seed,
+        if sitting.device == "cuda" {
+            "GPU"
+        } else {
+            "CPU"
+        },
         if sitting.quick { ", quick budgets" } else { "" },
     );
     let score = |s: &RunSummary| s.final_score.map_or("-".to_owned(), |v| format!("{v:.1}"));
@@ -405,4 +429,22 @@ fn table(sitting: &Sitting) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(words: &[&str]) -> Result<Options, String> {
+        Options::parse(&words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_device_reaches_both_sides_and_anything_else_is_refused() {
+        assert_eq!(parse(&[]).unwrap().device, "cpu");
+        assert_eq!(parse(&["--device", "cuda"]).unwrap().device, "cuda");
+        let refused = parse(&["--device", "gpu"]).err().unwrap();
+        assert!(refused.contains("--device") && refused.contains("`gpu`"), "{refused}");
+        assert!(parse(&["--device"]).is_err());
+    }
 }

@@ -287,7 +287,7 @@ const SUBCOMMANDS: &[Subcommand] = &[
         run: gemm_peak,
     },
     Subcommand {
-        synopsis: "examples-compare [--only A,B] [--threads N] [--quick] [--seed N] [--out FILE] [--peers DIR]",
+        synopsis: "examples-compare [--only A,B] [--threads N] [--quick] [--seed N] [--device D] [--out FILE] [--peers DIR]",
         about: &[
             "each example's training in rlgrad and in its PyTorch twin",
             "(examples/python/), one after the other at the same budget,",
