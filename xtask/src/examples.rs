@@ -444,7 +444,10 @@ mod tests {
         assert_eq!(parse(&[]).unwrap().device, "cpu");
         assert_eq!(parse(&["--device", "cuda"]).unwrap().device, "cuda");
         let refused = parse(&["--device", "gpu"]).err().unwrap();
-        assert!(refused.contains("--device") && refused.contains("`gpu`"), "{refused}");
+        assert!(
+            refused.contains("--device") && refused.contains("`gpu`"),
+            "{refused}"
+        );
         assert!(parse(&["--device"]).is_err());
     }
 }

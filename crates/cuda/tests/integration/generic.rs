@@ -93,6 +93,26 @@ fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
     same_results("training", &cpu_training, &training(&gpu));
 }
 
+/// Asking for more memory than the GPU has (1 TiB, an H200 has 141 GB) is an error that
+/// names the bytes, not a crash; the device stays usable: a training step after it still
+/// gives the Cpu's bits.
+#[test]
+fn out_of_memory_is_an_error_naming_the_bytes_and_training_goes_on() {
+    let cpu_training = training(&Cpu::seq());
+    let gpu = match Cuda::new(0) {
+        Ok(gpu) => gpu,
+        Err(why) => return rlgrad_cuda::skip("GPU", &why),
+    };
+    let _count = BitCount;
+    let tebibyte = 1usize << 40;
+    let refused = Tensor::<f32, Cuda>::zeros_on(&gpu, [tebibyte / 4])
+        .err()
+        .expect("1 TiB was allocated");
+    let message = refused.to_string();
+    assert!(message.contains(&tebibyte.to_string()), "{message}");
+    same_results("training after the refusal", &cpu_training, &training(&gpu));
+}
+
 /// A network whose second layer's output has an infinity (one weight is huge), on a tape
 /// with the finite check on: the origin it names (its call site is the `forward` line
 /// here, the same on every device).
