@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rlgrad_core::{Error, Result};
-use rlgrad_examples::cli::{self, Args};
+use rlgrad_examples::cli::{self, Args, train_on_device};
 use rlgrad_examples::ppo::{Config, Ppo};
-use rlgrad_examples::run::{Options, train};
+use rlgrad_examples::run::Options;
 use rlgrad_summary::{CurveOptions, plot_learning_curves};
 
 const USAGE: &str = "\
@@ -49,7 +49,6 @@ fn run(mut args: Args) -> Result<()> {
         .value::<String>("--policy", "lstm, mlp or both")?
         .unwrap_or_else(|| "lstm".to_owned());
     let options = args.options::<Ppo>()?;
-    options.device.require_cpu("recurrent_ppo")?;
     let configs = match policy.as_str() {
         "lstm" => vec![("lstm", Config::recurrent())],
         "mlp" => vec![("mlp", Config::memoryless())],
@@ -77,7 +76,7 @@ fn run(mut args: Args) -> Result<()> {
             },
             ..options.clone()
         };
-        let outcome = train(&options, || Ppo::new(config, options.seed, options.budget))?;
+        let outcome = train_on_device(&options, &config)?;
         println!("{}\n", cli::report(&outcome.summary));
         curves.push(
             outcome

@@ -25,8 +25,8 @@ pub const COMMON_USAGE: &str = "  --seed N               seed of every random st
   --no-early-stop        train the whole budget, even after reaching the target
   --quiet                no progress bar
   --device cpu|cuda      where the networks train (default cpu; cuda: the first GPU, for
-                         the actor-critic, TD3, DDPG and SAC); the same bits on both, and
-                         a checkpoint of one resumes on the other
+                         the actor-critic, TD3, DDPG, SAC and recurrent PPO); the same
+                         bits on both, and a checkpoint of one resumes on the other
 ";
 
 /// Command-line arguments, consumed flag by flag: the agent's own first, then the common

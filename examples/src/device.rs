@@ -9,16 +9,23 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rlgrad_core::kernels::OptimKernel;
+use rlgrad_core::kernels::{CellKernel, OptimKernel, SequenceKernel};
 use rlgrad_core::{Error, Result};
 use rlgrad_cuda::Cuda;
 use rlgrad_tensor::TensorDevice;
 
-/// What an agent's training step needs of its device: the tensor and autodiff kernels
-/// and the fused optimizers, in f32. The Cpu and [`Cuda`] are ones.
-pub trait TrainDevice: TensorDevice<f32> + OptimKernel<f32> {}
+/// What an agent's training step needs of its device: the tensor and autodiff kernels,
+/// the LSTM cell and the sequence kernels of padded batches (recurrent PPO), and the
+/// fused optimizers, in f32. The Cpu and [`Cuda`] are ones.
+pub trait TrainDevice:
+    TensorDevice<f32> + CellKernel<f32> + SequenceKernel<f32> + OptimKernel<f32>
+{
+}
 
-impl<D: TensorDevice<f32> + OptimKernel<f32>> TrainDevice for D {}
+impl<D> TrainDevice for D where
+    D: TensorDevice<f32> + CellKernel<f32> + SequenceKernel<f32> + OptimKernel<f32>
+{
+}
 
 /// The device a run asks for (`--device cpu|cuda`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

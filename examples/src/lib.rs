@@ -14,8 +14,8 @@
 //! [`off_policy::OffPolicy`], which shares the environment, the replay buffer, the random
 //! warm-up and the logging between them.
 //!
-//! The actor-critic, TD3, DDPG and SAC train on any device ([`device::TrainDevice`]: the
-//! Cpu, or a CUDA GPU with `--device cuda`) with the same bits; PPO and DD-PPO on the Cpu
+//! The actor-critic, TD3, DDPG, SAC and PPO train on any device ([`device::TrainDevice`]:
+//! the Cpu, or a CUDA GPU with `--device cuda`) with the same bits; DD-PPO on the Cpu
 //! only.
 //!
 //! [`run::train`] drives any agent: a rayon pool of the requested size, TensorBoard and

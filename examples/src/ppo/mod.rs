@@ -30,6 +30,15 @@
 //!
 //! With [`Memory::None`] the LSTMs are dense layers: the policy sees only the current
 //! `[x, theta]`, and cannot know which way the pole moves.
+//!
+//! The networks, Adam and the tapes live on any [`TrainDevice`] (`--device cuda`), with
+//! the Cpu's bits; the environments, the normalizer, the rollout, GAE and the chopping
+//! into sequences stay on the host. A step of the rollout sends the observations and the
+//! recurrent states in one transfer and reads back twice (the probabilities the actions
+//! are drawn from, then what the rollout keeps); a minibatch goes to the device in one
+//! transfer; an update reads back what its global-norm clips decide
+//! ([`rlgrad_autodiff::Gradients::clip_global_norm`]) and, once at its end, the
+//! diagnostics it logs (it logs every update).
 
 mod normalize;
 mod policy;
@@ -39,7 +48,7 @@ pub use policy::{Branch, Memory, Policy};
 
 use rlgrad_autodiff::{ApplyGradients, Tape, Var};
 use rlgrad_checkpoint::State;
-use rlgrad_core::{Error, Result, Rng};
+use rlgrad_core::{Cpu, Error, Result, Rng};
 use rlgrad_distributions::Categorical;
 use rlgrad_envs::{CartPoleNoVelocity, VecEnv};
 use rlgrad_mask::{ChopConfig, Column, SequenceBatch, Sequences, chop_into_sequences};
@@ -47,7 +56,9 @@ use rlgrad_optim::{Adam, Optimizer, Schedule};
 use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
 use rlgrad_tensor::Tensor;
 
-use crate::run::{Agent, EpisodeLog, Logger, Target};
+use crate::cli::Build;
+use crate::device::TrainDevice;
+use crate::run::{Agent, EpisodeLog, Logger, Options, Target};
 
 /// RL Zoo's hyper-parameters for `CartPoleNoVel-v1`.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +140,15 @@ impl Config {
     }
 }
 
+/// Builds PPO on any device, its schedules over the budget: the example's `--device`.
+impl Build for Config {
+    type Agent<D: TrainDevice> = Ppo<D>;
+
+    fn build<D: TrainDevice>(&self, options: &Options, device: &D) -> Result<Ppo<D>> {
+        Ppo::new_on(device, self.clone(), options.seed, options.budget)
+    }
+}
+
 /// SB3's linear schedule: the update that follows `u` rollouts of `rollout` steps uses
 /// `base * (1 - u * rollout / total)` (0 at the end of the budget `total`), constant over
 /// the `steps_per_update` optimizer steps of that update.
@@ -198,7 +218,7 @@ struct Chopped {
     critic_states: Vec<f32>,
 }
 
-/// Per-update averages of the losses and diagnostics.
+/// Per-update sums of the losses and diagnostics, and the minibatches they sum over.
 #[derive(Debug, Default)]
 struct UpdateStats {
     policy_loss: f64,
@@ -207,6 +227,32 @@ struct UpdateStats {
     approx_kl: f64,
     clip_fraction: f64,
     minibatches: usize,
+}
+
+/// What a minibatch step leaves of its losses for the log, in this order, `[5]`.
+const DIAGNOSTICS: usize = 5;
+
+impl UpdateStats {
+    /// The sums of the minibatches' diagnostics (each `[DIAGNOSTICS]`, left on the
+    /// device by the steps), in f64 in minibatch order: one read for the whole update.
+    fn sum<D: TrainDevice>(diagnostics: &[Tensor<f32, D>]) -> Result<Self> {
+        let mut stats = Self::default();
+        if diagnostics.is_empty() {
+            return Ok(stats);
+        }
+        let all = Tensor::concat(&diagnostics.iter().collect::<Vec<_>>(), 0)?.to_vec()?;
+        for step in all.chunks_exact(DIAGNOSTICS) {
+            let [policy, value, entropy, kl, clip_fraction] =
+                <[f32; DIAGNOSTICS]>::try_from(step).expect("chunks of DIAGNOSTICS");
+            stats.policy_loss += f64::from(policy);
+            stats.value_loss += f64::from(value);
+            stats.entropy -= f64::from(entropy);
+            stats.approx_kl += f64::from(kl);
+            stats.clip_fraction += f64::from(clip_fraction);
+            stats.minibatches += 1;
+        }
+        Ok(stats)
+    }
 }
 
 /// A minibatch of padded sequences as [`ppo_losses`] reads it: batch-major `[S, T, ...]`
@@ -233,51 +279,89 @@ pub struct Minibatch<'a> {
     pub critic_state0: &'a [f32],
 }
 
-/// The terms of the PPO loss of a minibatch, on its tape.
+/// The terms of the PPO loss of a minibatch, on its tape (on device `D`).
 #[derive(Debug)]
-pub struct Losses<'t> {
+pub struct Losses<'t, D: TrainDevice = Cpu> {
     /// `policy + ent_coef * entropy + vf_coef * value`, what the update differentiates.
-    pub total: Var<'t>,
+    pub total: Var<'t, f32, D>,
     /// The clipped surrogate, negated: `-masked_mean(min(A r, A clip(r)))`.
-    pub policy: Var<'t>,
+    pub policy: Var<'t, f32, D>,
     /// `masked_mean((returns - V)^2)`.
-    pub value: Var<'t>,
+    pub value: Var<'t, f32, D>,
     /// The entropy, negated: `-masked_mean(H)`.
-    pub entropy: Var<'t>,
+    pub entropy: Var<'t, f32, D>,
     /// `log pi(a|s) - log pi_old(a|s)`, `[S, T]`.
-    pub log_ratio: Var<'t>,
+    pub log_ratio: Var<'t, f32, D>,
     /// `exp(log_ratio)`, `[S, T]`.
-    pub ratio: Var<'t>,
+    pub ratio: Var<'t, f32, D>,
+}
+
+/// Host slices sent to `device` in one transfer (each transfer costs a round trip on a
+/// GPU, whatever its size), each handed back as a tensor of its shape: views of the one
+/// buffer, with the bits of separate uploads.
+fn upload<D: TrainDevice, const N: usize>(
+    device: &D,
+    parts: [(&[f32], &[usize]); N],
+) -> Result<[Tensor<f32, D>; N]> {
+    let len = parts.iter().map(|(values, _)| values.len()).sum();
+    let mut data = Vec::with_capacity(len);
+    for (values, _) in &parts {
+        data.extend_from_slice(values);
+    }
+    let all = Tensor::from_vec_on(device, data, [len])?;
+    let mut start = 0;
+    let mut tensors = Vec::with_capacity(N);
+    for (values, shape) in parts {
+        tensors.push(all.narrow(0, start, values.len())?.reshape(shape)?);
+        start += values.len();
+    }
+    Ok(tensors.try_into().expect("one tensor per part"))
 }
 
 /// SB3's PPO loss of `batch` under `policy` with clip range `clip` and `config`'s
 /// coefficients: the clipped surrogate, the value loss and the entropy as masked means
-/// over the valid steps, the advantages normalized over the valid steps.
+/// over the valid steps, the advantages normalized over the valid steps. The minibatch
+/// goes to the tape's device in one transfer.
 ///
 /// Padding is selected out at the entrance ([`Var::zero_padding`] of every column,
 /// [`Branch::run`] for the observations, action 0 at padded steps), never multiplied by a
 /// zero mask: the losses and every gradient are bitwise
 /// those of zero padding, whatever the padded steps of `batch` hold (NaN, inf, stale
 /// values), which a test checks.
-pub fn ppo_losses<'t>(
-    policy: &Policy,
-    tape: &'t Tape,
+pub fn ppo_losses<'t, D: TrainDevice>(
+    policy: &Policy<D>,
+    tape: &'t Tape<f32, D>,
     batch: &Minibatch<'_>,
     clip: f32,
     config: &Config,
-) -> Result<Losses<'t>> {
+) -> Result<Losses<'t, D>> {
     let seqs = batch.seqs;
     let (s, t) = (seqs.batch(), seqs.max_len());
     let dim = batch.observations.len() / (s * t).max(1);
-    let column = |values: &[f32], shape: &[usize]| -> Result<Var<'t>> {
-        tape.constant(&Tensor::from_vec(values.to_vec(), shape)?)
-            .zero_padding(seqs)
-    };
+    let [
+        x,
+        old_log_probs,
+        advantages,
+        returns,
+        actor_state0,
+        critic_state0,
+    ] = upload(
+        tape.device(),
+        [
+            (batch.observations, &[s, t, dim]),
+            (batch.old_log_probs, &[s, t]),
+            (batch.advantages, &[s, t]),
+            (batch.returns, &[s, t]),
+            (batch.actor_state0, &[s, policy.actor.state_width()]),
+            (batch.critic_state0, &[s, policy.critic.state_width()]),
+        ],
+    )?;
+    let column = |values: &Tensor<f32, D>| tape.constant(values).zero_padding(seqs);
     // The branches select the observations' padding out themselves.
-    let x = tape.constant(&Tensor::from_vec(batch.observations.to_vec(), [s, t, dim])?);
-    let old_log_probs = column(batch.old_log_probs, &[s, t])?;
-    let advantages = column(batch.advantages, &[s, t])?.masked_normalize(seqs, 1e-8, 1)?;
-    let returns = column(batch.returns, &[s, t])?;
+    let x = tape.constant(&x);
+    let old_log_probs = column(&old_log_probs)?;
+    let advantages = column(&advantages)?.masked_normalize(seqs, 1e-8, 1)?;
+    let returns = column(&returns)?;
     // An action index is not arithmetic, but a padded one must still be a valid index.
     let valid = seqs.mask()?;
     let actions: Vec<usize> = batch
@@ -287,10 +371,10 @@ pub fn ppo_losses<'t>(
         .map(|(&a, &valid)| if valid { a as usize } else { 0 })
         .collect();
 
-    let logits = policy.actor.run(tape, &x, seqs, batch.actor_state0)?;
+    let logits = policy.actor.run(tape, &x, seqs, &actor_state0)?;
     let values = policy
         .critic
-        .run(tape, &x, seqs, batch.critic_state0)?
+        .run(tape, &x, seqs, &critic_state0)?
         .reshape([s, t])?;
     let all_log_probs = logits.log_softmax(1)?;
     let log_probs = all_log_probs
@@ -323,10 +407,11 @@ pub fn ppo_losses<'t>(
     })
 }
 
-/// The agent: policy and value networks, Adam, the environments and their recurrent
-/// states, two random streams (`actions`, `minibatches`).
+/// The agent: policy and value networks, Adam and the tapes on device `D`; the
+/// environments and their recurrent states, two random streams (`actions`,
+/// `minibatches`) on the host.
 #[derive(Debug, State)]
-pub struct Ppo {
+pub struct Ppo<D: TrainDevice = Cpu> {
     #[state(skip)]
     config: Config,
     #[state(skip)]
@@ -334,8 +419,8 @@ pub struct Ppo {
     #[state(skip)]
     budget: u64,
     #[state(module)]
-    policy: Policy,
-    adam: Optimizer<f32>,
+    policy: Policy<D>,
+    adam: Optimizer<f32, D>,
     #[state(skip)]
     schedule: LinearPerUpdate,
     env: VecEnv<CartPoleNoVelocity>,
@@ -350,17 +435,24 @@ pub struct Ppo {
     env_steps: u64,
     updates: u64,
     #[state(skip)]
-    no_grad: Tape,
+    no_grad: Tape<f32, D>,
     #[state(skip)]
-    tape: Tape,
+    tape: Tape<f32, D>,
     #[state(skip)]
     rollout: Rollout,
 }
 
 impl Ppo {
-    /// A fresh agent whose schedules run over `budget` environment steps: networks drawn
-    /// from stream `init` of `seed`, environments reset with `seed + i`.
+    /// A fresh agent on the Cpu whose schedules run over `budget` environment steps:
+    /// networks drawn from stream `init` of `seed`, environments reset with `seed + i`.
     pub fn new(config: Config, seed: u64, budget: u64) -> Result<Self> {
+        Self::new_on(&Cpu::default(), config, seed, budget)
+    }
+}
+
+impl<D: TrainDevice> Ppo<D> {
+    /// [`Ppo::new`]'s agent on `device`, with its bits on every device.
+    pub fn new_on(device: &D, config: Config, seed: u64, budget: u64) -> Result<Self> {
         if budget == 0 {
             return Err(Error::value("Ppo::new", "budget", "at least 1 step", 0));
         }
@@ -369,7 +461,8 @@ impl Ppo {
         let dim = env.single_observation_space().dim();
         let mut normalizer = config.normalize_observations.then(|| Normalizer::new(dim));
         let observations = observe(&mut normalizer, env.observations());
-        let policy = Policy::new(
+        let policy = Policy::new_on(
+            device,
             config.memory,
             dim,
             2,
@@ -382,7 +475,8 @@ impl Ppo {
             rollout: config.rollout_size(),
             total: budget,
         };
-        let adam = Optimizer::new(
+        let adam = Optimizer::new_on(
+            device.clone(),
             Adam {
                 eps: config.adam_eps,
                 ..Adam::torch()
@@ -404,8 +498,8 @@ impl Ppo {
             episodes: EpisodeLog::default(),
             env_steps: 0,
             updates: 0,
-            no_grad: Tape::new().no_grad(),
-            tape: Tape::new(),
+            no_grad: Tape::new_on(device).no_grad(),
+            tape: Tape::new_on(device),
             rollout: Rollout::default(),
             config,
             seed,
@@ -414,7 +508,7 @@ impl Ppo {
     }
 
     /// The networks.
-    pub fn policy(&self) -> &Policy {
+    pub fn policy(&self) -> &Policy<D> {
         &self.policy
     }
 
@@ -423,6 +517,10 @@ impl Ppo {
     fn collect(&mut self) -> Result<Vec<f32>> {
         let b = self.config.num_envs;
         let dim = self.env.single_observation_space().dim();
+        let widths = [
+            self.policy.actor.state_width(),
+            self.policy.critic.state_width(),
+        ];
         let tape = &self.no_grad;
         let rollout = &mut self.rollout;
         rollout.clear();
@@ -430,29 +528,47 @@ impl Ppo {
             rollout.observations.extend_from_slice(&self.observations);
             rollout.actor_states.extend_from_slice(&self.actor_state);
             rollout.critic_states.extend_from_slice(&self.critic_state);
-            let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
-            let (logits, actor_next) = self.policy.actor.step(tape, &x, &self.actor_state)?;
-            let (values, critic_next) = self.policy.critic.step(tape, &x, &self.critic_state)?;
+            let [x, actor_state, critic_state] = upload(
+                tape.device(),
+                [
+                    (&self.observations, &[b, dim]),
+                    (&self.actor_state, &[b, widths[0]]),
+                    (&self.critic_state, &[b, widths[1]]),
+                ],
+            )?;
+            let x = tape.constant(&x);
+            let (logits, actor_next) = self.policy.actor.step(tape, &x, &actor_state)?;
+            let (values, critic_next) = self.policy.critic.step(tape, &x, &critic_state)?;
             let pi = Categorical::from_logits(&logits)?;
             let actions = pi.sample(&mut self.actions_rng)?;
-            rollout.log_probs.extend(pi.log_prob(&actions)?.to_vec()?);
-            rollout.values.extend(values.to_vec()?);
+            // What the rollout keeps of the step, read back at once: each environment's
+            // log-probability of its action, its value and its next states.
+            let log_probs = pi.log_prob(&actions)?.reshape([b, 1])?;
+            let mut kept = vec![&log_probs, &values];
+            kept.extend(actor_next.iter().chain(&critic_next));
+            let rows = Var::concat(&kept, 1)?.to_vec()?;
+            self.actor_state.clear();
+            self.critic_state.clear();
+            for row in rows.chunks_exact(2 + widths[0] + widths[1]) {
+                let (actor, critic) = row[2..].split_at(widths[0]);
+                rollout.log_probs.push(row[0]);
+                rollout.values.push(row[1]);
+                self.actor_state.extend_from_slice(actor);
+                self.critic_state.extend_from_slice(critic);
+            }
             let step = self.env.step(&actions)?;
             rollout.actions.extend_from_slice(&actions);
             rollout.rewards.extend_from_slice(step.rewards);
             rollout.terminated.extend_from_slice(step.terminated);
             rollout.truncated.extend_from_slice(step.truncated);
             self.observations = observe(&mut self.normalizer, step.observations);
-            self.actor_state = actor_next;
-            self.critic_state = critic_next;
             let bootstrapped: Vec<bool> = (0..b)
                 .map(|i| step.truncated[i] && !step.terminated[i])
                 .collect();
             if bootstrapped.contains(&true) {
                 let last = scaled(&self.normalizer, step.final_observations);
-                let last = tape.constant(&Tensor::from_vec(last, [b, dim])?);
-                let (final_values, _) = self.policy.critic.step(tape, &last, &self.critic_state)?;
-                let final_values = final_values.to_vec()?;
+                let final_values =
+                    values_of(&self.policy.critic, tape, b, &last, &self.critic_state)?;
                 rollout.final_values.extend((0..b).map(|i| {
                     if bootstrapped[i] {
                         final_values[i]
@@ -469,16 +585,19 @@ impl Ppo {
                 let restart = |state: &mut [f32], width: usize| {
                     state[episode.env * width..(episode.env + 1) * width].fill(0.0);
                 };
-                restart(&mut self.actor_state, self.policy.actor.state_width());
-                restart(&mut self.critic_state, self.policy.critic.state_width());
+                restart(&mut self.actor_state, widths[0]);
+                restart(&mut self.critic_state, widths[1]);
             }
         }
         // The bootstrap value sees what the policy sees: the normalized observations.
-        let x = tape.constant(&Tensor::from_vec(self.observations.clone(), [b, dim])?);
-        let (values, _) = self.policy.critic.step(tape, &x, &self.critic_state)?;
-        values.to_vec()
+        values_of(
+            &self.policy.critic,
+            tape,
+            b,
+            &self.observations,
+            &self.critic_state,
+        )
     }
-
     /// The rollout's advantages and returns, made batch-major and cut into sequences.
     fn chop(&self, bootstrap: &[f32]) -> Result<Chopped> {
         let (t, b) = (self.config.rollout_steps, self.config.num_envs);
@@ -545,14 +664,14 @@ impl Ppo {
         })
     }
 
-    /// One gradient step on the minibatch `batch` of `sequences` with clip range `clip`.
+    /// One gradient step on the minibatch `batch` of `sequences` with clip range `clip`;
+    /// its diagnostics (`[DIAGNOSTICS]`) left on the device.
     fn learn_minibatch(
         &mut self,
         sequences: &Chopped,
         batch: &SequenceBatch<f32>,
         clip: f32,
-        stats: &mut UpdateStats,
-    ) -> Result<()> {
+    ) -> Result<Tensor<f32, D>> {
         let column = |k: usize| batch.column(k).expect("five columns were chopped");
         let gather_states = |states: &[f32], width: usize| -> Vec<f32> {
             batch
@@ -587,36 +706,54 @@ impl Ppo {
         let seqs = minibatch.seqs;
         let (log_ratio, ratio) = (losses.log_ratio.detach(), losses.ratio.detach());
         let kl = ratio.add_scalar(-1.0)?.sub(&log_ratio)?.masked_mean(seqs)?;
-        let outside = tape.constant(
-            &ratio
-                .add_scalar(-1.0)?
-                .abs()?
-                .gt(&tape.constant(&Tensor::scalar(clip)))?,
-        );
-        stats.policy_loss += f64::from(losses.policy.to_scalar()?);
-        stats.value_loss += f64::from(losses.value.to_scalar()?);
-        stats.entropy -= f64::from(losses.entropy.to_scalar()?);
-        stats.approx_kl += f64::from(kl.to_scalar()?);
-        stats.clip_fraction += f64::from(outside.masked_mean(seqs)?.to_scalar()?);
-        stats.minibatches += 1;
-        Ok(())
+        let clip = tape.constant(&Tensor::full_on(tape.device(), (), clip)?);
+        let outside = tape.constant(&ratio.add_scalar(-1.0)?.abs()?.gt(&clip)?);
+        let clip_fraction = outside.masked_mean(seqs)?;
+        let diagnostics = [
+            &losses.policy,
+            &losses.value,
+            &losses.entropy,
+            &kl,
+            &clip_fraction,
+        ];
+        Tensor::stack(&diagnostics.map(Var::value), 0)
     }
 
     /// `epochs` passes of minibatch steps over the rollout's sequences.
     fn learn(&mut self, sequences: &Chopped) -> Result<UpdateStats> {
         let clip = (self.config.clip_range * self.schedule.remaining(self.updates + 1)) as f32;
-        let mut stats = UpdateStats::default();
+        let mut diagnostics = Vec::new();
         for _ in 0..self.config.epochs {
             let groups = sequences
                 .batch
                 .minibatches(self.config.minibatches, &mut self.minibatch_rng)?;
             for group in groups {
                 let batch = sequences.batch.select(&group)?;
-                self.learn_minibatch(sequences, &batch, clip, &mut stats)?;
+                diagnostics.push(self.learn_minibatch(sequences, &batch, clip)?);
             }
         }
-        Ok(stats)
+        UpdateStats::sum(&diagnostics)
     }
+}
+
+/// `V(s)` of the `b` rows of `observations` (`[b, obs]`) from the critic's recurrent
+/// states `state` (`[b, state_width]`), read back: the bootstraps of the rollout.
+fn values_of<D: TrainDevice>(
+    critic: &Branch<D>,
+    tape: &Tape<f32, D>,
+    b: usize,
+    observations: &[f32],
+    state: &[f32],
+) -> Result<Vec<f32>> {
+    let [x, state] = upload(
+        tape.device(),
+        [
+            (observations, &[b, observations.len() / b]),
+            (state, &[b, critic.state_width()]),
+        ],
+    )?;
+    let (values, _) = critic.step(tape, &tape.constant(&x), &state)?;
+    values.to_vec()
 }
 
 /// The policy's view of environment observations `raw`: normalized after adding them
@@ -640,7 +777,7 @@ fn scaled(normalizer: &Option<Normalizer>, raw: &[f32]) -> Vec<f32> {
     }
 }
 
-impl Agent for Ppo {
+impl<D: TrainDevice> Agent for Ppo<D> {
     const UNIT: &'static str = "steps";
     /// RL Zoo's `n_timesteps`.
     const DEFAULT_BUDGET: u64 = 100_000;
