@@ -1,9 +1,11 @@
 //! The examples on a GPU (`Cuda::new(0)`, what `--device cuda` trains on): short runs of
-//! TD3, DDPG, SAC and the actor-critic end with the Cpu's bits, the whole final state
-//! compared entry by entry (every parameter and target parameter, every optimizer slot
-//! and step counter, the random streams, the environment, the replay buffer, the episode
-//! log); and a SAC run paused on one device resumes on the other with the bits of a run
-//! that never stopped. The GPU bundle runs this test binary (`cargo xtask gpu-build`).
+//! TD3, DDPG, SAC, the actor-critic and recurrent PPO (LSTM and MLP policies) end with
+//! the Cpu's bits, the whole final state compared entry by entry (every parameter and
+//! target parameter, every optimizer slot and step counter, the random streams, the
+//! environments, the replay buffer, PPO's recurrent states and observation statistics,
+//! the episode log); and a SAC run paused on one device resumes on the other with the
+//! bits of a run that never stopped. The GPU bundle runs this test binary (`cargo xtask
+//! gpu-build`).
 //!
 //! Without a GPU each test prints that it was skipped (or fails, with
 //! `RLGRAD_REQUIRE_GPU=1`); with one, each prints the elements it compared
@@ -17,7 +19,7 @@ use rlgrad_cuda::Cuda;
 use rlgrad_examples::cli::{Build, train_on_device};
 use rlgrad_examples::device::DeviceKind;
 use rlgrad_examples::run::{Options, Outcome};
-use rlgrad_examples::{actor_critic, sac, td3};
+use rlgrad_examples::{actor_critic, ppo, sac, td3};
 
 thread_local! {
     /// Elements compared and elements differing on this test's thread (libtest runs each
@@ -188,6 +190,20 @@ fn sac_on_the_gpu_ends_with_the_cpus_bits() {
 fn the_actor_critic_on_the_gpu_ends_with_the_cpus_bits() {
     // 40 episodes, an Adam step after each.
     check("actor_critic", &actor_critic::Config::default(), 40);
+}
+
+/// Two rollouts of `8 x 32` steps and their updates (20 epochs of one minibatch each):
+/// 40 steps of Adam through the padded sequences, with the linear schedules' decay.
+const PPO_BUDGET: u64 = 512;
+
+#[test]
+fn recurrent_ppo_with_the_lstm_policy_on_the_gpu_ends_with_the_cpus_bits() {
+    check("recurrent_ppo", &ppo::Config::recurrent(), PPO_BUDGET);
+}
+
+#[test]
+fn ppo_with_the_mlp_policy_on_the_gpu_ends_with_the_cpus_bits() {
+    check("ppo_mlp", &ppo::Config::memoryless(), PPO_BUDGET);
 }
 
 #[test]
