@@ -110,14 +110,13 @@ mod tests {
 
     #[test]
     fn a_cpu_only_example_refuses_the_gpu() {
-        assert!(DeviceKind::Cpu.require_cpu("recurrent_ppo").is_ok());
+        assert!(DeviceKind::Cpu.require_cpu("ppo_dist").is_ok());
         let error = DeviceKind::Cuda
-            .require_cpu("recurrent_ppo")
+            .require_cpu("ppo_dist")
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("`--device`")
-                && error.contains("recurrent_ppo does not train on the GPU"),
+            error.contains("`--device`") && error.contains("ppo_dist does not train on the GPU"),
             "{error}"
         );
     }
