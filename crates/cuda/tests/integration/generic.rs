@@ -105,9 +105,8 @@ fn out_of_memory_is_an_error_naming_the_bytes_and_training_goes_on() {
     };
     let _count = BitCount;
     let tebibyte = 1usize << 40;
-    let refused = Tensor::<f32, Cuda>::zeros_on(&gpu, [tebibyte / 4])
-        .err()
-        .expect("1 TiB was allocated");
+    let refused =
+        Tensor::<f32, Cuda>::zeros_on(&gpu, [tebibyte / 4]).expect_err("1 TiB was allocated");
     let message = refused.to_string();
     assert!(message.contains(&tebibyte.to_string()), "{message}");
     same_results("training after the refusal", &cpu_training, &training(&gpu));
