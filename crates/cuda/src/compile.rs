@@ -79,6 +79,7 @@ impl Family {
         match self {
             Family::Elementwise => &["unary", "binary", "select"],
             Family::Reduce => &[
+                "sum_contiguous",
                 "sum_columns",
                 "sum_sequences",
                 "sum_masked",

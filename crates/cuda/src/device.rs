@@ -92,7 +92,9 @@ struct Inner {
     multiprocessors: usize,
     modules: [OnceLock<Arc<CudaModule>>; Family::ALL.len()],
     functions: Mutex<HashMap<String, CudaFunction>>,
+    resident: Mutex<HashMap<String, u32>>,
     pool: Mutex<Pool>,
+    sequences: Mutex<crate::sequence::SequenceCache>,
 }
 
 impl fmt::Debug for Cuda {
@@ -210,10 +212,12 @@ impl Cuda {
                 multiprocessors: multiprocessors.max(1) as usize,
                 modules: std::array::from_fn(|_| OnceLock::new()),
                 functions: Mutex::default(),
+                resident: Mutex::default(),
                 pool: Mutex::new(Pool {
                     limit: total / 2,
                     ..Pool::default()
                 }),
+                sequences: Mutex::default(),
             }),
         })
     }
@@ -445,6 +449,38 @@ impl Cuda {
             .map_err(|e| self.error("Cuda::launch", format_args!("kernel {full}: {e}")))?;
         functions.insert(full, function.clone());
         Ok(function)
+    }
+
+    /// How many blocks of [`BLOCK`] threads of `<name>_<f32|f64>` the GPU keeps resident at
+    /// once (its SMs times what the kernel's registers and shared memory leave room for):
+    /// the size of a persistent grid.
+    pub(crate) fn resident_blocks<T: Float>(&self, family: Family, name: &str) -> Result<u32> {
+        let full = format!("{name}_{}", T::DTYPE.name());
+        let mut resident = self
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(&blocks) = resident.get(&full) {
+            return Ok(blocks);
+        }
+        let per_sm = self
+            .function::<T>(family, name)?
+            .occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None)
+            .map_err(|e| self.driver_error("Cuda::launch", e))?;
+        let blocks = (per_sm.max(1) as usize * self.inner.multiprocessors).min(1 << 20) as u32;
+        resident.insert(full, blocks);
+        Ok(blocks)
+    }
+
+    /// The device's cache of sequence lengths and offsets (`sequence.rs`).
+    pub(crate) fn sequence_cache(
+        &self,
+    ) -> std::sync::MutexGuard<'_, crate::sequence::SequenceCache> {
+        self.inner
+            .sequences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn module(&self, family: Family) -> Result<Arc<CudaModule>> {

@@ -1,11 +1,14 @@
 //! [`ReduceKernel`] on the GPU (`reduce.cu`), and the canonical sum tree that the masked
 //! and per-sequence sums of `sequence.rs` share.
 //!
-//! A reduction is a set of segments (one per output) whose elements come from a source;
-//! the first level reduces groups of 128 leaves (8192 elements) of each segment to one
-//! 16-lane vector, each further level groups of 128 vectors, until one vector per segment
-//! is left; `sum_finish` folds its lanes. This is the canonical order of
-//! `rlgrad_core::reduce` (see `reduce.cu` for why the levels compose to it).
+//! A reduction is a set of segments (one per output) whose elements come from a source.
+//! The sum of one contiguous run (a whole tensor, its mean and variance) is one launch of
+//! `sum_contiguous`, a persistent grid over 64 KB groups that the last block to finish
+//! combines; other sources run in levels: the first reduces groups of 128 leaves (8192
+//! elements) of each segment to one 16-lane vector, each further level groups of 128
+//! vectors, until one vector per segment is left; `sum_finish` folds its lanes. Both are
+//! the canonical order of `rlgrad_core::reduce` (see `reduce.cu` for why the pieces compose
+//! to it).
 
 use rlgrad_core::kernels::{CopyKernel, ReduceKernel, ReduceOp};
 use rlgrad_core::{Error, Float, Result, View};
@@ -17,6 +20,12 @@ use crate::device::{BLOCK, Cuda, CudaBuffer, KernelArg, Scalar, check_len, check
 const LEVEL_ONE: usize = 128 * 64;
 /// Vectors per block of the later levels.
 const LEVEL_GROUP: usize = 128;
+/// Bytes per group of `sum_contiguous` (`Contiguous<T>::GROUP_LEN` elements).
+const CONTIGUOUS_GROUP_BYTES: usize = 64 << 10;
+/// The fan-in of `sum_contiguous`'s combining tree (`FAN_IN`).
+const FAN_IN: usize = 64;
+/// `sum_contiguous`'s tickets (`SUM_TICKETS`).
+const SUM_TICKETS: usize = 1 << 17;
 /// Elements per block of the min/max levels.
 const EXTREMUM_BLOCK: usize = BLOCK as usize * 16;
 
@@ -42,12 +51,26 @@ pub(crate) enum Source {
         x: u64,
         other: u64,
         offsets: u64,
+        features: usize,
         batch: usize,
         row: usize,
         total: usize,
         term: i32,
         shift: Scalar,
     },
+}
+
+/// The vectors (of 16 lanes) and the tickets of `sum_contiguous`'s combining tree over
+/// `groups` groups: every level with more than one vector keeps them, and has a ticket per
+/// node of the level above.
+fn combining_tree(groups: usize) -> (usize, usize) {
+    let (mut vectors, mut tickets, mut count) = (0, 0, groups);
+    while count > 1 {
+        vectors += count;
+        count = count.div_ceil(FAN_IN);
+        tickets += count;
+    }
+    (vectors, tickets)
 }
 
 fn blocks(function: &'static str, segments: usize, per_segment: usize) -> Result<u32> {
@@ -65,7 +88,8 @@ fn blocks(function: &'static str, segments: usize, per_segment: usize) -> Result
         })
 }
 
-fn config(blocks: u32) -> cudarc::driver::LaunchConfig {
+/// `blocks` blocks of [`BLOCK`] threads.
+pub(crate) fn config(blocks: u32) -> cudarc::driver::LaunchConfig {
     cudarc::driver::LaunchConfig {
         grid_dim: (blocks, 1, 1),
         block_dim: (BLOCK, 1, 1),
@@ -88,6 +112,17 @@ impl Cuda {
         lengths: u64,
         out: u64,
     ) -> Result<()> {
+        if let Source::Columns {
+            x,
+            means,
+            len,
+            inner: 1,
+        } = source
+            && segments == 1
+            && self.sum_contiguous(function, x, means, len, divisor, out)?
+        {
+            return Ok(());
+        }
         let mut per_segment = longest.div_ceil(LEVEL_ONE).max(1);
         let mut vectors = self.uninit::<T>(function, segments * per_segment * 16)?;
         let level = blocks(function, segments, per_segment)?;
@@ -120,6 +155,7 @@ impl Cuda {
                 x,
                 other,
                 offsets,
+                features,
                 batch,
                 row,
                 total,
@@ -127,10 +163,11 @@ impl Cuda {
                 shift,
             } => {
                 let kernel = self.function::<T>(Family::Reduce, "sum_masked")?;
-                let args: [&dyn KernelArg; 10] = [
+                let args: [&dyn KernelArg; 11] = [
                     &x,
                     &other,
                     &offsets,
+                    &(features as u64),
                     &(batch as u64),
                     &(row as u64),
                     &(total as u64),
@@ -177,6 +214,44 @@ impl Cuda {
         )?;
         self.release(vectors);
         Ok(())
+    }
+
+    /// `sum_contiguous` over the `len` (> 0) elements at `x`: the canonical sum, of
+    /// `(x - means[0])^2` with `means` (an address, 0 for none), divided by `divisor` when
+    /// given, into `out`. `false` (nothing launched) when its tickets do not cover `len`.
+    fn sum_contiguous<T: Float>(
+        &self,
+        function: &'static str,
+        x: u64,
+        means: u64,
+        len: usize,
+        divisor: Option<T>,
+        out: u64,
+    ) -> Result<bool> {
+        let groups = len.div_ceil(CONTIGUOUS_GROUP_BYTES / T::DTYPE.size_in_bytes());
+        let (vectors, tickets) = combining_tree(groups);
+        if tickets > SUM_TICKETS {
+            return Ok(false);
+        }
+        let kernel = self.function::<T>(Family::Reduce, "sum_contiguous")?;
+        let resident = self.resident_blocks::<T>(Family::Reduce, "sum_contiguous")?;
+        let partials = self.uninit::<T>(function, vectors * 16)?;
+        self.launch(
+            function,
+            &kernel,
+            config(resident.min(groups as u32)),
+            &[
+                &x,
+                &(len as u64),
+                &means,
+                &i32::from(divisor.is_some()),
+                &Scalar::of(divisor.unwrap_or_else(T::one)),
+                &self.ptr(&partials),
+                &out,
+            ],
+        )?;
+        self.release(partials);
+        Ok(true)
     }
 
     /// Min or max of every column of the dense `[outer, len, inner]` array at `x`.
@@ -337,5 +412,163 @@ impl<T: Float> ReduceKernel<T> for Cuda {
             self.release(dense);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write;
+
+    use rlgrad_core::{Cpu, Layout, Rng, Shape};
+
+    use super::*;
+    use crate::host::Emulator;
+
+    /// `len` values: normal, with NaN, ±inf and -0 sprinkled in when `specials`.
+    fn values<T: Float>(rng: &mut Rng, len: usize, specials: bool) -> Vec<T> {
+        (0..len)
+            .map(|i| match i % 4099 {
+                7 if specials => T::from_f64(f64::NAN),
+                100 if specials => T::from_f64(f64::INFINITY),
+                2000 if specials => T::from_f64(f64::NEG_INFINITY),
+                3 | 4000 => -T::zero(),
+                _ => rng.normal(0.0, 1e3),
+            })
+            .collect()
+    }
+
+    fn hex<T: Float>(x: T) -> String {
+        format!("{:x}", x.to_bits_u64())
+    }
+
+    /// What the Cpu gives for `op` over `x`.
+    fn cpu_reduce<T: Float>(op: ReduceOp, x: &[T]) -> T {
+        let layout = Layout::contiguous(Shape::new(&[x.len()]));
+        let mut out = vec![T::zero()];
+        Cpu::seq()
+            .reduce(op, View::new(&x.to_vec(), &layout), None, &mut out)
+            .unwrap();
+        out[0]
+    }
+
+    /// `sum_contiguous` through the host emulation, launched twice (the tickets' reset),
+    /// against the Cpu's sum, mean and variance (the second pass with the Cpu's mean):
+    /// sizes around the leaves, the 64 KB groups and the combining tree's nodes of 64
+    /// groups, up to a few million, runs at aligned and unaligned offsets, grids smaller
+    /// and larger than the groups, NaN, ±inf and -0 among the values (and runs of -0
+    /// only, whose sum is -0 only if every padding is -0). What it cannot see: a load
+    /// that is misaligned on the GPU (x86 loads it), races between blocks.
+    fn emulated_sum_gives_the_cpus_bits<T: Float>() {
+        let Some(emulator) = Emulator::build(
+            ("host_reduce.cpp", include_str!("../tests/host_reduce.cpp")),
+            ("reduce.cu", include_str!("cuda/reduce.cu")),
+        ) else {
+            return;
+        };
+        let mut rng = Rng::new(38, "cuda-reduce-host");
+        let group = CONTIGUOUS_GROUP_BYTES / T::DTYPE.size_in_bytes();
+        let width = 16 / T::DTYPE.size_in_bytes();
+        // (n, grid, offset, only -0): the grids walk the groups in one block, in a few, in
+        // one block each and with blocks to spare; 2 * 64 + 1 groups on 128 blocks complete
+        // the single-group third node (and climb) while the first is still counting.
+        let cases = [
+            (1, 1, 0, false),
+            (63, 1, 1, false),
+            (64, 1, width + 1, false),
+            (65, 3, width, true),
+            (1000, 2, 0, false),
+            (group - 1, 1, 1, false),
+            (group, 2, width + 1, false),
+            (group + 1, 2, width, false),
+            (2 * group + 1, 2, 1, true),
+            (3 * group + 17, 3, 0, false),
+            (FAN_IN * group, 7, 1, false),
+            (FAN_IN * group + 1, 66, 0, false),
+            (2 * FAN_IN * group + 1, 2 * FAN_IN as u32, width, false),
+            (2 * FAN_IN * group + 5 * group, 3, 0, false),
+        ];
+        let (mut input, mut expected) = (String::new(), Vec::new());
+        for (i, &(n, grid, offset, zeros)) in cases.iter().enumerate() {
+            let buffer: Vec<T> = if zeros {
+                vec![-T::zero(); offset + n]
+            } else {
+                values(&mut rng, offset + n, i % 3 != 0)
+            };
+            let x = &buffer[offset..];
+            let mean = cpu_reduce(ReduceOp::Mean, x);
+            let count = T::from_usize(n);
+            let runs = [
+                (ReduceOp::Sum, None, None),
+                (ReduceOp::Mean, Some(count), None),
+                (
+                    ReduceOp::Var { ddof: 1 },
+                    Some(T::from_usize(n - 1)),
+                    Some(mean),
+                ),
+            ];
+            // The largest runs only as sums, to keep the emulation short.
+            let runs = if n > FAN_IN * group {
+                &runs[..1]
+            } else {
+                &runs[..]
+            };
+            for &(op, divisor, mean) in runs {
+                if n == 1 && mean.is_some() {
+                    continue;
+                }
+                let bits: Vec<String> = buffer.iter().map(|&v| hex(v)).collect();
+                writeln!(
+                    input,
+                    "{} {grid} {offset} {n} {} {} {}\n{} {}",
+                    T::DTYPE.name(),
+                    i32::from(divisor.is_some()),
+                    hex(divisor.unwrap_or_else(T::one)),
+                    mean.map_or_else(|| "-".to_owned(), hex),
+                    buffer.len(),
+                    bits.join(" ")
+                )
+                .unwrap();
+                expected.push((
+                    format!("{op:?} of {n} at offset {offset}"),
+                    cpu_reduce(op, x),
+                ));
+            }
+        }
+        let stdout = emulator.run(input);
+        let mut lines = stdout.lines();
+        for (what, want) in &expected {
+            for launch in ["first", "second"] {
+                let got = T::from_bits_u64(u64::from_str_radix(lines.next().unwrap(), 16).unwrap());
+                assert!(
+                    got.to_bits_u64() == want.to_bits_u64() || (got.is_nan() && want.is_nan()),
+                    "{what}, {launch} launch: Cpu {want:e}, emulated {got:e}"
+                );
+            }
+        }
+        assert!(lines.next().is_none(), "more output than results");
+        println!(
+            "host emulation: {} sums, each launched twice, the Cpu's bits",
+            expected.len()
+        );
+    }
+
+    #[test]
+    fn emulated_sum_gives_the_cpus_bits_in_f32() {
+        emulated_sum_gives_the_cpus_bits::<f32>();
+    }
+
+    #[test]
+    fn emulated_sum_gives_the_cpus_bits_in_f64() {
+        emulated_sum_gives_the_cpus_bits::<f64>();
+    }
+
+    #[test]
+    fn the_combining_tree_has_a_level_per_fan_in() {
+        assert_eq!(combining_tree(1), (0, 0));
+        assert_eq!(combining_tree(2), (2, 1));
+        assert_eq!(combining_tree(64), (64, 1));
+        assert_eq!(combining_tree(65), (65 + 2, 2 + 1));
+        // The most groups the tickets cover: 2^36 f32 elements.
+        assert!(combining_tree(1 << 22).1 <= SUM_TICKETS);
     }
 }

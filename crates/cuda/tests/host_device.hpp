@@ -1,13 +1,18 @@
 // The CUDA runtime on the host, for the host emulations of the kernels (host_gemm.cpp,
-// host_recurrence.cpp): a block's threads are host threads meeting at a barrier for
-// every __syncthreads, __shared__ arrays are function statics (one block runs at a time),
-// the blocks run one after another. Include it, then the family's .cu file. Build with
-// -std=c++20 -pthread -ffp-contract=off, as NVRTC compiles with --fmad=false.
+// host_recurrence.cpp, host_reduce.cpp, host_sequence.cpp): a block's threads are host
+// threads meeting at a barrier for every __syncthreads, __shared__ arrays are function
+// statics (one block runs at a time), the blocks run one after another. Include it, then
+// the family's .cu file. Build with -std=c++20 -pthread -ffp-contract=off, as NVRTC
+// compiles with --fmad=false.
 //
 // What it cannot see: races between threads of a block that only a GPU's timing shows
 // (the barrier orders whole phases, as __syncthreads does, but a read that the kernel
 // fails to fence behind a barrier may still find the value here), warp-synchronous
-// behaviour, and the GPU's own arithmetic (its fma, its NaN payloads).
+// behaviour (a shuffle here is two block-wide barriers), races between blocks (they run
+// one after another, so a grid's atomics and fences are never contended and every
+// ticket is taken in block order), and the GPU's own arithmetic (its fma, its NaN
+// payloads).
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -52,6 +57,39 @@ static inline long long __double_as_longlong(double x) { return (long long)f64_b
 static inline double __longlong_as_double(long long u) { return f64_from((unsigned long long)u); }
 static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
 static inline double __dsqrt_rn(double x) { return std::sqrt(x); }
+
+// CUDA's vector types, aligned as on the GPU.
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(16) double2 {
+    double x, y;
+};
+
+// Warp shuffles, for kernels where every thread of the block reaches each shuffle: each
+// thread posts its value and reads its source's between two block-wide barriers (a source
+// outside the warp or the block gives the caller's own value, as on the GPU).
+template <typename T> static T __shfl_down_sync(unsigned, T v, unsigned delta) {
+    static T posted[1024];
+    unsigned t = threadIdx.x;
+    posted[t] = v;
+    __syncthreads();
+    T r = t % 32 + delta < 32 && t + delta < blockDim.x ? posted[t + delta] : v;
+    __syncthreads();
+    return r;
+}
+
+// The grid's memory operations: atomics and fences as the host's, L2-only accesses as
+// plain ones.
+static inline unsigned int atomicAdd(unsigned int* p, unsigned int v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <typename T> static T __ldcg(const T* p) { return *p; }
+template <typename T> static void __stcg(T* p, T v) { *p = v; }
 
 #include "common.cuh"
 

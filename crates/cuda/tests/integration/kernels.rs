@@ -250,11 +250,18 @@ fn reductions<T: Float>(gpu: &Cuda) {
         ReduceOp::Min,
         ReduceOp::Max,
     ];
-    let shapes: [&[usize]; 7] = [
+    // Whole-tensor sums run `sum_contiguous`: sizes around its 64 KB groups (16384 f32,
+    // 8192 f64) and its combining tree's nodes of 64 groups.
+    let shapes: [&[usize]; 12] = [
         &[0],
         &[1],
         &[63],
+        &[8_193],
+        &[16_384],
+        &[16_385],
         &[70_001],
+        &[64 * 16_384 + 1],
+        &[2_500_000],
         &[3, 1000, 5],
         &[130, 9000],
         &[2, 0, 3],
@@ -268,6 +275,17 @@ fn reductions<T: Float>(gpu: &Cuda) {
         }
         let g = gpu.upload(&host).unwrap();
         let mut layouts = vec![Layout::contiguous(shape.clone())];
+        if dims.len() == 1 && n > 2 {
+            // Contiguous views at element offsets 1 (not 16-byte aligned) and 4 (aligned
+            // for f32): the unaligned and the shifted runs of `sum_contiguous`.
+            for offset in [1, 4.min(n - 1)] {
+                layouts.push(Layout::from_parts(
+                    Shape::from([n - offset]),
+                    Dims::from_slice(&[1]),
+                    offset,
+                ));
+            }
+        }
         if dims.len() == 2 {
             // The transpose of the [cols, rows] reading of the same buffer.
             layouts.push(Layout::from_parts(
@@ -300,15 +318,18 @@ fn reductions<T: Float>(gpu: &Cuda) {
                     };
                     let mut c = vec![T::zero(); outputs];
                     let want = cpu().reduce(op, View::new(&host, layout), axis, &mut c);
-                    let mut out = gpu.alloc_zeros(outputs).unwrap();
-                    let got = gpu.reduce(op, View::new(&g, layout), axis, &mut out);
-                    assert_eq!(want.is_ok(), got.is_ok(), "{op:?} {layout:?} {axis:?}");
-                    if want.is_ok() {
-                        same(
-                            &format!("{op:?} {layout:?} axis {axis:?}"),
-                            &c,
-                            &gpu.download(&out).unwrap(),
-                        );
+                    // Twice: the second launch finds the tickets the first left.
+                    for launch in ["first", "second"] {
+                        let mut out = gpu.alloc_zeros(outputs).unwrap();
+                        let got = gpu.reduce(op, View::new(&g, layout), axis, &mut out);
+                        assert_eq!(want.is_ok(), got.is_ok(), "{op:?} {layout:?} {axis:?}");
+                        if want.is_ok() {
+                            same(
+                                &format!("{op:?} {layout:?} axis {axis:?}, {launch} launch"),
+                                &c,
+                                &gpu.download(&out).unwrap(),
+                            );
+                        }
                     }
                 }
             }
@@ -781,13 +802,17 @@ type GpuMap<'a, T> = MaskedMap<'a, rlgrad_cuda::CudaBuffer<T>, T>;
 
 fn sequences<T: Float>(gpu: &Cuda) {
     let mut rng = Rng::new(7, "cuda-sequence");
+    // Pad and unpad move items of about 1024 units (float4, double2, pairs or elements)
+    // of one sequence: sequences longer than an item, and every unit's feature counts.
     for lengths in [
         vec![],
         vec![0, 0],
         vec![3, 0, 5, 1],
         (0..300).map(|i| (i * 7) % 41).collect(),
+        vec![1100, 0, 1025, 1, 7],
+        (0..64).map(|i| (i * 37) % 257).collect(),
     ] {
-        for features in [1, 2, 3, 4, 8] {
+        for features in [1, 2, 3, 4, 8, 64, 65] {
             let seqs = Sequences::new(&lengths, None).unwrap();
             let packed = seqs.total() * features;
             let padded = seqs.padded_steps() * features;
@@ -892,11 +917,36 @@ fn sequences<T: Float>(gpu: &Cuda) {
     }
 }
 
+/// Unpad over more distinct sequence layouts than the device keeps on the GPU (16), then
+/// the first again: evicted and re-uploaded copies give the same bits.
+fn sequence_cache<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(8, "cuda-sequence-cache");
+    let layouts: Vec<Sequences> = (1..=20)
+        .chain([1, 2])
+        .map(|k| Sequences::new(&[k, 3 * k % 7, 0, 2 * k], None).unwrap())
+        .collect();
+    for seqs in &layouts {
+        let features = 4;
+        let padded: Vec<T> = data(&mut rng, seqs.padded_steps() * features);
+        let gpadded = gpu.upload(&padded).unwrap();
+        let mut c = vec![T::zero(); seqs.total() * features];
+        cpu()
+            .unpad(seqs, features, PadOrder::TimeMajor, &padded, &mut c)
+            .unwrap();
+        let mut g = gpu.alloc_zeros(c.len()).unwrap();
+        gpu.unpad(seqs, features, PadOrder::TimeMajor, &gpadded, &mut g)
+            .unwrap();
+        same("unpad after evictions", &c, &gpu.download(&g).unwrap());
+    }
+}
+
 #[test]
 fn sequence_kernels_are_the_cpus() {
     if let Some(gpu) = gpu() {
         sequences::<f32>(&gpu);
         sequences::<f64>(&gpu);
+        sequence_cache::<f32>(&gpu);
+        sequence_cache::<f64>(&gpu);
     }
 }
 
