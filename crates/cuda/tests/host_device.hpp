@@ -118,6 +118,15 @@ template <typename Kernel> static void launch(dim3 grid, unsigned threads, Kerne
 
 // A buffer of `<length> <hex bits>...` from stdin, 256-byte aligned as the driver's
 // allocations are (a length of 0 is a null pointer).
+// One scalar of the element type, from stdin as its bits in hex.
+template <typename T, typename Bits> static T read_scalar() {
+    Bits bits;
+    std::cin >> std::hex >> bits >> std::dec;
+    T x;
+    std::memcpy(&x, &bits, sizeof(T));
+    return x;
+}
+
 template <typename T, typename Bits> static T* read_buffer() {
     size_t length;
     std::cin >> length;

@@ -54,14 +54,6 @@ template <typename T> using Entry = std::pair<bool, std::function<void(Case<T>&)
     {MODE_ENTRIES(T, S, constant) MODE_ENTRIES(T, S, discounts)                           \
          MODE_ENTRIES(T, S, terminations) MODE_ENTRIES(T, S, truncations)}
 
-template <typename T, typename Bits> static T read_scalar() {
-    Bits bits;
-    std::cin >> std::hex >> bits >> std::dec;
-    T x;
-    std::memcpy(&x, &bits, sizeof(T));
-    return x;
-}
-
 template <typename T, typename Bits>
 static int run_case(const std::string& name, dim3 grid, unsigned threads) {
     Case<T> c{};

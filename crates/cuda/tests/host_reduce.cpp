@@ -15,14 +15,6 @@
 #include "host_device.hpp"
 #include "reduce.cu"
 
-template <typename T, typename Bits> static T read_scalar() {
-    Bits bits;
-    std::cin >> std::hex >> bits >> std::dec;
-    T x;
-    std::memcpy(&x, &bits, sizeof(T));
-    return x;
-}
-
 template <typename T, typename Bits> static int run_case(dim3 grid) {
     u64 offset, n;
     int divide;
