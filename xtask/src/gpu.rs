@@ -529,11 +529,18 @@ fn machine_facts(options: &Options, environment: &[(String, String)]) -> Value {
         .unwrap_or_else(|| json!({ "error": failure_excerpt(&finished.output) }))
 }
 
-/// The tests that compile every kernel source through NVRTC (PTX and cubins; the bundle's
-/// test binary and the tests' prefix): almost a minute, and the same on a machine without
-/// a GPU, where `cargo test` runs them, so a dry run (CI's, after `cargo test`) leaves
-/// them out.
-const COMPILE_TESTS: (&str, &str) = ("integration", "ptx::");
+/// Tests that need no GPU and give the same result on any machine, which `cargo test` has
+/// run on the same sources: a dry run (CI's, after `cargo test`) leaves them out (the
+/// bundle's test binary, a part of the tests' names, and what they are). The NVRTC compile
+/// tests take almost a minute, the host emulations of the kernels another.
+const HOST_ONLY_TESTS: [(&str, &str, &str); 2] = [
+    ("integration", "ptx::", "the NVRTC compile tests"),
+    (
+        "rlgrad_cuda",
+        "::tests::emulated_",
+        "the host emulations of the kernels",
+    ),
+];
 
 /// `cargo xtask gpu-run`.
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -606,13 +613,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         };
         for test in tests {
-            if options.dry_run && group == COMPILE_TESTS.0 && test.starts_with(COMPILE_TESTS.1) {
+            let host_only = HOST_ONLY_TESTS
+                .iter()
+                .find(|(binary, part, _)| group == *binary && test.contains(part));
+            if let (true, Some((_, _, what))) = (options.dry_run, host_only) {
                 steps.push(not_run(
                     &group,
                     &test,
-                    "a dry run leaves out the NVRTC compile tests, which need no GPU and \
-                     which cargo test ran on the same sources"
-                        .to_owned(),
+                    format!(
+                        "a dry run leaves out {what}, which need no GPU and which cargo test \
+                         ran on the same sources"
+                    ),
                 ));
                 continue;
             }
