@@ -247,25 +247,28 @@ impl<T: Float> OptimKernel<T> for Cuda {
         for job in jobs.iter() {
             check(&job.update, job.param, job.grad, &job.slots)?;
         }
-        let mut by_update: Vec<(Update<T>, Vec<[u64; 6]>)> = Vec::new();
+        // One launch description per distinct update (a step's groups), built once.
+        let mut by_update: Vec<(Update<T>, Launch, Vec<[u64; 6]>)> = Vec::new();
         for job in jobs.iter() {
-            let order = kernel_of(&job.update).slots;
+            let at = match by_update.iter().position(|(u, _, _)| *u == job.update) {
+                Some(at) => at,
+                None => {
+                    by_update.push((job.update, kernel_of(&job.update), Vec::new()));
+                    by_update.len() - 1
+                }
+            };
+            let (_, launch, rows) = &mut by_update[at];
             let slot = |k: Option<usize>| k.map_or(0, |k| self.ptr(&*job.slots[k]));
-            let row = [
+            rows.push([
                 job.param.len() as u64,
                 self.ptr(&*job.param),
                 self.ptr(job.grad),
-                slot(order[0]),
-                slot(order[1]),
-                slot(order[2]),
-            ];
-            match by_update.iter_mut().find(|(u, _)| *u == job.update) {
-                Some((_, rows)) => rows.push(row),
-                None => by_update.push((job.update, vec![row])),
-            }
+                slot(launch.slots[0]),
+                slot(launch.slots[1]),
+                slot(launch.slots[2]),
+            ]);
         }
-        for (update, rows) in &by_update {
-            let launch = kernel_of(update);
+        for (_, launch, rows) in &by_update {
             self.launch_rows::<T>(F, launch.kernel, rows, &launch.scalars)?;
         }
         Ok(())
