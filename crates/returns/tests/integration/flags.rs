@@ -155,3 +155,58 @@ fn an_invalid_flag_anywhere_is_found_in_vector_blocks_tails_and_parallel_chunks(
         }
     }
 }
+
+/// Shapes wide and long enough for the vector scans (batch-major data read in place takes
+/// at least a vector of columns and a cache line of steps), in `f32` and `f64`: every value
+/// other than 0 or 1 is found, down to the smallest subnormals and the neighbours of 1,
+/// and a negative zero is a zero.
+#[test]
+fn values_next_to_0_and_1_are_refused_by_the_vector_scans() {
+    fn check<F: rlgrad_returns::Float + std::fmt::Debug>(bad: &[F]) {
+        let (t, b) = (40, 40);
+        let x = vec![F::from_f64(0.5); t * b];
+        let last = vec![F::from_f64(0.25); b];
+        let gamma = F::from_f64(0.9);
+        for layout in [TimeMajor::new(t, b).into(), SliceLayout::batch_major(t, b)] {
+            for &bad in bad {
+                let mut flags = vec![F::zero(); t * b];
+                flags[layout.index(33, 21)] = bad;
+                let episodes = Episodes::terminations(gamma, &flags);
+                let message = gae(layout, &x, &x, &last, episodes, F::from_f64(0.95))
+                    .expect_err("a flag other than 0 or 1 is refused")
+                    .to_string();
+                assert!(
+                    message.contains("at step 33 of column 21"),
+                    "{layout:?} {bad:?}: {message}"
+                );
+            }
+            let mut flags = vec![F::from_f64(-0.0); t * b];
+            flags[layout.index(2, 3)] = F::one();
+            gae(
+                layout,
+                &x,
+                &x,
+                &last,
+                Episodes::terminations(gamma, &flags),
+                gamma,
+            )
+            .expect("flags of -0 and 1 are valid");
+        }
+    }
+    check(&[
+        f32::from_bits(1),
+        -f32::from_bits(1),
+        1.0 - f32::EPSILON / 2.0,
+        1.0 + f32::EPSILON,
+        f32::MAX,
+        f32::NEG_INFINITY,
+    ]);
+    check(&[
+        f64::from_bits(1),
+        -f64::from_bits(1),
+        1.0 - f64::EPSILON / 2.0,
+        1.0 + f64::EPSILON,
+        f64::MAX,
+        f64::NEG_INFINITY,
+    ]);
+}
