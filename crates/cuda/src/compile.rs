@@ -102,6 +102,8 @@ impl Family {
                 "matmul_32_tn",
                 "matmul_32_nt",
                 "matmul_32_tt",
+                "matmul_bias_64_nn",
+                "matmul_bias_32_nn",
             ],
             Family::Recurrence => &[
                 "returns_constant",

@@ -7,12 +7,16 @@
 //! kernels `matmul_<edge>_<layout>`: 16-byte loads, double-buffered shared k-tiles,
 //! output tiles of 128 x 128 (8 x 8 per thread), 64 x 64 (4 x 4) or 32 x 32 (2 x 2) by
 //! the output's size ([`choose_tile`]). Any other view (strided, unaligned, an odd
-//! dense length) takes `matmul`, which reads elements one at a time. **Not timed yet**:
+//! dense length) takes `matmul`, which reads elements one at a time. A linear layer's
+//! forward ([`MatmulKernel::matmul_bias`]: `activation(x @ w + bias)`, `x` and `w`
+//! row-major and aligned) takes `matmul_bias_<edge>_nn`, the tiled kernel adding the bias
+//! and applying the activation as it stores each output: one launch and one pass over the
+//! output instead of three. **Not timed yet**:
 //! the tiled kernels were written without a GPU (ptxas: no spill, no stack); their
 //! speed, and the tile rule's thresholds, await a GPU run.
 
 use cudarc::driver::LaunchConfig;
-use rlgrad_core::kernels::{MatmulKernel, matmul_dims};
+use rlgrad_core::kernels::{MatmulKernel, UnaryOp, matmul_dims};
 use rlgrad_core::{Dims, Error, Float, Layout, Result, Shape, View};
 
 use crate::compile::Family;
@@ -214,6 +218,55 @@ fn plan<T: Float>(
     })
 }
 
+/// The code of `activation` in `linear_epilogue` (matmul.cu), `None` for one the fused
+/// kernel does not apply (the caller then runs it as its own op).
+fn activation_code<T: Float>(activation: Option<UnaryOp<T>>) -> Option<i32> {
+    match activation {
+        None => Some(0),
+        Some(UnaryOp::Relu) => Some(1),
+        Some(UnaryOp::Tanh) => Some(2),
+        Some(UnaryOp::Sigmoid) => Some(3),
+        Some(UnaryOp::Sqrt) => Some(4),
+        Some(_) => None,
+    }
+}
+
+/// The tile of `matmul_bias_<edge>_nn` for an `[m, n]` output whose product alone takes
+/// `tile`, and its blocks (`None` past the grid's limit): the 64 tile where the product
+/// takes the 128 one, which has no bias kernel (it spilled, matmul.cu says).
+fn bias_tile(tile: Tile, m: usize, n: usize) -> Option<(Tile, u32)> {
+    let tile = match tile {
+        Tile::Large => Tile::Medium,
+        other => other,
+    };
+    let blocks = tile.blocks(m, n, 1);
+    (blocks <= MAX_GRID_X).then_some((tile, blocks as u32))
+}
+
+impl Cuda {
+    /// The plan of `batch` products `[m, k] @ [k, n]` (`k > 0`, a nonempty output) from
+    /// `lhs` and `rhs` into `out`, and the three device addresses.
+    fn matmul_plan<T: Float>(
+        &self,
+        lhs: View<'_, CudaBuffer<T>>,
+        rhs: View<'_, CudaBuffer<T>>,
+        out: &CudaBuffer<T>,
+        dims: (usize, usize, usize, usize),
+    ) -> Result<(Plan, [u64; 3])> {
+        let (m, _, n, batch) = dims;
+        let addresses = [self.ptr(lhs.buffer), self.ptr(rhs.buffer), self.ptr(out)];
+        // The allocator hands out whole driver allocations (256-byte aligned); should a
+        // buffer ever not be 16-byte aligned, a vector load would fault: the strided
+        // kernel reads it instead.
+        let tile = addresses
+            .iter()
+            .all(|address| address.is_multiple_of(16))
+            .then(|| choose_tile(m, n, batch, self.multiprocessors()));
+        let plan = plan::<T>(lhs.layout, rhs.layout, dims, tile)?;
+        Ok((plan, addresses))
+    }
+}
+
 impl<T: Float> MatmulKernel<T> for Cuda {
     fn matmul(
         &self,
@@ -232,15 +285,7 @@ impl<T: Float> MatmulKernel<T> for Cuda {
         if k == 0 {
             return self.zero(F, out);
         }
-        let (a, b, c) = (self.ptr(lhs.buffer), self.ptr(rhs.buffer), self.ptr(out));
-        // The allocator hands out whole driver allocations (256-byte aligned); should a
-        // buffer ever not be 16-byte aligned, a vector load would fault: the strided
-        // kernel reads it instead.
-        let tile = [a, b, c]
-            .iter()
-            .all(|address| address.is_multiple_of(16))
-            .then(|| choose_tile(m, n, batch, self.multiprocessors()));
-        let plan = plan::<T>(lhs.layout, rhs.layout, (m, k, n, batch), tile)?;
+        let (plan, [a, b, c]) = self.matmul_plan(lhs, rhs, out, (m, k, n, batch))?;
         let config = LaunchConfig {
             grid_dim: plan.grid,
             block_dim: (BLOCK, 1, 1),
@@ -289,6 +334,77 @@ impl<T: Float> MatmulKernel<T> for Cuda {
                 self.launch(F, &kernel, config, &args)
             }
         }
+    }
+
+    /// Fused where `lhs` and `rhs` are one row-major, aligned product (the tiled `nn`
+    /// kernels read them), `bias` is dense and the activation is none, `Relu`, `Tanh`,
+    /// `Sigmoid` or `Sqrt`; `Ok(false)` otherwise (and for an empty product or `k = 0`).
+    fn matmul_bias(
+        &self,
+        lhs: View<'_, CudaBuffer<T>>,
+        rhs: View<'_, CudaBuffer<T>>,
+        bias: View<'_, CudaBuffer<T>>,
+        activation: Option<UnaryOp<T>>,
+        out: &mut CudaBuffer<T>,
+    ) -> Result<bool> {
+        const F: &str = "Cuda::matmul_bias";
+        check_view(F, "lhs", lhs)?;
+        check_view(F, "rhs", rhs)?;
+        check_view(F, "bias", bias)?;
+        let (m, k, n, batch) = matmul_dims(F, lhs.layout.shape(), rhs.layout.shape())?;
+        if bias.layout.shape().dims() != [n] {
+            return Err(Error::shape(
+                F,
+                "bias",
+                format_args!("[{n}] (one value per column of lhs @ rhs)"),
+                bias.layout.shape(),
+            ));
+        }
+        check_len(F, "out", out, batch * m * n)?;
+        let dense_bias = n == 1 || bias.layout.strides()[0] == 1;
+        let Some(act) = activation_code(activation) else {
+            return Ok(false);
+        };
+        if batch != 1 || m * n == 0 || k == 0 || !dense_bias {
+            return Ok(false);
+        }
+        let (plan, [a, b, c]) = self.matmul_plan(lhs, rhs, out, (m, k, n, batch))?;
+        let Kernel::Tiled { tile, a: ao, b: bo } = plan.kernel else {
+            return Ok(false);
+        };
+        if !ao.k_major || bo.k_major {
+            return Ok(false);
+        }
+        let Some((tile, grid)) = bias_tile(tile, m, n) else {
+            return Ok(false);
+        };
+        let kernel =
+            self.function::<T>(Family::Matmul, &format!("matmul_bias_{}_nn", tile.edge()))?;
+        let config = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let bias_at =
+            self.ptr(bias.buffer) + (bias.layout.offset() * T::DTYPE.size_in_bytes()) as u64;
+        let (m, n, k, batch) = (m as u64, n as u64, k as u64, batch as u64);
+        let args: [&dyn KernelArg; 13] = [
+            &a,
+            &plan.a_batch,
+            &ao.ld,
+            &b,
+            &plan.b_batch,
+            &bo.ld,
+            &c,
+            &m,
+            &n,
+            &k,
+            &batch,
+            &bias_at,
+            &act,
+        ];
+        self.launch(F, &kernel, config, &args)?;
+        Ok(true)
     }
 }
 
@@ -406,13 +522,15 @@ mod tests {
         assert!(plan::<f32>(&ta, &tb, tall, None).is_err());
     }
 
-    /// One product for the host emulation: operands (buffers and layouts), the tile.
+    /// One product for the host emulation: operands (buffers and layouts), the tile, and
+    /// for a linear layer (`matmul_bias`) the bias and the activation.
     struct Case<T> {
         a: Vec<T>,
         la: Layout,
         b: Vec<T>,
         lb: Layout,
         tile: Tile,
+        linear: Option<(Vec<T>, Option<UnaryOp<T>>)>,
     }
 
     impl<T: Float> Case<T> {
@@ -431,13 +549,28 @@ mod tests {
                     v.iter().map(|x| format!("{:x}", x.to_bits_u64())).collect();
                 format!("{} {}", v.len(), words.join(" "))
             };
+            let name = self.kernel(plan);
+            let grid = match (&self.linear, &plan.kernel) {
+                (Some(_), Kernel::Tiled { tile, .. }) => {
+                    let (_, blocks) = bias_tile(*tile, m, n).expect("a small grid");
+                    (blocks, 1, plan.grid.2)
+                }
+                _ => plan.grid,
+            };
+            let epilogue = match &self.linear {
+                Some((bias, activation)) => {
+                    let act = activation_code(*activation).expect("a fused activation");
+                    format!("{act} {}\n", hex(bias))
+                }
+                None => String::new(),
+            };
             format!(
-                "{} {} {} {} {} {m} {n} {k} {batch}\n{} {}\n{}\n{}\n{}\n{}\n",
+                "{} {} {} {} {} {m} {n} {k} {batch}\n{} {}\n{}\n{}\n{}\n{}\n{epilogue}",
                 T::DTYPE.name(),
-                plan.name,
-                plan.grid.0,
-                plan.grid.1,
-                plan.grid.2,
+                name,
+                grid.0,
+                grid.1,
+                grid.2,
                 strides.len(),
                 strides
                     .iter()
@@ -451,17 +584,67 @@ mod tests {
             )
         }
 
+        /// The kernel the case runs: the plan's, or its `matmul_bias` twin.
+        fn kernel(&self, plan: &Plan) -> String {
+            match (&self.linear, &plan.kernel) {
+                (Some(_), Kernel::Tiled { tile, .. }) => {
+                    let (m, _, n, _) = self.dims();
+                    let (tile, _) = bias_tile(*tile, m, n).expect("a small grid");
+                    format!("matmul_bias_{}_nn", tile.edge())
+                }
+                (Some(_), Kernel::Strided { .. }) => {
+                    panic!("a linear layer's case takes a tiled kernel")
+                }
+                (None, _) => plan.name.clone(),
+            }
+        }
+
         fn cpu(&self) -> Vec<T> {
             let (m, _, n, batch) = self.dims();
             let mut c = vec![T::zero(); batch * m * n];
-            Cpu::seq()
-                .matmul(
-                    View::new(&self.a, &self.la),
-                    View::new(&self.b, &self.lb),
-                    &mut c,
-                )
-                .unwrap();
+            let (a, b) = (View::new(&self.a, &self.la), View::new(&self.b, &self.lb));
+            match &self.linear {
+                Some((bias, activation)) => {
+                    let layout = Layout::contiguous(Shape::from(&[n][..]));
+                    let bias = View::new(bias, &layout);
+                    let fused = Cpu::seq()
+                        .matmul_bias(a, b, bias, *activation, &mut c)
+                        .unwrap();
+                    assert!(fused, "the Cpu fuses a linear layer");
+                }
+                None => Cpu::seq().matmul(a, b, &mut c).unwrap(),
+            }
             c
+        }
+
+        /// The case with a bias of `n` values (NaN, infinities and zeros of both signs
+        /// among them) and `activation`, for `matmul_bias`.
+        fn linear(mut self, rng: &mut Rng, activation: Option<UnaryOp<T>>) -> Self {
+            let (_, _, n, batch) = self.dims();
+            assert_eq!(batch, 1, "a linear layer is one product");
+            // Two dimensions, as `matmul_bias` takes them.
+            let plain = |l: &Layout| {
+                let (d, st) = (l.shape().dims(), l.strides());
+                layout(&d[d.len() - 2..], &st[st.len() - 2..], l.offset())
+            };
+            (self.la, self.lb) = (plain(&self.la), plain(&self.lb));
+            let special = [
+                T::nan(),
+                T::infinity(),
+                -T::infinity(),
+                -T::zero(),
+                T::zero(),
+            ];
+            let bias = (0..n)
+                .map(|j| {
+                    special
+                        .get(j)
+                        .copied()
+                        .unwrap_or_else(|| rng.normal(0.0, 3.0))
+                })
+                .collect();
+            self.linear = Some((bias, activation));
+            self
         }
     }
 
@@ -487,7 +670,14 @@ mod tests {
         };
         let (a, la) = operand(rng, m, k, a_t);
         let (b, lb) = operand(rng, k, n, b_t);
-        Case { a, la, b, lb, tile }
+        Case {
+            a,
+            la,
+            b,
+            lb,
+            tile,
+            linear: None,
+        }
     }
 
     /// Runs `cases` through the kernels compiled for the host (tests/host_gemm.cpp) and
@@ -515,7 +705,7 @@ mod tests {
                 .map(|l| T::from_bits_u64(u64::from_str_radix(l, 16).unwrap()))
                 .collect();
             let (m, k, n, batch) = case.dims();
-            let what = format!("{} on {batch} x [{m}, {k}] @ [{k}, {n}]", plan.name);
+            let what = format!("{} on {batch} x [{m}, {k}] @ [{k}, {n}]", case.kernel(plan));
             assert_eq!(emulated.len(), cpu.len(), "{what}: output length");
             let differing = (0..cpu.len())
                 .filter(|&i| cpu[i].to_bits_u64() != emulated[i].to_bits_u64())
@@ -525,7 +715,13 @@ mod tests {
                 "{what}: elements differing from the Cpu's bits"
             );
         }
-        Some(plans.into_iter().map(|p| p.name).collect())
+        Some(
+            cases
+                .iter()
+                .zip(&plans)
+                .map(|(case, plan)| case.kernel(plan))
+                .collect(),
+        )
     }
 
     /// Every tiled kernel, in f32 and f64, on shapes straddling its tile, with k tails of
@@ -548,6 +744,24 @@ mod tests {
                 cases.push(case(&mut rng, (1, 12, k, 8), (false, false), 0, tile));
             }
             cases.push(case(&mut rng, (2, 8, 12, 4), (true, false), vector, tile));
+            // A linear layer with each fused activation: an edge tile of columns (the bias
+            // read only inside the output), a k tail, an aligned offset.
+            for activation in [
+                None,
+                Some(UnaryOp::Relu),
+                Some(UnaryOp::Tanh),
+                Some(UnaryOp::Sigmoid),
+                Some(UnaryOp::Sqrt),
+            ] {
+                let product = case(
+                    &mut rng,
+                    (1, e + 4, 20, e + 8),
+                    (false, false),
+                    vector,
+                    tile,
+                );
+                cases.push(product.linear(&mut rng, activation));
+            }
         }
         // What the tiled kernels refuse: an odd k (and k = 1), an unaligned offset.
         cases.push(case(&mut rng, (1, 9, 1, 7), (false, false), 0, Tile::Small));

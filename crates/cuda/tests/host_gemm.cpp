@@ -8,6 +8,8 @@
 //   <count> <stride>...                        (lda ldb, or a_rs a_cs b_rs b_cs)
 //   <ndim> <offset> <dims>... <strides>...     (A's batch view, then B's)
 //   <length> <hex bits>...                     (A's buffer, then B's)
+//   <act> <length> <hex bits>...               (matmul_bias_* only: the activation's
+//                                               code and the bias)
 // and prints the output's bits in hex, one line each.
 #include "host_device.hpp"
 #include "matmul.cu"
@@ -18,6 +20,9 @@ using StridedKernel = void (*)(const T*, Strided, u64, u64, const T*, Strided, u
 template <typename T>
 using TiledKernel = void (*)(const T*, Strided, u64, const T*, Strided, u64, T*, u64, u64,
                              u64, u64);
+template <typename T>
+using BiasKernel = void (*)(const T*, Strided, u64, const T*, Strided, u64, T*, u64, u64, u64,
+                            u64, const T*, int);
 
 #define TILED_ENTRY(EDGE, LAYOUT, S) {"matmul_" #EDGE "_" #LAYOUT, matmul_##EDGE##_##LAYOUT##_##S}
 #define TILED_TABLE(S)                                                                         \
@@ -25,6 +30,9 @@ using TiledKernel = void (*)(const T*, Strided, u64, const T*, Strided, u64, T*,
      TILED_ENTRY(128, tt, S), TILED_ENTRY(64, nn, S),  TILED_ENTRY(64, tn, S),                 \
      TILED_ENTRY(64, nt, S),  TILED_ENTRY(64, tt, S),  TILED_ENTRY(32, nn, S),                 \
      TILED_ENTRY(32, tn, S),  TILED_ENTRY(32, nt, S),  TILED_ENTRY(32, tt, S)}
+
+#define BIAS_ENTRY(EDGE, S) {"matmul_bias_" #EDGE "_nn", matmul_bias_##EDGE##_nn_##S}
+#define BIAS_TABLE(S) {BIAS_ENTRY(64, S), BIAS_ENTRY(32, S)}
 
 static Strided read_view() {
     Strided s{};
@@ -53,6 +61,24 @@ static int run_case(const std::string& name, dim3 grid, u64 m, u64 n, u64 k, u64
             kernel(a, a_batch, strides[0], strides[1], b, b_batch, strides[2], strides[3], out,
                    m, n, k, batches);
         });
+    } else if (count == 2 && name.rfind("matmul_bias_", 0) == 0) {
+        int act;
+        std::cin >> act;
+        T* bias = read_buffer<T, Bits>();
+        BiasKernel<T> kernel = nullptr;
+        if constexpr (sizeof(T) == 4) {
+            static const std::map<std::string, BiasKernel<float>> table = BIAS_TABLE(f32);
+            if (table.count(name)) kernel = table.at(name);
+        } else {
+            static const std::map<std::string, BiasKernel<double>> table = BIAS_TABLE(f64);
+            if (table.count(name)) kernel = table.at(name);
+        }
+        if (!kernel) return 2;
+        launch(grid, BLOCK, [&] {
+            kernel(a, a_batch, strides[0], b, b_batch, strides[1], out, m, n, k, batches, bias,
+                   act);
+        });
+        std::free(bias);
     } else if (count == 2) {
         TiledKernel<T> kernel = nullptr;
         if constexpr (sizeof(T) == 4) {

@@ -15,7 +15,9 @@
 // columns) are dense and 16-byte aligned: 16-byte loads of the next k-tile into
 // registers while the current one is multiplied out of the other shared buffer (double
 // buffering, one barrier per k-tile), and larger or smaller tiles by the output's size
-// (matmul.rs chooses).
+// (matmul.rs chooses). `matmul_bias_<tile>_nn` is the same kernel for a linear layer
+// (MatmulKernel::matmul_bias): each output's chain, then + bias[col], then the
+// activation, in the store, so the product is written once instead of three times.
 
 // ---- The strided kernel ----------------------------------------------------------------
 
@@ -218,13 +220,30 @@ __device__ __forceinline__ void multiply_tile(T (&acc)[C::TM][C::TN], const T* a
     }
 }
 
+// A linear layer's epilogue: `x + bias`, then the activation `act` (matmul.rs's codes:
+// 0 none, 1 relu, 2 tanh, 3 sigmoid, 4 sqrt, the activations whose gradient comes from
+// their output), each the formula of UnaryOp::apply and BinaryOp::Add. `act` is the
+// same for every thread (a uniform branch), so one kernel serves every activation.
+template <typename T> __device__ __forceinline__ T linear_epilogue(T x, T bias, int act) {
+    T y = x + bias;
+    switch (act) {
+        case 1: return (y > (T)0 || is_nan(y)) ? y : (T)0;
+        case 2: return rl_tanh_t(y);
+        case 3: return rl_sigmoid_t(y);
+        case 4: return rl_sqrt_t(y);
+        default: return y;
+    }
+}
+
 // One output tile per block of a one-dimensional grid over the tiles (row-major over
-// [m tiles, n tiles], so neighbouring blocks share A's rows); batches along z.
-template <typename C, bool A_K, bool B_K, typename T>
+// [m tiles, n tiles], so neighbouring blocks share A's rows); batches along z. With a
+// `bias` (BIAS), each output is stored as linear_epilogue(acc, bias[col], act).
+template <typename C, bool A_K, bool B_K, bool BIAS, typename T>
 __device__ __forceinline__ void matmul_tiled(const T* __restrict__ a, const Strided& a_batch,
                                              u64 lda, const T* __restrict__ b,
                                              const Strided& b_batch, u64 ldb, T* __restrict__ c,
-                                             u64 m, u64 n, u64 k_wide, u64 batches) {
+                                             u64 m, u64 n, u64 k_wide, u64 batches,
+                                             const T* __restrict__ bias, int act) {
     typedef Stager<C, A_K, C::BM, T> SA;
     typedef Stager<C, B_K, C::BN, T> SB;
     __shared__ __align__(16) T as[2][C::BK * SA::ROW];
@@ -273,6 +292,15 @@ __device__ __forceinline__ void matmul_tiled(const T* __restrict__ a, const Stri
             for (int g = 0; g < C::GN; ++g) {
                 u64 col = col0 + tx * C::FN + g * C::SPAN_N;
                 T* out = c0 + row * n + col;
+                // Each output as it is stored: the epilogue's temporaries never sit beside
+                // all the accumulators (applied to them first, it spilled the 128 tile).
+                if (BIAS) {
+#pragma unroll
+                    for (int q = 0; q < C::FN; ++q)
+                        if (col + q < n)
+                            acc[i][g * C::FN + q] =
+                                linear_epilogue(acc[i][g * C::FN + q], bias[col + q], act);
+                }
                 if (n % C::FN == 0 && col + C::FN <= n) {
                     Pack<T, C::FN> v;
 #pragma unroll
@@ -311,8 +339,8 @@ template <typename T> struct TileOf<T, 32> : Tiling<T, 32, 32, 16, 2, 2, 1, 16> 
         matmul_##EDGE##_##LAYOUT##_##S(const T* a, KERNEL_VIEW a_batch, u64 lda,            \
                                        const T* b, KERNEL_VIEW b_batch, u64 ldb, T* c,      \
                                        u64 m, u64 n, u64 k, u64 batches) {                 \
-        matmul_tiled<TileOf<T, EDGE>, A_K, B_K, T>(a, a_batch, lda, b, b_batch, ldb, c, m, \
-                                                   n, k, batches);                         \
+        matmul_tiled<TileOf<T, EDGE>, A_K, B_K, false, T>(a, a_batch, lda, b, b_batch, ldb, \
+                                                          c, m, n, k, batches, nullptr, 0);   \
     }
 
 #define MATMUL_TILED_LAYOUTS(T, S, EDGE)                                                    \
@@ -321,10 +349,27 @@ template <typename T> struct TileOf<T, 32> : Tiling<T, 32, 32, 16, 2, 2, 1, 16> 
     MATMUL_TILED_KERNEL(T, S, EDGE, nt, true, true)                                        \
     MATMUL_TILED_KERNEL(T, S, EDGE, tt, false, true)
 
+// matmul_bias_<edge>_nn_<f32|f64>: a linear layer's forward, x @ w + bias with x and w
+// row-major, and its activation (linear_epilogue). The 64 and 32 tiles only: with the
+// activations' code beside its 64 accumulators, the 128 tile spilled 56 bytes in f32 at
+// the 128 registers that two blocks per multiprocessor allow (matmul.rs takes the 64 tile
+// where the product alone would take the 128 one).
+#define MATMUL_BIAS_KERNEL(T, S, EDGE)                                                       \
+    extern "C" __global__ void __launch_bounds__(TileOf<T, EDGE>::THREADS,                \
+                                                 TileOf<T, EDGE>::MIN_BLOCKS)             \
+        matmul_bias_##EDGE##_nn_##S(const T* a, KERNEL_VIEW a_batch, u64 lda, const T* b,   \
+                                    KERNEL_VIEW b_batch, u64 ldb, T* c, u64 m, u64 n,       \
+                                    u64 k, u64 batches, const T* bias, int act) {          \
+        matmul_tiled<TileOf<T, EDGE>, true, false, true, T>(a, a_batch, lda, b, b_batch, ldb, \
+                                                            c, m, n, k, batches, bias, act); \
+    }
+
 #define MATMUL_TILED_KERNELS(T, S)                                                          \
     MATMUL_TILED_LAYOUTS(T, S, 128)                                                        \
     MATMUL_TILED_LAYOUTS(T, S, 64)                                                         \
-    MATMUL_TILED_LAYOUTS(T, S, 32)
+    MATMUL_TILED_LAYOUTS(T, S, 32)                                                         \
+    MATMUL_BIAS_KERNEL(T, S, 64)                                                           \
+    MATMUL_BIAS_KERNEL(T, S, 32)
 
 MATMUL_TILED_KERNELS(float, f32)
 MATMUL_TILED_KERNELS(double, f64)

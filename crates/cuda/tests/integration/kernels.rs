@@ -592,6 +592,139 @@ fn tiled_matmuls<T: Float>(gpu: &Cuda) {
     same("matmul broadcast batch", &c, &gpu.download(&out).unwrap());
 }
 
+/// `activation(x @ w + bias)` in one kernel (`matmul_bias_<edge>_nn`) against the Cpu's
+/// fused layer, bit for bit: the TD3 and PPO forward layers, the output of a 128 tile's
+/// size (which takes the 64 tile), edge columns; a bias holding NaN, infinities and signed
+/// zeros; every activation fused. What is not fused answers `Ok(false)` and leaves the
+/// output alone: another activation, a transposed weight, an unaligned view; a bias of
+/// the wrong shape is an error naming it.
+fn linear_layers<T: Float>(gpu: &Cuda) {
+    let mut rng = Rng::new(38, "cuda-matmul-bias");
+    let fill = ((2 * gpu.multiprocessors()) as f64).sqrt().ceil() as usize;
+    let activations = [
+        None,
+        Some(UnaryOp::Relu),
+        Some(UnaryOp::Tanh),
+        Some(UnaryOp::Sigmoid),
+        Some(UnaryOp::Sqrt),
+    ];
+    let run = |rng: &mut Rng,
+               (m, k, n): (usize, usize, usize),
+               lw: Option<Layout>,
+               offset: usize,
+               activation| {
+        let x: Vec<T> = data(rng, offset + m * k);
+        let w: Vec<T> = data(rng, k * n);
+        let special = [
+            T::nan(),
+            T::infinity(),
+            -T::infinity(),
+            -T::zero(),
+            T::zero(),
+        ];
+        let bias: Vec<T> = (0..n)
+            .map(|j| {
+                special
+                    .get(j)
+                    .copied()
+                    .unwrap_or_else(|| rng.normal(0.0, 2.0))
+            })
+            .collect();
+        let lx = Layout::from_parts(Shape::from([m, k]), Dims::from_slice(&[k, 1]), offset);
+        let lw = lw.unwrap_or_else(|| Layout::contiguous(Shape::from([k, n])));
+        let lb = Layout::contiguous(Shape::from([n]));
+        let mut want = vec![T::zero(); m * n];
+        let cpu_fused = cpu()
+            .matmul_bias(
+                View::new(&x, &lx),
+                View::new(&w, &lw),
+                View::new(&bias, &lb),
+                activation,
+                &mut want,
+            )
+            .unwrap();
+        let (gx, gw, gb) = (
+            gpu.upload(&x).unwrap(),
+            gpu.upload(&w).unwrap(),
+            gpu.upload(&bias).unwrap(),
+        );
+        let sentinel = vec![T::from_f64(7.0); m * n];
+        let mut out = gpu.upload(&sentinel).unwrap();
+        let fused = gpu
+            .matmul_bias(
+                View::new(&gx, &lx),
+                View::new(&gw, &lw),
+                View::new(&gb, &lb),
+                activation,
+                &mut out,
+            )
+            .unwrap();
+        (
+            cpu_fused,
+            fused,
+            want,
+            gpu.download(&out).unwrap(),
+            sentinel,
+        )
+    };
+    for activation in activations {
+        for shape in [
+            (256, 17, 400),
+            (256, 400, 300),
+            (256, 300, 1),
+            (8192, 8, 64),
+            (8192, 64, 64),
+            (128 * fill + 4, 20, 128 * fill + 8),
+            (33, 16, 36),
+        ] {
+            let (cpu_fused, fused, want, got, _) = run(&mut rng, shape, None, 0, activation);
+            let what = format!("matmul_bias {shape:?} {activation:?}");
+            assert!(cpu_fused && fused, "{what}: fused on both devices");
+            same(&what, &want, &got);
+        }
+    }
+    // Not fused: the output is left as it was.
+    let (m, k, n) = (32, 16, 40);
+    let transposed = Layout::from_parts(Shape::from([k, n]), Dims::from_slice(&[1, k]), 0);
+    for (lw, offset, activation) in [
+        (None, 0, Some(UnaryOp::Exp)),
+        (Some(transposed), 0, Some(UnaryOp::Relu)),
+        (None, 1, Some(UnaryOp::Relu)),
+    ] {
+        let (_, fused, _, got, sentinel) = run(&mut rng, (m, k, n), lw, offset, activation);
+        assert!(!fused, "{activation:?} offset {offset}: not fused");
+        same("an unfused matmul_bias leaves its output", &sentinel, &got);
+    }
+    let (gx, gw, gb) = (
+        gpu.upload(&vec![T::one(); m * k]).unwrap(),
+        gpu.upload(&vec![T::one(); k * n]).unwrap(),
+        gpu.upload(&vec![T::one(); n + 1]).unwrap(),
+    );
+    let mut out = gpu.alloc_zeros::<T>(m * n).unwrap();
+    let error = gpu
+        .matmul_bias(
+            View::new(&gx, &Layout::contiguous(Shape::from([m, k]))),
+            View::new(&gw, &Layout::contiguous(Shape::from([k, n]))),
+            View::new(&gb, &Layout::contiguous(Shape::from([n + 1]))),
+            None,
+            &mut out,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("Cuda::matmul_bias") && error.contains("`bias`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn linear_layers_are_the_cpus_in_one_kernel() {
+    if let Some(gpu) = gpu() {
+        linear_layers::<f32>(&gpu);
+        linear_layers::<f64>(&gpu);
+    }
+}
+
 #[test]
 fn tiled_matmuls_are_the_canonical_fma_chain() {
     if let Some(gpu) = gpu() {
