@@ -56,7 +56,7 @@ pub use device::{Device, View};
 pub use error::{Cause, Error, Result};
 pub use fingerprint::Fingerprint;
 pub use float::{DType, Element, Float};
-pub use rng::{Rng, RngState};
+pub use rng::{PCG_MULTIPLIER, PcgPosition, Rng, RngState};
 pub use shape::{Dims, Layout, RowCursor, Shape};
 
 /// The README's examples, compiled and run as doctests so that the README stays true.

@@ -63,6 +63,67 @@ pub struct RngState {
     pub spare_normal: Option<u64>,
 }
 
+/// Where a [`Rng`]'s PCG-64 generator stands: its 128-bit LCG `state` and `increment`.
+/// The next 64-bit draw steps the state, `state = state * PCG_MULTIPLIER + increment`
+/// (wrapping), and returns the XSL RR output of the new state:
+/// `((state >> 64) as u64 ^ state as u64).rotate_right((state >> 122) as u32)`.
+///
+/// For devices that draw a stream's numbers themselves (rlgrad-cuda's random kernels):
+/// with [`Rng::pcg_position`] and a jump of `i` steps, draw `i` of a batch is computed
+/// independently of the others, and the host then moves its `Rng` past the batch
+/// ([`Rng::skip`], [`Rng::skip_normals`]).
+///
+/// ```
+/// use rlgrad_core::Rng;
+/// let mut rng = Rng::new(7, "noise");
+/// rng.next_u64();
+/// let at = rng.pcg_position();
+/// assert_eq!(at.jumped(2).next_u64(), { rng.next_u64(); rng.next_u64(); rng.next_u64() });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PcgPosition {
+    /// The LCG state before the next draw.
+    pub state: u128,
+    /// The LCG increment (odd).
+    pub increment: u128,
+}
+
+/// PCG-64's LCG multiplier (`rand_pcg`'s, the PCG paper's 128-bit default).
+pub const PCG_MULTIPLIER: u128 = 0x2360_ED05_1FC6_5DA4_4385_DF64_9FCC_F645;
+
+impl PcgPosition {
+    /// The position `steps` draws later (Brown's jump: the LCG's affine map raised to
+    /// `steps` by squaring).
+    pub fn jumped(self, steps: u64) -> Self {
+        let (mut acc_mult, mut acc_plus) = (1u128, 0u128);
+        let (mut mult, mut plus) = (PCG_MULTIPLIER, self.increment);
+        let mut left = steps;
+        while left > 0 {
+            if left & 1 == 1 {
+                acc_mult = acc_mult.wrapping_mul(mult);
+                acc_plus = acc_plus.wrapping_mul(mult).wrapping_add(plus);
+            }
+            plus = mult.wrapping_add(1).wrapping_mul(plus);
+            mult = mult.wrapping_mul(mult);
+            left >>= 1;
+        }
+        Self {
+            state: acc_mult.wrapping_mul(self.state).wrapping_add(acc_plus),
+            increment: self.increment,
+        }
+    }
+
+    /// The next draw, and the position after it.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self
+            .state
+            .wrapping_mul(PCG_MULTIPLIER)
+            .wrapping_add(self.increment);
+        let rotation = (self.state >> 122) as u32;
+        (((self.state >> 64) as u64) ^ (self.state as u64)).rotate_right(rotation)
+    }
+}
+
 /// 64-bit FNV-1a: a fixed, portable hash of the stream name.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
@@ -84,15 +145,61 @@ impl Rng {
         Self::at_origin(seed, fnv1a(stream.as_bytes()))
     }
 
-    fn at_origin(seed: u64, stream_key: u64) -> Self {
+    /// The state and stream `Pcg64::new` starts the stream `stream_key` of `seed` from.
+    fn origin(seed: u64, stream_key: u64) -> (u128, u128) {
         let state = (u128::from(splitmix(seed)) << 64) | u128::from(splitmix(seed ^ stream_key));
-        let increment = (u128::from(stream_key) << 64) | u128::from(splitmix(stream_key));
+        let stream = (u128::from(stream_key) << 64) | u128::from(splitmix(stream_key));
+        (state, stream)
+    }
+
+    fn at_origin(seed: u64, stream_key: u64) -> Self {
+        let (state, increment) = Self::origin(seed, stream_key);
         Self {
             pcg: Pcg64::new(state, increment),
             seed,
             stream_key,
             draws: 0,
             spare_normal: None,
+        }
+    }
+
+    /// The generator's state at this position ([`PcgPosition`]); a pending normal sample
+    /// is not part of it (see [`RngState::spare_normal`]).
+    pub fn pcg_position(&self) -> PcgPosition {
+        let (state, stream) = Self::origin(self.seed, self.stream_key);
+        // `rand_pcg`'s construction: an odd increment from the stream, the state moved by
+        // the increment and one step.
+        let increment = (stream << 1) | 1;
+        let origin = PcgPosition {
+            state: state.wrapping_add(increment),
+            increment,
+        };
+        origin.jumped(1).jumped(self.draws)
+    }
+
+    /// Moves past `draws` 64-bit draws (as many `next_u64` calls), keeping a pending normal
+    /// sample.
+    pub fn skip(&mut self, draws: u64) {
+        self.pcg.advance(u128::from(draws));
+        self.draws = self.draws.wrapping_add(draws);
+    }
+
+    /// Moves past `count` calls of [`Rng::normal_f64`]: the same position and pending sample
+    /// as making them, in O(log count) (the last pair is drawn again when `count` leaves
+    /// its second sample pending).
+    pub fn skip_normals(&mut self, count: u64) {
+        let mut left = count;
+        if left > 0 && self.spare_normal.take().is_some() {
+            left -= 1;
+        }
+        if left == 0 {
+            return;
+        }
+        // Two draws per pair wholly used, then (for an odd count) one more pair whose sine
+        // stays pending.
+        self.skip(left / 2 * 2);
+        if left % 2 == 1 {
+            self.normal_f64();
         }
     }
 
@@ -240,6 +347,43 @@ mod tests {
                 assert_eq!(resumed.normal_f64().to_bits(), rng.normal_f64().to_bits());
                 assert_eq!(resumed.next_u64(), rng.next_u64());
                 assert_eq!(resumed.uniform_f32().to_bits(), rng.uniform_f32().to_bits());
+            }
+        }
+    }
+
+    /// The position a device starts from gives the stream's draws, at any distance;
+    /// skipping moves a stream as drawing would, normals included (with a pending sample
+    /// before and after).
+    #[test]
+    fn positions_and_skips_follow_the_stream() {
+        let rng = Rng::new(9, "device");
+        for before in [0u64, 1, 5, 1000] {
+            let mut probe = rng.clone();
+            probe.skip(before);
+            let at = probe.pcg_position();
+            for ahead in [0u64, 1, 2, 63, 64, 1 << 20] {
+                let mut drawn = probe.clone();
+                drawn.skip(ahead);
+                assert_eq!(
+                    at.jumped(ahead).next_u64(),
+                    drawn.next_u64(),
+                    "{before} + {ahead}"
+                );
+            }
+        }
+        for spare_first in [false, true] {
+            for count in [0u64, 1, 2, 3, 10, 11] {
+                let mut drawn = Rng::new(4, "normals");
+                if spare_first {
+                    drawn.normal_f64();
+                }
+                let mut skipped = drawn.clone();
+                for _ in 0..count {
+                    drawn.normal_f64();
+                }
+                skipped.skip_normals(count);
+                assert_eq!(skipped.state(), drawn.state(), "{spare_first} {count}");
+                assert_eq!(skipped.next_u64(), drawn.next_u64());
             }
         }
     }

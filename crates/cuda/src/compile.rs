@@ -45,11 +45,13 @@ pub enum Family {
     Optim,
     /// `cell.cu`: the fused LSTM cell, forward and backward.
     Cell,
+    /// `random.cu`: uniform and normal draws of an `Rng` stream.
+    Random,
 }
 
 impl Family {
     /// Every family, in a fixed order.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Copy,
@@ -58,6 +60,7 @@ impl Family {
         Family::Sequence,
         Family::Optim,
         Family::Cell,
+        Family::Random,
     ];
 
     /// The source file's stem (`"elementwise"`).
@@ -71,6 +74,7 @@ impl Family {
             Family::Sequence => "sequence",
             Family::Optim => "optim",
             Family::Cell => "cell",
+            Family::Random => "random",
         }
     }
 
@@ -133,6 +137,7 @@ impl Family {
             ],
             Family::Sequence => &["pad", "unpad", "masked_map"],
             Family::Cell => &["lstm_cell", "lstm_cell_backward"],
+            Family::Random => &["rng_uniform", "rng_normal"],
             Family::Optim => &[
                 "sgd",
                 "momentum_torch",
@@ -162,6 +167,7 @@ impl Family {
             Family::Sequence => include_str!("cuda/sequence.cu"),
             Family::Optim => include_str!("cuda/optim.cu"),
             Family::Cell => include_str!("cuda/cell.cu"),
+            Family::Random => include_str!("cuda/random.cu"),
         }
     }
 

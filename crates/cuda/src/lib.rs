@@ -76,6 +76,7 @@ mod elementwise;
 mod host;
 mod matmul;
 mod optim;
+mod random;
 mod recurrence;
 mod reduce;
 mod require;

@@ -1,5 +1,5 @@
 // The CUDA runtime on the host, for the host emulations of the kernels (host_gemm.cpp,
-// host_recurrence.cpp, host_reduce.cpp, host_sequence.cpp): a block's threads are host
+// host_random.cpp, host_recurrence.cpp, host_reduce.cpp, host_sequence.cpp): a block's threads are host
 // threads meeting at a barrier for every __syncthreads, __shared__ arrays are function
 // statics (one block runs at a time), the blocks run one after another. Include it, then
 // the family's .cu file. Build with -std=c++20 -pthread -ffp-contract=off, as NVRTC
@@ -57,6 +57,9 @@ static inline long long __double_as_longlong(double x) { return (long long)f64_b
 static inline double __longlong_as_double(long long u) { return f64_from((unsigned long long)u); }
 static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
 static inline double __dsqrt_rn(double x) { return std::sqrt(x); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 
 // CUDA's vector types, aligned as on the GPU.
 struct alignas(8) float2 {
@@ -116,8 +119,6 @@ template <typename Kernel> static void launch(dim3 grid, unsigned threads, Kerne
     for (auto& thread : pool) thread.join();
 }
 
-// A buffer of `<length> <hex bits>...` from stdin, 256-byte aligned as the driver's
-// allocations are (a length of 0 is a null pointer).
 // One scalar of the element type, from stdin as its bits in hex.
 template <typename T, typename Bits> static T read_scalar() {
     Bits bits;
@@ -127,6 +128,8 @@ template <typename T, typename Bits> static T read_scalar() {
     return x;
 }
 
+// A buffer of `<length> <hex bits>...` from stdin, 256-byte aligned as the driver's
+// allocations are (a length of 0 is a null pointer).
 template <typename T, typename Bits> static T* read_buffer() {
     size_t length;
     std::cin >> length;

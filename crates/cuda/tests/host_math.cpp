@@ -30,6 +30,8 @@ int main() {
         else if (!std::strcmp(name, "exp")) std::printf("%llx\n", f64_bits(rl_exp(f64_from(a))));
         else if (!std::strcmp(name, "log")) std::printf("%llx\n", f64_bits(rl_log(f64_from(a))));
         else if (!std::strcmp(name, "tanh")) std::printf("%llx\n", f64_bits(rl_tanh(f64_from(a))));
+        else if (!std::strcmp(name, "sin")) std::printf("%llx\n", f64_bits(rl_sin(f64_from(a))));
+        else if (!std::strcmp(name, "cos")) std::printf("%llx\n", f64_bits(rl_cos(f64_from(a))));
         else if (!std::strcmp(name, "powf") && std::scanf("%llx", &b) == 1)
             std::printf("%x\n", f32_bits(rl_powf(f32_from((unsigned)a), f32_from((unsigned)b))));
         else if (!std::strcmp(name, "pow") && std::scanf("%llx", &b) == 1)

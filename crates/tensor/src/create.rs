@@ -3,6 +3,7 @@
 //! so every device and thread count gets the same bits.
 
 use rlgrad_core::cpu::alloc;
+use rlgrad_core::kernels::RandomKernel;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 
 use crate::Tensor;
@@ -68,15 +69,19 @@ impl<T: Float, D: Device> Tensor<T, D> {
     }
 
     /// Uniform samples in `[low, high)` from `rng`, in row-major order: element `i` is
-    /// `low + (high - low) * u_i` computed in `T`, `u_i` from [`Rng::uniform`]. An error
-    /// unless `low <= high`, both finite.
+    /// `low + (high - low) * u_i` computed in `T`, `u_i` from [`Rng::uniform`], drawn by
+    /// the device ([`RandomKernel::fill_uniform`]: on a GPU, in place, with the bits of
+    /// drawing on the host). An error unless `low <= high`, both finite.
     pub fn rand_uniform_on(
         device: &D,
         shape: impl Into<Shape>,
         low: T,
         high: T,
         rng: &mut Rng,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         let function = "Tensor::rand_uniform";
         if !(low.is_finite() && high.is_finite() && low <= high) {
             return Err(Error::value(
@@ -87,30 +92,35 @@ impl<T: Float, D: Device> Tensor<T, D> {
             ));
         }
         let shape = shape.into();
-        let numel = shape.numel_for(function, "shape")?;
-        let draw = |_| low + (high - low) * rng.uniform::<T>();
-        let data = alloc::try_from_fn(numel, draw, function, "shape")?;
-        Self::from_vec_on(device, data, shape)
+        shape.numel_for(function, "shape")?;
+        Self::from_kernel(device, shape, |out| {
+            device.fill_uniform(rng, low, high, out)
+        })
+        .map_err(|e| e.in_function(function))
     }
 
     /// Normal samples `mean + std * z` from `rng` ([`Rng::normal`], Box-Muller in f64),
-    /// in row-major order. An error unless `std >= 0` and both are finite.
+    /// in row-major order, drawn by the device ([`RandomKernel::fill_normal`]). An error
+    /// unless `std >= 0` and both are finite.
     pub fn rand_normal_on(
         device: &D,
         shape: impl Into<Shape>,
         mean: f64,
         std: f64,
         rng: &mut Rng,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         let function = "Tensor::rand_normal";
         if !mean.is_finite() {
             return Err(Error::value(function, "mean", "a finite value", mean));
         }
         rlgrad_core::check::non_negative(function, "std", std)?;
         let shape = shape.into();
-        let numel = shape.numel_for(function, "shape")?;
-        let data = alloc::try_from_fn(numel, |_| rng.normal::<T>(mean, std), function, "shape")?;
-        Self::from_vec_on(device, data, shape)
+        shape.numel_for(function, "shape")?;
+        Self::from_kernel(device, shape, |out| device.fill_normal(rng, mean, std, out))
+            .map_err(|e| e.in_function(function))
     }
 }
 

@@ -54,17 +54,19 @@ pub use rlgrad_core::{Cpu, Error, Result, Shape};
 pub use tensor::Tensor;
 
 use rlgrad_core::Float;
-use rlgrad_core::kernels::{CopyKernel, ElementwiseKernel, MatmulKernel, ReduceKernel};
+use rlgrad_core::kernels::{
+    CopyKernel, ElementwiseKernel, MatmulKernel, RandomKernel, ReduceKernel,
+};
 
 /// Every kernel family a [`Tensor`] needs, bundled: implemented automatically by any
 /// device that implements them all (the [`Cpu`], `rlgrad-cuda`'s `Cuda`).
 pub trait TensorDevice<T: Float>:
-    ElementwiseKernel<T> + ReduceKernel<T> + CopyKernel<T> + MatmulKernel<T>
+    ElementwiseKernel<T> + ReduceKernel<T> + CopyKernel<T> + MatmulKernel<T> + RandomKernel<T>
 {
 }
 
 impl<T: Float, D> TensorDevice<T> for D where
-    D: ElementwiseKernel<T> + ReduceKernel<T> + CopyKernel<T> + MatmulKernel<T>
+    D: ElementwiseKernel<T> + ReduceKernel<T> + CopyKernel<T> + MatmulKernel<T> + RandomKernel<T>
 {
 }
 

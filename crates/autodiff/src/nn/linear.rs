@@ -1,6 +1,6 @@
 //! The dense layer.
 
-use rlgrad_core::kernels::UnaryOp;
+use rlgrad_core::kernels::{RandomKernel, UnaryOp};
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
@@ -68,7 +68,10 @@ impl<T: Float, D: Device> Linear<T, D> {
         outputs: usize,
         init: Init,
         rng: &mut Rng,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         for (argument, value) in [("inputs", inputs), ("outputs", outputs)] {
             if value == 0 {
                 return Err(Error::value(

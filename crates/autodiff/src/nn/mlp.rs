@@ -1,5 +1,6 @@
 //! Multi-layer perceptrons.
 
+use rlgrad_core::kernels::RandomKernel;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng};
 use rlgrad_tensor::TensorDevice;
 
@@ -56,7 +57,10 @@ impl<T: Float, D: Device> Mlp<T, D> {
         output: Activation,
         init: Init,
         rng: &mut Rng,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         if sizes.len() < 2 {
             return Err(Error::shape(
                 "Mlp::new",

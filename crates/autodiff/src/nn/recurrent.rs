@@ -4,9 +4,9 @@
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
-use rlgrad_core::kernels::CellKernel;
 use rlgrad_core::kernels::cell::{LstmBackward, LstmForward};
 use rlgrad_core::kernels::sequence::Sequences;
+use rlgrad_core::kernels::{CellKernel, RandomKernel};
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
@@ -84,7 +84,10 @@ impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
         inputs: usize,
         hidden: usize,
         rng: &mut Rng,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         Self::drawn(device, K::CONSTRUCTORS.0, inputs, hidden, rng, |field| {
             format!("{name}/{field}")
         })
@@ -100,7 +103,10 @@ impl<K: Cell, T: Float, D: Device> Recurrent<K, T, D> {
         hidden: usize,
         rng: &mut Rng,
         name: impl Fn(&str) -> String,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         for (argument, value) in [("inputs", inputs), ("hidden", hidden)] {
             if value == 0 {
                 return Err(Error::value(function, argument, "at least 1 feature", 0));

@@ -1,6 +1,7 @@
 //! Stacked and bidirectional GRUs and LSTMs: PyTorch's `num_layers`, `bidirectional` and
 //! `dropout`, over padded batches with lengths.
 
+use rlgrad_core::kernels::RandomKernel;
 use rlgrad_core::kernels::sequence::Sequences;
 use rlgrad_core::{Cpu, Device, Error, Float, Result, Rng, Shape};
 use rlgrad_tensor::{Tensor, TensorDevice};
@@ -144,7 +145,10 @@ impl<K: Cell, T: Float, D: Device> StackedRecurrent<K, T, D> {
         hidden: usize,
         config: RnnConfig,
         rng: &mut Rng,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        D: RandomKernel<T>,
+    {
         let function = K::STACKED_CONSTRUCTOR;
         if config.num_layers == 0 {
             return Err(Error::value(

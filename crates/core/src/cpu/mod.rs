@@ -20,6 +20,7 @@ mod lines;
 mod matmul;
 pub mod optim;
 pub(crate) mod par;
+mod random;
 pub mod recurrence;
 pub(crate) mod reduce;
 pub mod sequence;

@@ -809,3 +809,163 @@ RL_FN double rl_pow(double x, double y) {
     }
     return s * z;
 }
+
+// ---- sin, cos (sin.rs, cos.rs, k_sin.rs, k_cos.rs, rem_pio2.rs) ------------------------
+//
+// For |x| < 2^20 * pi / 2 only: rem_pio2's small and medium reductions are ported, not its
+// large one (rem_pio2_large, for |x| from 2^20 * pi / 2 up), so larger finite arguments
+// give NaN here where libm gives their sine. The callers stay far below: the normal
+// samples' Box-Muller angle 2 pi u lies in [0, 2 pi).
+
+RL_FN double rl_k_sin(double x, double y, rl_i32 iy) {
+    const double s1 = -1.66666666666666324348e-01;
+    const double s2 = 8.33333333332248946124e-03;
+    const double s3 = -1.98412698298579493134e-04;
+    const double s4 = 2.75573137070700676789e-06;
+    const double s5 = -2.50507602534068634195e-08;
+    const double s6 = 1.58969099521155010221e-10;
+    double z = x * x;
+    double w = z * z;
+    double r = s2 + z * (s3 + z * s4) + z * w * (s5 + z * s6);
+    double v = z * x;
+    if (iy == 0) return x + v * (s1 + z * r);
+    return x - ((z * (0.5 * y - v * r) - y) - v * s1);
+}
+
+RL_FN double rl_k_cos(double x, double y) {
+    const double c1 = 4.16666666666666019037e-02;
+    const double c2 = -1.38888888888741095749e-03;
+    const double c3 = 2.48015872894767294178e-05;
+    const double c4 = -2.75573143513906633035e-07;
+    const double c5 = 2.08757232129817482790e-09;
+    const double c6 = -1.13596475577881948265e-11;
+    double z = x * x;
+    double w = z * z;
+    double r = z * (c1 + z * (c2 + z * c3)) + w * w * (c4 + z * (c5 + z * c6));
+    double hz = 0.5 * z;
+    w = 1.0 - hz;
+    return w + (((1.0 - w) - hz) + (z * r - x * y));
+}
+
+#define RL_PIO2_1 1.57079632673412561417e+00
+#define RL_PIO2_1T 6.07710050650619224932e-11
+
+RL_FN rl_i32 rl_rem_pio2_medium(double x, rl_u32 ix, double* y0, double* y1) {
+    const double to_int = 1.5 / 2.2204460492503131e-16;
+    const double inv_pio2 = 6.36619772367581382433e-01;
+    const double pio2_2 = 6.07710050630396597660e-11;
+    const double pio2_2t = 2.02226624879595063154e-21;
+    const double pio2_3 = 2.02226624871116645580e-21;
+    const double pio2_3t = 8.47842766036889956997e-32;
+    double tmp = x * inv_pio2 + to_int;
+    double f_n = tmp - to_int;
+    rl_i32 n = (rl_i32)f_n;
+    double r = x - f_n * RL_PIO2_1;
+    double w = f_n * RL_PIO2_1T;
+    double y = r - w;
+    rl_i32 ey = (rl_i32)(RL_F64_BITS(y) >> 52) & 0x7ff;
+    rl_i32 ex = (rl_i32)(ix >> 20);
+    if (ex - ey > 16) {
+        double t = r;
+        w = f_n * pio2_2;
+        r = t - w;
+        w = f_n * pio2_2t - ((t - r) - w);
+        y = r - w;
+        ey = (rl_i32)(RL_F64_BITS(y) >> 52) & 0x7ff;
+        if (ex - ey > 49) {
+            t = r;
+            w = f_n * pio2_3;
+            r = t - w;
+            w = f_n * pio2_3t - ((t - r) - w);
+            y = r - w;
+        }
+    }
+    *y0 = y;
+    *y1 = (r - y) - w;
+    return n;
+}
+
+// x = n * pi / 2 + (y0 + y1), for finite |x| < 2^20 * pi / 2 (the caller checks).
+RL_FN rl_i32 rl_rem_pio2(double x, double* y0, double* y1) {
+    rl_u64 bits = RL_F64_BITS(x);
+    rl_i32 sign = (rl_i32)(bits >> 63);
+    rl_u32 ix = (rl_u32)(bits >> 32) & 0x7fffffffu;
+    if (ix <= 0x400f6a7au) {
+        if ((ix & 0xfffffu) == 0x921fbu) return rl_rem_pio2_medium(x, ix, y0, y1);
+        if (ix <= 0x4002d97cu) {
+            if (sign == 0) {
+                double z = x - RL_PIO2_1;
+                *y0 = z - RL_PIO2_1T;
+                *y1 = (z - *y0) - RL_PIO2_1T;
+                return 1;
+            }
+            double z = x + RL_PIO2_1;
+            *y0 = z + RL_PIO2_1T;
+            *y1 = (z - *y0) + RL_PIO2_1T;
+            return -1;
+        }
+        if (sign == 0) {
+            double z = x - 2.0 * RL_PIO2_1;
+            *y0 = z - 2.0 * RL_PIO2_1T;
+            *y1 = (z - *y0) - 2.0 * RL_PIO2_1T;
+            return 2;
+        }
+        double z = x + 2.0 * RL_PIO2_1;
+        *y0 = z + 2.0 * RL_PIO2_1T;
+        *y1 = (z - *y0) + 2.0 * RL_PIO2_1T;
+        return -2;
+    }
+    if (ix <= 0x401c463bu) {
+        if (ix <= 0x4015fdbcu) {
+            if (ix == 0x4012d97cu) return rl_rem_pio2_medium(x, ix, y0, y1);
+            if (sign == 0) {
+                double z = x - 3.0 * RL_PIO2_1;
+                *y0 = z - 3.0 * RL_PIO2_1T;
+                *y1 = (z - *y0) - 3.0 * RL_PIO2_1T;
+                return 3;
+            }
+            double z = x + 3.0 * RL_PIO2_1;
+            *y0 = z + 3.0 * RL_PIO2_1T;
+            *y1 = (z - *y0) + 3.0 * RL_PIO2_1T;
+            return -3;
+        }
+        if (ix == 0x401921fbu) return rl_rem_pio2_medium(x, ix, y0, y1);
+        if (sign == 0) {
+            double z = x - 4.0 * RL_PIO2_1;
+            *y0 = z - 4.0 * RL_PIO2_1T;
+            *y1 = (z - *y0) - 4.0 * RL_PIO2_1T;
+            return 4;
+        }
+        double z = x + 4.0 * RL_PIO2_1;
+        *y0 = z + 4.0 * RL_PIO2_1T;
+        *y1 = (z - *y0) + 4.0 * RL_PIO2_1T;
+        return -4;
+    }
+    return rl_rem_pio2_medium(x, ix, y0, y1);
+}
+
+// libm's sin (iy: 0) or cos (1) of x, |x| < 2^20 * pi / 2 (NaN beyond, see above).
+RL_FN double rl_sin_or_cos(double x, rl_i32 cosine) {
+    rl_u32 ix = (rl_u32)(RL_F64_BITS(x) >> 32) & 0x7fffffffu;
+    if (ix <= 0x3fe921fbu) {
+        if (cosine) {
+            if (ix < 0x3e46a09eu && (rl_i32)x == 0) return 1.0;
+            return rl_k_cos(x, 0.0);
+        }
+        if (ix < 0x3e500000u) return x;
+        return rl_k_sin(x, 0.0, 0);
+    }
+    if (ix >= 0x7ff00000u) return x - x;
+    if (ix >= 0x413921fbu) return RL_F64_FROM(0x7ff8000000000000ull);
+    double y0, y1;
+    rl_i32 n = rl_rem_pio2(x, &y0, &y1) + cosine;
+    switch (n & 3) {
+        case 0: return rl_k_sin(y0, y1, 1);
+        case 1: return rl_k_cos(y0, y1);
+        case 2: return -rl_k_sin(y0, y1, 1);
+        default: return -rl_k_cos(y0, y1);
+    }
+}
+
+RL_FN double rl_sin(double x) { return rl_sin_or_cos(x, 0); }
+RL_FN double rl_cos(double x) { return rl_sin_or_cos(x, 1); }

@@ -1,5 +1,5 @@
-//! The CUDA ports of `libm`'s `expf`, `logf`, `tanhf`, `powf`, `exp`, `log`, `tanh` and
-//! `pow` (`src/cuda/math.cuh`) compiled for the host with the system C++ compiler (FMA
+//! The CUDA ports of `libm`'s `expf`, `logf`, `tanhf`, `powf`, `exp`, `log`, `tanh`,
+//! `pow`, and `sin` and `cos` below 2^20 pi / 2 (`src/cuda/math.cuh`) compiled for the host with the system C++ compiler (FMA
 //! contraction off, as NVRTC compiles them) and compared with the `libm` crate bit for bit
 //! on about two million inputs: ranges, special values and random bit patterns.
 //!
@@ -141,6 +141,47 @@ fn cases() -> Vec<Case> {
         cases.push(f64_case("exp", x, libm::exp));
         cases.push(f64_case("log", x, libm::log));
         cases.push(f64_case("tanh", x, libm::tanh));
+    }
+    // sin and cos where they are ported: below 2^20 pi / 2 in magnitude (every branch of
+    // the reduction: near multiples of pi / 2, the small cases up to 9 pi / 4, the medium
+    // one), the Box-Muller angles 2 pi u, and the specials; beyond, NaN (not libm).
+    let limit = f64::from_bits(0x4139_21fb_0000_0000);
+    let mut angles: Vec<f64> = f64_inputs(&mut rng)
+        .into_iter()
+        .filter(|x| x.abs() < limit || !x.is_finite())
+        .collect();
+    angles.extend((0..100_000).map(|_| (rng.uniform_f64() * 2.0 - 1.0) * limit));
+    angles.extend((0..100_000).map(|_| 2.0 * std::f64::consts::PI * rng.uniform_f64()));
+    for k in 1..=2000 {
+        let near = k as f64 * std::f64::consts::FRAC_PI_2;
+        for ulps in [-2i64, -1, 0, 1, 2] {
+            let x = f64::from_bits((near.to_bits() as i64 + ulps) as u64);
+            angles.extend([x, -x]);
+        }
+    }
+    angles.extend([1e-300, -1e-300, 1e-9, std::f64::consts::FRAC_PI_4, f64::NAN]);
+    // Near 5, 6 and 7 pi / 2: the reduction's third round (found by a search over every
+    // multiple below 2^20 pi / 2).
+    for bits in [
+        0x401f_6a7a_2955_385e_u64,
+        0x4022_d97c_7f33_21d2,
+        0x4025_fdbb_e9bb_a775,
+    ] {
+        for ulps in [-1i64, 0, 1] {
+            let x = f64::from_bits((bits as i64 + ulps) as u64);
+            angles.extend([x, -x]);
+        }
+    }
+    for x in angles {
+        cases.push(f64_case("sin", x, libm::sin));
+        cases.push(f64_case("cos", x, libm::cos));
+    }
+    for x in [limit, 1e7, -1e300] {
+        cases.push(Case {
+            line: format!("sin {:x}", x.to_bits()),
+            want: f64::NAN.to_bits(),
+            is_nan: true,
+        });
     }
     for (x, y) in pow_pairs(&mut rng) {
         let (xf, yf) = (x as f32, y as f32);

@@ -10,7 +10,7 @@ use rlgrad_core::kernels::optim::{
 use rlgrad_core::kernels::recurrence::{Episodes, TimeMajor, Truncation, VtraceParams};
 use rlgrad_core::kernels::sequence::{MaskedMap, MaskedTerm, PadOrder, Sequences};
 use rlgrad_core::kernels::{
-    BinaryOp, CellKernel, CopyKernel, ElementwiseKernel, MatmulKernel, OptimKernel,
+    BinaryOp, CellKernel, CopyKernel, ElementwiseKernel, MatmulKernel, OptimKernel, RandomKernel,
     RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel, UnaryOp,
 };
 use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Par, Rng, Shape, View};
@@ -722,6 +722,47 @@ fn linear_layers_are_the_cpus_in_one_kernel() {
     if let Some(gpu) = gpu() {
         linear_layers::<f32>(&gpu);
         linear_layers::<f64>(&gpu);
+    }
+}
+
+/// Uniform and normal draws on the GPU against the Cpu's: the same samples bit for bit and
+/// the same stream position after, for lengths around the kernels' chunks and past a
+/// grid's stride, a stream far along and one with a pending normal sample.
+fn random_draws<T: Float>(gpu: &Cuda) {
+    for n in [1, 15, 17, 4096, 1_000_003] {
+        for (skipped, spare) in [(0, false), (1 << 50, false), (3, true)] {
+            for normal in [false, true] {
+                let mut host = Rng::new(n as u64, "gpu-random");
+                host.skip(skipped);
+                if spare {
+                    host.normal_f64();
+                }
+                let mut device_rng = host.clone();
+                let mut want = vec![T::zero(); n];
+                let mut out = gpu.alloc_zeros::<T>(n).unwrap();
+                if normal {
+                    cpu().fill_normal(&mut host, 0.25, 3.0, &mut want).unwrap();
+                    gpu.fill_normal(&mut device_rng, 0.25, 3.0, &mut out)
+                        .unwrap();
+                } else {
+                    let (low, high) = (T::from_f64(-2.0), T::from_f64(0.5));
+                    cpu().fill_uniform(&mut host, low, high, &mut want).unwrap();
+                    gpu.fill_uniform(&mut device_rng, low, high, &mut out)
+                        .unwrap();
+                }
+                let what = format!("{n} draws (normal: {normal}, spare: {spare})");
+                same(&what, &want, &gpu.download(&out).unwrap());
+                assert_eq!(device_rng.state(), host.state(), "{what}: the stream after");
+            }
+        }
+    }
+}
+
+#[test]
+fn random_draws_are_the_cpus() {
+    if let Some(gpu) = gpu() {
+        random_draws::<f32>(&gpu);
+        random_draws::<f64>(&gpu);
     }
 }
 
