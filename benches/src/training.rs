@@ -11,9 +11,10 @@
 //!   the step, the clipped surrogate (0.2), entropy 0.01, value loss 0.5, the global norm
 //!   clipped at 0.5, one Adam step (3e-4, eps 1e-5) over both networks.
 //!
-//! Both start from the same values on every device: parameters, replay and samples are
-//! drawn on the host from fixed seeds and uploaded. Sampling indices and noise come from
-//! host streams too ([`Rng`]), as the W7 peers draw theirs on the host.
+//! Both start from the same values on every device: parameters, replay, samples and the
+//! target policy's noise are [`Rng`] streams from fixed seeds, drawn where the tensors live
+//! (`Tensor::rand_*_on`: on a GPU, by its random kernels with the host's bits). Sampling
+//! indices are drawn on the host, as the W7 peers draw theirs.
 
 use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module, soft_update};
@@ -77,7 +78,7 @@ pub struct Td3<T: Float, D: TrainDevice<T>> {
     iteration: usize,
 }
 
-/// The host-side draws of `T` values for a `[rows, cols]` tensor from `rng`, uploaded.
+/// A `[rows, cols]` tensor of `rng`'s normal samples, drawn on `device`.
 fn normal_on<T: Float, D: TrainDevice<T>>(
     device: &D,
     rows: usize,
