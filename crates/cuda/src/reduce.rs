@@ -6,7 +6,9 @@
 //! `sum_contiguous`, a persistent grid over 64 KB groups that the last block to finish
 //! combines; other sources run in levels: the first reduces groups of 128 leaves (8192
 //! elements) of each segment to one 16-lane vector, each further level groups of 128
-//! vectors, until one vector per segment is left; `sum_finish` folds its lanes. Both are
+//! vectors, until one vector per segment is left; `sum_finish` folds its lanes. Segments
+//! of at most 8192 elements (a linear layer's bias gradient over a batch, a sequence's
+//! sum) take one launch, `sum_*_once`, whose block folds the lanes itself. Both are
 //! the canonical order of `rlgrad_core::reduce` (see `reduce.cu` for why the pieces compose
 //! to it).
 
@@ -29,32 +31,33 @@ const SUM_TICKETS: usize = 1 << 17;
 /// Elements per block of the min/max levels.
 const EXTREMUM_BLOCK: usize = BLOCK as usize * 16;
 
-/// Where the first level reads a segment's elements (the `*Source` structs of reduce.cu).
+/// Where the first level reads a segment's elements (the `*Source` structs of reduce.cu),
+/// in the kernels' words (addresses and counts as `u64`).
 pub(crate) enum Source {
     /// `sum_columns`: column `o` of a dense `[outer, len, inner]` array at `x`; with
     /// `means` (an address, 0 for none), `(x - means[o])^2`.
     Columns {
         x: u64,
         means: u64,
-        len: usize,
-        inner: usize,
+        len: u64,
+        inner: u64,
     },
     /// `sum_sequences`: the `lengths[o] * features` valid values of row `o` (`row` wide).
     Sequences {
         x: u64,
         lengths: u64,
-        row: usize,
-        features: usize,
+        row: u64,
+        features: u64,
     },
     /// `sum_masked`: the packed valid values of a `[B, T, F]` array, one segment.
     Masked {
         x: u64,
         other: u64,
         offsets: u64,
-        features: usize,
-        batch: usize,
-        row: usize,
-        total: usize,
+        features: u64,
+        batch: u64,
+        row: u64,
+        total: u64,
         term: i32,
         shift: Scalar,
     },
@@ -119,66 +122,59 @@ impl Cuda {
             inner: 1,
         } = source
             && segments == 1
-            && self.sum_contiguous(function, x, means, len, divisor, out)?
+            && self.sum_contiguous(function, x, means, len as usize, divisor, out)?
         {
             return Ok(());
         }
         let mut per_segment = longest.div_ceil(LEVEL_ONE).max(1);
+        // The source's own arguments, then `tail`, to kernel `name` of its family.
+        let launch_source = |name: &str, tail: &[&dyn KernelArg], blocks: u32| -> Result<()> {
+            let (family, head): (&str, Vec<&dyn KernelArg>) = match &source {
+                Source::Columns {
+                    x,
+                    means,
+                    len,
+                    inner,
+                } => ("sum_columns", vec![x, means, len, inner]),
+                Source::Sequences {
+                    x,
+                    lengths,
+                    row,
+                    features,
+                } => ("sum_sequences", vec![x, lengths, row, features]),
+                Source::Masked {
+                    x,
+                    other,
+                    offsets,
+                    features,
+                    batch,
+                    row,
+                    total,
+                    term,
+                    shift,
+                } => (
+                    "sum_masked",
+                    vec![x, other, offsets, features, batch, row, total, term, shift],
+                ),
+            };
+            let kernel = self.function::<T>(Family::Reduce, &format!("{family}{name}"))?;
+            let args: Vec<&dyn KernelArg> = head.into_iter().chain(tail.iter().copied()).collect();
+            self.launch(function, &kernel, config(blocks), &args)
+        };
+        if per_segment == 1 {
+            // One block per segment: it folds the lanes itself (`sum_*_once`), one launch.
+            let (divide, divisor) = (
+                i32::from(divisor.is_some()),
+                Scalar::of(divisor.unwrap_or_else(T::one)),
+            );
+            let blocks = blocks(function, segments, 1)?;
+            return launch_source("_once", &[&divide, &divisor, &lengths, &out], blocks);
+        }
         let mut vectors = self.uninit::<T>(function, segments * per_segment * 16)?;
         let level = blocks(function, segments, per_segment)?;
         let v = self.ptr(&vectors);
         let bps = per_segment as u64;
-        match source {
-            Source::Columns {
-                x,
-                means,
-                len,
-                inner,
-            } => {
-                let kernel = self.function::<T>(Family::Reduce, "sum_columns")?;
-                let args: [&dyn KernelArg; 6] =
-                    [&x, &means, &(len as u64), &(inner as u64), &bps, &v];
-                self.launch(function, &kernel, config(level), &args)?;
-            }
-            Source::Sequences {
-                x,
-                lengths,
-                row,
-                features,
-            } => {
-                let kernel = self.function::<T>(Family::Reduce, "sum_sequences")?;
-                let args: [&dyn KernelArg; 6] =
-                    [&x, &lengths, &(row as u64), &(features as u64), &bps, &v];
-                self.launch(function, &kernel, config(level), &args)?;
-            }
-            Source::Masked {
-                x,
-                other,
-                offsets,
-                features,
-                batch,
-                row,
-                total,
-                term,
-                shift,
-            } => {
-                let kernel = self.function::<T>(Family::Reduce, "sum_masked")?;
-                let args: [&dyn KernelArg; 11] = [
-                    &x,
-                    &other,
-                    &offsets,
-                    &(features as u64),
-                    &(batch as u64),
-                    &(row as u64),
-                    &(total as u64),
-                    &term,
-                    &shift,
-                    &bps,
-                    &v,
-                ];
-                self.launch(function, &kernel, config(level), &args)?;
-            }
-        }
+        launch_source("", &[&bps, &v], level)?;
         while per_segment > 1 {
             let count = per_segment;
             per_segment = count.div_ceil(LEVEL_GROUP);
@@ -372,8 +368,8 @@ impl<T: Float> ReduceKernel<T> for Cuda {
         let columns = |means| Source::Columns {
             x: data,
             means,
-            len,
-            inner,
+            len: len as u64,
+            inner: inner as u64,
         };
         let count = T::from_usize(len);
         match op {
@@ -451,8 +447,11 @@ mod tests {
         out[0]
     }
 
-    /// `sum_contiguous` through the host emulation, launched twice (the tickets' reset),
-    /// against the Cpu's sum, mean and variance (the second pass with the Cpu's mean):
+    /// `sum_contiguous` through the host emulation against the Cpu's sum, mean and
+    /// variance (the second pass with the Cpu's mean), every ticket checked to be back at 0
+    /// after each launch; runs of at most 4 groups launch twice (the second finds the
+    /// tickets the first left), and larger ones are sums launched once (on 2 cores, the
+    /// emulation's 256 threads per block made every run of 64 groups cost seconds):
     /// sizes around the leaves, the 64 KB groups and the combining tree's nodes of 64
     /// groups, up to a few million, runs at aligned and unaligned offsets, grids smaller
     /// and larger than the groups, NaN, ±inf and -0 among the values (and runs of -0
@@ -487,6 +486,10 @@ mod tests {
             (2 * FAN_IN * group + 1, 2 * FAN_IN as u32, width, false),
             (2 * FAN_IN * group + 5 * group, 3, 0, false),
         ];
+        // Runs past a few groups: the sum only (the means and divisors are the same code at
+        // every size), one launch.
+        let small = |n: usize| n <= 4 * group;
+        let launches = |n: usize| if small(n) { 2 } else { 1 };
         let (mut input, mut expected) = (String::new(), Vec::new());
         for (i, &(n, grid, offset, zeros)) in cases.iter().enumerate() {
             let buffer: Vec<T> = if zeros {
@@ -506,12 +509,7 @@ mod tests {
                     Some(mean),
                 ),
             ];
-            // The largest runs only as sums, to keep the emulation short.
-            let runs = if n > FAN_IN * group {
-                &runs[..1]
-            } else {
-                &runs[..]
-            };
+            let runs = if small(n) { &runs[..] } else { &runs[..1] };
             for &(op, divisor, mean) in runs {
                 if n == 1 && mean.is_some() {
                     continue;
@@ -519,8 +517,9 @@ mod tests {
                 let bits: Vec<String> = buffer.iter().map(|&v| hex(v)).collect();
                 writeln!(
                     input,
-                    "{} {grid} {offset} {n} {} {} {}\n{} {}",
+                    "{} {grid} {} {offset} {n} {} {} {}\n{} {}",
                     T::DTYPE.name(),
+                    launches(n),
                     i32::from(divisor.is_some()),
                     hex(divisor.unwrap_or_else(T::one)),
                     mean.map_or_else(|| "-".to_owned(), hex),
@@ -531,13 +530,14 @@ mod tests {
                 expected.push((
                     format!("{op:?} of {n} at offset {offset}"),
                     cpu_reduce(op, x),
+                    launches(n),
                 ));
             }
         }
         let stdout = emulator.run(input);
         let mut lines = stdout.lines();
-        for (what, want) in &expected {
-            for launch in ["first", "second"] {
+        for (what, want, launches) in &expected {
+            for launch in ["first", "second"].into_iter().take(*launches) {
                 let got = T::from_bits_u64(u64::from_str_radix(lines.next().unwrap(), 16).unwrap());
                 assert!(
                     got.to_bits_u64() == want.to_bits_u64() || (got.is_nan() && want.is_nan()),
@@ -546,10 +546,99 @@ mod tests {
             }
         }
         assert!(lines.next().is_none(), "more output than results");
-        println!(
-            "host emulation: {} sums, each launched twice, the Cpu's bits",
-            expected.len()
-        );
+        println!("host emulation: {} sums, the Cpu's bits", expected.len());
+    }
+
+    /// `sum_columns_once` (level 1 and the lanes' fold in one launch, one block per
+    /// column) on host threads against the Cpu's sums, means and variances of each column
+    /// of `[outer, len, inner]` arrays: columns of 1 element up to the 8192 one block
+    /// holds, strided (`inner > 1`) and not, NaN and infinities among the values.
+    fn emulated_column_sums_give_the_cpus_bits<T: Float>() {
+        let Some(emulator) = Emulator::build(
+            ("host_reduce.cpp", include_str!("../tests/host_reduce.cpp")),
+            ("reduce.cu", include_str!("cuda/reduce.cu")),
+        ) else {
+            return;
+        };
+        let mut rng = Rng::new(39, "cuda-columns-host");
+        let (mut input, mut expected) = (String::new(), Vec::new());
+        for (i, &(outer, len, inner)) in [
+            (1, 1, 1),
+            (2, 5, 3),
+            (1, 64, 7),
+            (3, 257, 2),
+            (1, LEVEL_ONE, 2),
+            (2, 4095, 1),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let data = values::<T>(&mut rng, outer * len * inner, i % 2 == 1);
+            let column = |o: usize| -> Vec<T> {
+                let (a, c) = (o / inner, o % inner);
+                (0..len).map(|p| data[(a * len + p) * inner + c]).collect()
+            };
+            let columns: Vec<Vec<T>> = (0..outer * inner).map(column).collect();
+            let bits: Vec<String> = data.iter().map(|&v| hex(v)).collect();
+            let means: Vec<T> = columns
+                .iter()
+                .map(|c| cpu_reduce(ReduceOp::Mean, c))
+                .collect();
+            let runs = [
+                (ReduceOp::Sum, None, None),
+                (ReduceOp::Mean, Some(T::from_usize(len)), None),
+                (
+                    ReduceOp::Var { ddof: 1 },
+                    Some(T::from_usize(len.max(2) - 1)),
+                    Some(&means),
+                ),
+            ];
+            for (op, divisor, means) in runs {
+                if len == 1 && means.is_some() {
+                    continue;
+                }
+                let means_text = means.map_or_else(
+                    || "-".to_owned(),
+                    |m| m.iter().map(|&v| hex(v)).collect::<Vec<_>>().join(" "),
+                );
+                writeln!(
+                    input,
+                    "{} columns {outer} {len} {inner} {} {} {means_text}\n{} {}",
+                    T::DTYPE.name(),
+                    i32::from(divisor.is_some()),
+                    hex(divisor.unwrap_or_else(T::one)),
+                    data.len(),
+                    bits.join(" ")
+                )
+                .unwrap();
+                for (o, c) in columns.iter().enumerate() {
+                    expected.push((
+                        format!("{op:?} of column {o} of [{outer}, {len}, {inner}]"),
+                        cpu_reduce(op, c),
+                    ));
+                }
+            }
+        }
+        let stdout = emulator.run(input);
+        let mut lines = stdout.lines();
+        for (what, want) in &expected {
+            let got = T::from_bits_u64(u64::from_str_radix(lines.next().unwrap(), 16).unwrap());
+            assert!(
+                got.to_bits_u64() == want.to_bits_u64() || (got.is_nan() && want.is_nan()),
+                "{what}: Cpu {want:e}, emulated {got:e}"
+            );
+        }
+        assert!(lines.next().is_none(), "more output than results");
+    }
+
+    #[test]
+    fn emulated_column_sums_give_the_cpus_bits_in_f32() {
+        emulated_column_sums_give_the_cpus_bits::<f32>();
+    }
+
+    #[test]
+    fn emulated_column_sums_give_the_cpus_bits_in_f64() {
+        emulated_column_sums_give_the_cpus_bits::<f64>();
     }
 
     #[test]

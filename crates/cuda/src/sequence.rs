@@ -190,10 +190,10 @@ impl<T: Float> SequenceKernel<T> for Cuda {
             x: self.ptr(x),
             other,
             offsets,
-            features,
-            batch: seqs.batch(),
-            row: seqs.max_len() * features,
-            total: values,
+            features: features as u64,
+            batch: seqs.batch() as u64,
+            row: (seqs.max_len() * features) as u64,
+            total: values as u64,
             term: code,
             shift: Scalar::of(shift),
         };
@@ -225,8 +225,8 @@ impl<T: Float> SequenceKernel<T> for Cuda {
         let source = Source::Sequences {
             x: self.ptr(x),
             lengths,
-            row: seqs.max_len() * features,
-            features,
+            row: (seqs.max_len() * features) as u64,
+            features: features as u64,
         };
         self.canonical_sums::<T>(
             F,

@@ -38,6 +38,8 @@
 //   writes one 16-lane vector.
 // - level 2.. (`sum_vectors`): the same over groups of 128 vectors, until one is left.
 // - `sum_finish`: folds the lanes of each segment and divides (mean, variance).
+// - `sum_*_once`: level 1 and sum_finish in one launch, for segments that one block holds
+//   (at most 8192 elements).
 //
 // A segment is one reduction: the elements it sums come from a source (a strided column,
 // a sequence's valid values, the packed valid values of a padded batch).
@@ -148,9 +150,23 @@ template <typename T> struct MaskedSource {
     }
 };
 
-// Level 1: one block per group of 128 leaves of one segment.
-template <typename T, typename Source>
-__device__ void sum_leaves(Source src, u64 blocks_per_segment, T* out) {
+template <typename T> struct Finish;
+template <typename T> __device__ __forceinline__ T finished(T* l, u64 o, const Finish<T>& f);
+
+// What sum_finish does to a segment's vector, for level 1 when one block holds the whole
+// segment (`sum_*_once`): the lanes folded, divided when `divide`, +0 where lengths[o] is 0.
+template <typename T> struct Finish {
+    int divide;
+    T divisor;
+    const u64* lengths;
+    T* out;
+};
+
+// Level 1: one block per group of 128 leaves of one segment. With FINISH (one block per
+// segment), the block also folds its vector's lanes as sum_finish would and writes the
+// segment's result: one launch instead of two.
+template <typename T, typename Source, bool FINISH = false>
+__device__ void sum_leaves(Source src, u64 blocks_per_segment, T* out, Finish<T> finish = {}) {
     u64 o = blockIdx.x / blocks_per_segment, b = blockIdx.x % blocks_per_segment;
     u32 slot = threadIdx.x / LANES, lane = threadIdx.x % LANES;
     u64 first_leaf = b * GROUP + (u64)slot * PER_SLOT;
@@ -169,7 +185,19 @@ __device__ void sum_leaves(Source src, u64 blocks_per_segment, T* out) {
     }
     T v[1] = {tree8(leaves)};
     T sum = tree_block(v);
-    if (threadIdx.x < LANES) out[(o * blocks_per_segment + b) * LANES + threadIdx.x] = sum;
+    if (FINISH) {
+        __shared__ T lanes[LANES];
+        if (threadIdx.x < LANES) lanes[threadIdx.x] = sum;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            T l[LANES];
+#pragma unroll
+            for (int j = 0; j < LANES; ++j) l[j] = lanes[j];
+            finish.out[o] = finished(l, o, finish);
+        }
+    } else if (threadIdx.x < LANES) {
+        out[(o * blocks_per_segment + b) * LANES + threadIdx.x] = sum;
+    }
 }
 
 // Level 2..: segment o's `count` vectors at in[(o * count + v) * 16 ..], in groups of 128.
@@ -204,18 +232,23 @@ template <typename T> __device__ __forceinline__ T fold16(T* l) {
     return l[0];
 }
 
-// Folds each segment's lanes and divides by `divisor` when `divide`; an empty segment
-// (lengths[o] == 0) sums to +0.
+// Segment o's result from its vector's lanes `l`: folded, divided by `divisor` when
+// `divide`; an empty segment (lengths[o] == 0) sums to +0.
+template <typename T> __device__ __forceinline__ T finished(T* l, u64 o, const Finish<T>& f) {
+    T sum = fold16(l);
+    T value = f.divide ? sum / f.divisor : sum;
+    return (f.lengths && f.lengths[o] == 0) ? (T)0 : value;
+}
+
 template <typename T>
 __device__ void sum_finish(const T* in, u64 segments, int divide, T divisor,
                            const u64* lengths, T* out) {
+    Finish<T> f = {divide, divisor, lengths, out};
     for (u64 o = first_index(); o < segments; o += grid_stride()) {
         T l[LANES];
 #pragma unroll
         for (int j = 0; j < LANES; ++j) l[j] = in[o * LANES + j];
-        T sum = fold16(l);
-        T value = divide ? sum / divisor : sum;
-        out[o] = (lengths && lengths[o] == 0) ? (T)0 : value;
+        out[o] = finished(l, o, f);
     }
 }
 
@@ -459,6 +492,29 @@ __device__ void extremum(int is_max, const T* in, const u64* in_index, u64 len, 
         MaskedSource<T> src = {x,   other, offsets, features, batch,                      \
                                row, total, term,    a,        0};                         \
         sum_leaves<T>(src, blocks_per_segment, out);                                       \
+    }                                                                                      \
+    extern "C" __global__ void sum_columns_once_##S(const T* x, const T* means, u64 len,   \
+                                                    u64 inner, int divide, T divisor,      \
+                                                    const u64* empty, T* out) {            \
+        ColumnSource<T> src = {x, means, len, inner, 0, (T)0};                             \
+        sum_leaves<T, ColumnSource<T>, true>(src, 1, nullptr,                              \
+                                             Finish<T>{divide, divisor, empty, out});      \
+    }                                                                                      \
+    extern "C" __global__ void sum_sequences_once_##S(const T* x, const u64* lengths,       \
+                                                      u64 row, u64 features, int divide,   \
+                                                      T divisor, const u64* empty,         \
+                                                      T* out) {                            \
+        SequenceSource<T> src = {x, lengths, row, features, 0};                            \
+        sum_leaves<T, SequenceSource<T>, true>(src, 1, nullptr,                            \
+                                               Finish<T>{divide, divisor, empty, out});    \
+    }                                                                                      \
+    extern "C" __global__ void sum_masked_once_##S(                                        \
+        const T* x, const T* other, const u64* offsets, u64 features, u64 batch, u64 row,  \
+        u64 total, int term, T a, int divide, T divisor, const u64* empty, T* out) {       \
+        MaskedSource<T> src = {x,   other, offsets, features, batch,                      \
+                               row, total, term,    a,        0};                         \
+        sum_leaves<T, MaskedSource<T>, true>(src, 1, nullptr,                              \
+                                             Finish<T>{divide, divisor, empty, out});      \
     }                                                                                      \
     extern "C" __global__ void __launch_bounds__(BLOCK)                                    \
         sum_contiguous_##S(const T* x, u64 n, const T* means, int divide, T divisor,       \
