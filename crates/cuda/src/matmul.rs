@@ -244,6 +244,36 @@ fn bias_tile(tile: Tile, m: usize, n: usize) -> Option<(Tile, u32)> {
 }
 
 impl Cuda {
+    /// Launches a tiled kernel: `[a, lda, b, ldb, c]` with the plan's batch views,
+    /// `[m, n, k, batch]`, then `extra` (the bias kernels' bias and activation).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_tiled(
+        &self,
+        function: &'static str,
+        kernel: &cudarc::driver::CudaFunction,
+        config: LaunchConfig,
+        plan: &Plan,
+        [a, lda, b, ldb, c]: [u64; 5],
+        [m, n, k, batch]: [u64; 4],
+        extra: &[&dyn KernelArg],
+    ) -> Result<()> {
+        let head: [&dyn KernelArg; 11] = [
+            &a,
+            &plan.a_batch,
+            &lda,
+            &b,
+            &plan.b_batch,
+            &ldb,
+            &c,
+            &m,
+            &n,
+            &k,
+            &batch,
+        ];
+        let args: Vec<&dyn KernelArg> = head.iter().chain(extra).copied().collect();
+        self.launch(function, kernel, config, &args)
+    }
+
     /// The plan of `batch` products `[m, k] @ [k, n]` (`k > 0`, a nonempty output) from
     /// `lhs` and `rhs` into `out`, and the three device addresses.
     fn matmul_plan<T: Float>(
@@ -318,20 +348,8 @@ impl<T: Float> MatmulKernel<T> for Cuda {
                 ],
             ),
             Kernel::Tiled { a: ao, b: bo, .. } => {
-                let args: [&dyn KernelArg; 11] = [
-                    &a,
-                    &plan.a_batch,
-                    &ao.ld,
-                    &b,
-                    &plan.b_batch,
-                    &bo.ld,
-                    &c,
-                    &m,
-                    &n,
-                    &k,
-                    &batch,
-                ];
-                self.launch(F, &kernel, config, &args)
+                let operands = [a, ao.ld, b, bo.ld, c];
+                self.launch_tiled(F, &kernel, config, &plan, operands, [m, n, k, batch], &[])
             }
         }
     }
@@ -387,23 +405,9 @@ impl<T: Float> MatmulKernel<T> for Cuda {
         };
         let bias_at =
             self.ptr(bias.buffer) + (bias.layout.offset() * T::DTYPE.size_in_bytes()) as u64;
-        let (m, n, k, batch) = (m as u64, n as u64, k as u64, batch as u64);
-        let args: [&dyn KernelArg; 13] = [
-            &a,
-            &plan.a_batch,
-            &ao.ld,
-            &b,
-            &plan.b_batch,
-            &bo.ld,
-            &c,
-            &m,
-            &n,
-            &k,
-            &batch,
-            &bias_at,
-            &act,
-        ];
-        self.launch(F, &kernel, config, &args)?;
+        let dims = [m, n, k, batch].map(|d| d as u64);
+        let operands = [a, ao.ld, b, bo.ld, c];
+        self.launch_tiled(F, &kernel, config, &plan, operands, dims, &[&bias_at, &act])?;
         Ok(true)
     }
 }

@@ -4,10 +4,9 @@ use crate::{Device, Float, Result, Rng};
 
 /// Fills a buffer with an [`Rng`] stream's next uniform or normal samples, in order: the
 /// values, and where the stream stands afterwards, are those of drawing the samples one by
-/// one on the host ([`Rng::uniform`], [`Rng::normal`]), on every device. The default
-/// draws on the host and uploads; a device with its own kernels (rlgrad-cuda's) draws where
-/// the buffer lives, each sample from its own position in the stream
-/// ([`crate::PcgPosition`]).
+/// one on the host ([`Rng::uniform`], [`Rng::normal`]), on every device: the Cpu draws them
+/// in order into the buffer, and a GPU (rlgrad-cuda's) where the buffer lives, each sample
+/// from its own position in the stream ([`crate::PcgPosition`]).
 ///
 /// ```
 /// use rlgrad_core::kernels::RandomKernel;
@@ -24,20 +23,8 @@ use crate::{Device, Float, Result, Rng};
 pub trait RandomKernel<T: Float>: Device {
     /// `out[i] = low + (high - low) * u_i`, computed in `T`, with `u_i` the stream's next
     /// [`Rng::uniform`] samples (one 64-bit draw each). The caller checks the bounds.
-    fn fill_uniform(
-        &self,
-        rng: &mut Rng,
-        low: T,
-        high: T,
-        out: &mut Self::Buffer<T>,
-    ) -> Result<()> {
-        let len = self.buffer_len(out);
-        let values = (0..len)
-            .map(|_| low + (high - low) * rng.uniform::<T>())
-            .collect();
-        *out = self.upload_vec(values)?;
-        Ok(())
-    }
+    fn fill_uniform(&self, rng: &mut Rng, low: T, high: T, out: &mut Self::Buffer<T>)
+    -> Result<()>;
 
     /// `out[i]` the stream's next [`Rng::normal`]`(mean, std)` samples (Box-Muller pairs of
     /// two draws, a pending sample first). The caller checks `mean` and `std`.
@@ -47,10 +34,5 @@ pub trait RandomKernel<T: Float>: Device {
         mean: f64,
         std: f64,
         out: &mut Self::Buffer<T>,
-    ) -> Result<()> {
-        let len = self.buffer_len(out);
-        let values = (0..len).map(|_| rng.normal::<T>(mean, std)).collect();
-        *out = self.upload_vec(values)?;
-        Ok(())
-    }
+    ) -> Result<()>;
 }
