@@ -23,6 +23,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define RL_FN static inline
@@ -144,6 +145,22 @@ template <typename T, typename Bits> static T* read_buffer() {
 }
 
 // Prints each element's bits in hex, one line each.
+// The cases on stdin until its end, each headed `<f32|f64> <name> <grid x>`: `run(zero,
+// name, grid)` with `zero` a float or a double 0, the first nonzero status ending them.
+template <typename Run> static int run_named_cases(Run run) {
+    std::string type, name;
+    dim3 grid{1, 1, 1};
+    while (std::cin >> type >> name >> grid.x) {
+        int status = type == "f32" ? run(0.0f, name, grid) : run(0.0, name, grid);
+        if (status != 0) return status;
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+// The unsigned integer type of a float's bits.
+template <typename T> using BitsOf = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
 template <typename T, typename Bits> static void print_bits(const std::vector<T>& values) {
     for (T x : values) {
         Bits bits;

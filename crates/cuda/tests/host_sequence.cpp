@@ -40,13 +40,8 @@ static int run_case(const std::string& name, dim3 grid) {
 }
 
 int main() {
-    std::string type, name;
-    dim3 grid{1, 1, 1};
-    while (std::cin >> type >> name >> grid.x) {
-        int status = type == "f32" ? run_case<float, uint32_t>(name, grid)
-                                   : run_case<double, uint64_t>(name, grid);
-        if (status != 0) return status;
-        std::fflush(stdout);
-    }
-    return 0;
+    return run_named_cases([](auto zero, const std::string& name, dim3 grid) {
+        using T = decltype(zero);
+        return run_case<T, BitsOf<T>>(name, grid);
+    });
 }
