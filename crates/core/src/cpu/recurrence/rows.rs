@@ -315,8 +315,8 @@ impl<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S: Steps<T>>
             }
             stage.separated = [true; STAGED];
             // A column's blocks in the data's order, so that its lines are read one after
-            // the other; a loop per kind of discounts, each with its own copy of the terms'
-            // code (sharing it, LLVM vectorized both for the general kind's reductions).
+            // the other; a loop per kind of discounts, so that the two-valued one stores
+            // only `x` and the bits (`m`, `d` and their zeros' check are the other kind's).
             if two_valued.is_some() {
                 for i in 0..L {
                     for b in (0..count).rev() {
