@@ -16,7 +16,7 @@
 //! speed, and the tile rule's thresholds, await a GPU run.
 
 use cudarc::driver::LaunchConfig;
-use rlgrad_core::kernels::{MatmulKernel, UnaryOp, matmul_dims};
+use rlgrad_core::kernels::{MatmulKernel, UnaryOp, check_bias, matmul_dims};
 use rlgrad_core::{Dims, Error, Float, Layout, Result, Shape, View};
 
 use crate::compile::Family;
@@ -270,8 +270,15 @@ impl Cuda {
             &k,
             &batch,
         ];
-        let args: Vec<&dyn KernelArg> = head.iter().chain(extra).copied().collect();
-        self.launch(function, kernel, config, &args)
+        // On the stack: every product launches through here.
+        let mut args: [&dyn KernelArg; 13] = [&a; 13];
+        assert!(
+            extra.len() <= 2,
+            "at most two arguments follow the product's"
+        );
+        args[..11].copy_from_slice(&head);
+        args[11..11 + extra.len()].copy_from_slice(extra);
+        self.launch(function, kernel, config, &args[..11 + extra.len()])
     }
 
     /// The plan of `batch` products `[m, k] @ [k, n]` (`k > 0`, a nonempty output) from
@@ -370,20 +377,12 @@ impl<T: Float> MatmulKernel<T> for Cuda {
         check_view(F, "rhs", rhs)?;
         check_view(F, "bias", bias)?;
         let (m, k, n, batch) = matmul_dims(F, lhs.layout.shape(), rhs.layout.shape())?;
-        if bias.layout.shape().dims() != [n] {
-            return Err(Error::shape(
-                F,
-                "bias",
-                format_args!("[{n}] (one value per column of lhs @ rhs)"),
-                bias.layout.shape(),
-            ));
-        }
+        check_bias(F, bias.layout.shape(), n)?;
         check_len(F, "out", out, batch * m * n)?;
-        let dense_bias = n == 1 || bias.layout.strides()[0] == 1;
         let Some(act) = activation_code(activation) else {
             return Ok(false);
         };
-        if batch != 1 || m * n == 0 || k == 0 || !dense_bias {
+        if batch != 1 || m * n == 0 || k == 0 || !bias.layout.is_contiguous() {
             return Ok(false);
         }
         let (plan, [a, b, c]) = self.matmul_plan(lhs, rhs, out, (m, k, n, batch))?;

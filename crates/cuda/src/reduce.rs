@@ -127,21 +127,25 @@ impl Cuda {
             return Ok(());
         }
         let mut per_segment = longest.div_ceil(LEVEL_ONE).max(1);
-        // The source's own arguments, then `tail`, to kernel `name` of its family.
-        let launch_source = |name: &str, tail: &[&dyn KernelArg], blocks: u32| -> Result<()> {
-            let (family, head): (&str, Vec<&dyn KernelArg>) = match &source {
+        // The source's own arguments, then `tail`, to its level-1 kernel (`once`: the one
+        // that also folds the lanes). On the stack: every column sum launches through here.
+        let launch_source = |once: bool, tail: &[&dyn KernelArg], blocks: u32| -> Result<()> {
+            let (names, head): ([&str; 2], &[&dyn KernelArg]) = match &source {
                 Source::Columns {
                     x,
                     means,
                     len,
                     inner,
-                } => ("sum_columns", vec![x, means, len, inner]),
+                } => (["sum_columns", "sum_columns_once"], &[x, means, len, inner]),
                 Source::Sequences {
                     x,
                     lengths,
                     row,
                     features,
-                } => ("sum_sequences", vec![x, lengths, row, features]),
+                } => (
+                    ["sum_sequences", "sum_sequences_once"],
+                    &[x, lengths, row, features],
+                ),
                 Source::Masked {
                     x,
                     other,
@@ -153,13 +157,16 @@ impl Cuda {
                     term,
                     shift,
                 } => (
-                    "sum_masked",
-                    vec![x, other, offsets, features, batch, row, total, term, shift],
+                    ["sum_masked", "sum_masked_once"],
+                    &[x, other, offsets, features, batch, row, total, term, shift],
                 ),
             };
-            let kernel = self.function::<T>(Family::Reduce, &format!("{family}{name}"))?;
-            let args: Vec<&dyn KernelArg> = head.into_iter().chain(tail.iter().copied()).collect();
-            self.launch(function, &kernel, config(blocks), &args)
+            let kernel = self.function::<T>(Family::Reduce, names[usize::from(once)])?;
+            let count = head.len() + tail.len();
+            let mut args: [&dyn KernelArg; 13] = [&0u64; 13];
+            args[..head.len()].copy_from_slice(head);
+            args[head.len()..count].copy_from_slice(tail);
+            self.launch(function, &kernel, config(blocks), &args[..count])
         };
         if per_segment == 1 {
             // One block per segment: it folds the lanes itself (`sum_*_once`), one launch.
@@ -168,13 +175,13 @@ impl Cuda {
                 Scalar::of(divisor.unwrap_or_else(T::one)),
             );
             let blocks = blocks(function, segments, 1)?;
-            return launch_source("_once", &[&divide, &divisor, &lengths, &out], blocks);
+            return launch_source(true, &[&divide, &divisor, &lengths, &out], blocks);
         }
         let mut vectors = self.uninit::<T>(function, segments * per_segment * 16)?;
         let level = blocks(function, segments, per_segment)?;
         let v = self.ptr(&vectors);
         let bps = per_segment as u64;
-        launch_source("", &[&bps, &v], level)?;
+        launch_source(false, &[&bps, &v], level)?;
         while per_segment > 1 {
             let count = per_segment;
             per_segment = count.div_ceil(LEVEL_GROUP);

@@ -4,9 +4,9 @@
 
 use super::gemm::{Epilogue, Strided, gemm};
 use super::{Cpu, check_output, check_view};
-use crate::kernels::{MatmulKernel, UnaryOp, matmul_dims};
+use crate::kernels::{MatmulKernel, UnaryOp, check_bias, matmul_dims};
 use crate::shape::RowCursor;
-use crate::{Dims, Error, Float, Layout, Result, Shape, View};
+use crate::{Dims, Float, Layout, Result, Shape, View};
 
 /// The dimensions of a product, `(m, k, n, batch)`, checked: both views inside their
 /// buffers, `rhs` `[..., k, n]` fitting `lhs` `[..., m, k]`, `out` of `batch * m * n`.
@@ -97,14 +97,7 @@ impl<T: Float> MatmulKernel<T> for Cpu {
         let function = "Cpu::matmul_bias";
         let (m, k, n, _) = product_dims(function, lhs, rhs, out)?;
         check_view(function, "bias", bias)?;
-        if bias.layout.shape().dims() != [n] {
-            return Err(Error::shape(
-                function,
-                "bias",
-                format_args!("[{n}] (one value per output column)"),
-                bias.layout.shape(),
-            ));
-        }
+        check_bias(function, bias.layout.shape(), n)?;
         if lhs.layout.shape().ndim() != 2 || k == 0 || m == 0 || !bias.layout.is_contiguous() {
             return Ok(false);
         }

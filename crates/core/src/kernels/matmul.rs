@@ -47,6 +47,20 @@ pub trait MatmulKernel<T: Float>: Device {
     }
 }
 
+/// An error naming `function` unless `bias` is `[n]`, one value per column of the product,
+/// as [`MatmulKernel::matmul_bias`] takes it.
+pub fn check_bias(function: &'static str, bias: &Shape, n: usize) -> Result<()> {
+    if bias.dims() == [n] {
+        return Ok(());
+    }
+    Err(Error::shape(
+        function,
+        "bias",
+        format_args!("[{n}] (one value per column of lhs @ rhs)"),
+        bias,
+    ))
+}
+
 /// The dimensions `(m, k, n, batch)` of `lhs @ rhs` for a [`MatmulKernel`]: an error naming
 /// `function` unless `rhs` is `[..., k, n]` fitting `lhs` `[..., m, k]` with the same batch
 /// dimensions (`batch` is their product).

@@ -29,7 +29,7 @@ pub mod sequence;
 pub use cell::CellKernel;
 pub use copy::CopyKernel;
 pub use elementwise::{BinaryOp, ElementwiseKernel, UnaryOp};
-pub use matmul::{MatmulKernel, matmul_dims};
+pub use matmul::{MatmulKernel, check_bias, matmul_dims};
 pub use optim::OptimKernel;
 pub use random::RandomKernel;
 pub use recurrence::RecurrenceKernel;
