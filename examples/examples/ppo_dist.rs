@@ -9,21 +9,23 @@
 //! # checkpoints every 10 updates, resumed on another number of workers
 //! cargo run --release --example ppo_dist -- --updates 20 --save-every 10 --run-dir runs/d
 //! cargo run --release --example ppo_dist -- --updates 50 --workers 3 --run-dir runs/d --resume
+//! cargo run --release --example ppo_dist -- --updates 50 --workers 2 --device cuda  # the GPU
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rlgrad_core::{Error, Result};
+use rlgrad_core::{Cpu, Error, Result};
 use rlgrad_dist::{Collective, Local};
 use rlgrad_examples::cli::Args;
+use rlgrad_examples::device::{DeviceKind, TrainDevice};
 use rlgrad_examples::ppo_dist::{Config, DdPpo};
 
 const USAGE: &str = "\
 usage: ppo_dist [--updates N] [--workers W] [--accumulate K] [--seed N]
                 [--run-dir DIR [--save-every K] [--resume]] [--timing] [--quiet]
-                [--device cpu]
+                [--device cpu|cuda]
 
 DD-PPO on CartPole-v1 with MLPs (16 environments of 64 steps per update, 4 Adam steps
 on the whole batch per update, one microbatch per environment). Started by mpirun (a
@@ -46,7 +48,8 @@ Every worker count gives the same parameters, bit for bit.
                  a barrier), and print `median update time: X ms over N updates`
                  before the final line (the first update, a warm-up, left out)
   --quiet        only the final line (and the timing line)
-  --device cpu   where the networks train: the Cpu only for now (cuda is refused)
+  --device D     where the networks train: cpu (default) or cuda, the first GPU,
+                 which every worker shares; the same bits on either
 ";
 
 /// What to run, besides the configuration.
@@ -67,14 +70,19 @@ struct Finish {
     update_times: Vec<Duration>,
 }
 
-fn train<C: Collective>(comm: &C, config: &Config, plan: &Plan) -> Result<Finish> {
+fn train<C: Collective, D: TrainDevice>(
+    comm: &C,
+    device: &D,
+    config: &Config,
+    plan: &Plan,
+) -> Result<Finish> {
     let mut agent = match (&plan.run_dir, plan.resume) {
-        (Some(dir), true) => DdPpo::resume(config.clone(), comm, dir)?,
+        (Some(dir), true) => DdPpo::resume_on(device, config.clone(), comm, dir)?,
         (Some(dir), false) => {
             DdPpo::check_fresh(comm, dir)?;
-            DdPpo::new(config.clone(), comm)?
+            DdPpo::new_on(device, config.clone(), comm)?
         }
-        (None, _) => DdPpo::new(config.clone(), comm)?,
+        (None, _) => DdPpo::new_on(device, config.clone(), comm)?,
     }
     .with_accumulation(plan.accumulate)?;
     let mut update_times = Vec::new();
@@ -137,7 +145,7 @@ fn run(mut args: Args) -> Result<()> {
         timing: args.flag("--timing"),
         quiet: args.flag("--quiet"),
     };
-    args.device()?.require_cpu("ppo_dist")?;
+    let device = args.device()?;
     args.finish()?;
     if plan.save_every == Some(0) {
         return Err(Error::value(
@@ -164,13 +172,9 @@ fn run(mut args: Args) -> Result<()> {
         seed,
         ..Config::default()
     };
-    let (finish, rank) = if under_mpi() {
-        mpi_run(&config, &plan)?
-    } else {
-        let mut finishes = Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
-            train(comm, &config, &plan)
-        })?;
-        (finishes.swap_remove(0), 0)
+    let (finish, rank) = match device {
+        DeviceKind::Cpu => run_on(&Cpu::default(), workers, &config, &plan)?,
+        DeviceKind::Cuda => run_on(&DeviceKind::open_cuda()?, workers, &config, &plan)?,
     };
     if rank == 0 {
         if plan.timing {
@@ -190,15 +194,32 @@ fn run(mut args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The run on `device`: one process of mpirun's, or `workers` threads; rank 0's finish
+/// and this process's rank.
+fn run_on<D: TrainDevice>(
+    device: &D,
+    workers: usize,
+    config: &Config,
+    plan: &Plan,
+) -> Result<(Finish, usize)> {
+    if under_mpi() {
+        return mpi_run(device, config, plan);
+    }
+    let mut finishes = Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
+        train(comm, device, config, plan)
+    })?;
+    Ok((finishes.swap_remove(0), 0))
+}
+
 #[cfg(feature = "mpi")]
-fn mpi_run(config: &Config, plan: &Plan) -> Result<(Finish, usize)> {
+fn mpi_run<D: TrainDevice>(device: &D, config: &Config, plan: &Plan) -> Result<(Finish, usize)> {
     let comm = rlgrad_dist::Mpi::init()?;
-    let finish = train(&comm, config, plan)?;
+    let finish = train(&comm, device, config, plan)?;
     Ok((finish, comm.rank()))
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_run(_: &Config, _: &Plan) -> Result<(Finish, usize)> {
+fn mpi_run<D: TrainDevice>(_: &D, _: &Config, _: &Plan) -> Result<(Finish, usize)> {
     Err(Error::value(
         "ppo_dist",
         "mpirun",

@@ -53,20 +53,6 @@ impl DeviceKind {
             )
         })
     }
-
-    /// An error for an example that trains on the Cpu only (`example` names it) when
-    /// this is another device: a refusal, never a silent Cpu run.
-    pub fn require_cpu(self, example: &str) -> Result<()> {
-        match self {
-            Self::Cpu => Ok(()),
-            Self::Cuda => Err(Error::value(
-                "rlgrad-examples",
-                "--device",
-                format_args!("cpu ({example} does not train on the GPU yet)"),
-                "cuda",
-            )),
-        }
-    }
 }
 
 impl FromStr for DeviceKind {
@@ -106,19 +92,6 @@ mod tests {
         }
         let error = "gpu".parse::<DeviceKind>().unwrap_err().to_string();
         assert!(error.contains("expected cpu or cuda, got `gpu`"), "{error}");
-    }
-
-    #[test]
-    fn a_cpu_only_example_refuses_the_gpu() {
-        assert!(DeviceKind::Cpu.require_cpu("ppo_dist").is_ok());
-        let error = DeviceKind::Cuda
-            .require_cpu("ppo_dist")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("`--device`") && error.contains("ppo_dist does not train on the GPU"),
-            "{error}"
-        );
     }
 
     #[test]

@@ -22,6 +22,15 @@
 //! With `W = 1` the one worker accumulates the gradients of all microbatches: the same
 //! microbatches, the same tree, so the same bits as any `W`.
 //!
+//! # Devices
+//!
+//! [`DdPpo::new_on`] puts every worker's networks, tapes and Adam state on a device (a GPU
+//! through `rlgrad_cuda::Cuda`): the rollout's forward passes, the microbatch gradients
+//! and the Adam step run there. The gradients travel through the host for the reduction
+//! (the [`Collective`] backends reduce host buffers) and go back up for the step
+//! ([`Gradients::from_fn`]). Every device gives the Cpu's bits, so the fingerprint is the
+//! same on any device and any number of workers.
+//!
 //! # Checkpoints
 //!
 //! [`DdPpo::save`] gathers what the next update depends on to rank 0, which writes it as
@@ -36,17 +45,19 @@ use std::ops::Range;
 use std::path::Path;
 
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
-use rlgrad_autodiff::{Tape, Tensor};
+use rlgrad_autodiff::{ApplyGradients, Gradients, Param, Tape, Tensor};
 use rlgrad_checkpoint::{Checkpoint, CheckpointManager, Restore, State};
-use rlgrad_core::{Error, Result, Rng};
+use rlgrad_core::{Cpu, Error, Result, Rng};
 use rlgrad_dist::{
     Collective, GradientReducer, ParamSpec, Scale, global_mean, global_standardize, global_sum,
     owned_range, params_fingerprint,
 };
 use rlgrad_distributions::Categorical;
 use rlgrad_envs::{CartPole, VecEnv};
-use rlgrad_optim::{Adam, Optimizer, Param};
+use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_returns::{Episodes, TimeMajor, gae, transpose};
+
+use crate::device::TrainDevice;
 
 /// The hyper-parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,15 +138,33 @@ struct Microbatch {
 
 const OBS: usize = 4;
 
+/// Checkpoints kept in a run directory: the newest three.
+const KEEP: Option<usize> = Some(3);
+
 /// What every rank holds the same bits of, checkpointed whole.
 #[derive(Debug, State)]
-struct Learner {
+struct Learner<D: TrainDevice> {
     #[state(module)]
-    actor: Mlp<f32>,
+    actor: Mlp<f32, D>,
     #[state(module)]
-    critic: Mlp<f32>,
-    adam: Optimizer<f32>,
+    critic: Mlp<f32, D>,
+    adam: Optimizer<f32, D>,
     updates: u64,
+}
+
+/// The actor's parameters, then the critic's: one module, so that one Adam step updates
+/// both.
+struct Networks<'a, D: TrainDevice>(&'a mut Mlp<f32, D>, &'a mut Mlp<f32, D>);
+
+impl<D: TrainDevice> Module<f32, D> for Networks<'_, D> {
+    fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Param<f32, D>)) {
+        self.0.visit(f);
+        self.1.visit(f);
+    }
+    fn visit_mut<'a>(&'a mut self, f: &mut dyn FnMut(&'a mut Param<f32, D>)) {
+        self.0.visit_mut(f);
+        self.1.visit_mut(f);
+    }
 }
 
 /// Global environment `e` and its action stream `actions/e`: what its data depends on
@@ -193,11 +222,12 @@ impl EnvSlot {
     }
 }
 
-/// The agent on one worker.
+/// The agent on one worker, its networks on device `D`.
 #[derive(Debug)]
-pub struct DdPpo {
+pub struct DdPpo<D: TrainDevice = Cpu> {
     config: Config,
-    learner: Learner,
+    device: D,
+    learner: Learner<D>,
     reducer: GradientReducer<f32>,
     /// This worker's environments, global indices from `first_env`.
     envs: Vec<EnvSlot>,
@@ -209,6 +239,39 @@ impl DdPpo {
     /// environments. Errors: a configuration without environments, steps or epochs; more
     /// workers than environments.
     pub fn new<C: Collective + ?Sized>(config: Config, comm: &C) -> Result<Self> {
+        Self::new_on(&Cpu::default(), config, comm)
+    }
+
+    /// Refuses, on every rank, a `dir` that holds checkpoints already, for a run that
+    /// starts afresh there (on any device): its saves would replace or fall below them.
+    pub fn check_fresh<C: Collective + ?Sized>(comm: &C, dir: &Path) -> Result<()> {
+        let function = "DdPpo::check_fresh";
+        let checked = if comm.rank() == 0 {
+            match CheckpointManager::new(dir, KEEP)?.latest()? {
+                Some(saved) => Err(Error::state(
+                    function,
+                    "dir",
+                    "a run directory without checkpoints (or resume from them)",
+                    format_args!("checkpoint {} in {}", saved.number, dir.display()),
+                )),
+                None => Ok(Vec::new()),
+            }
+        } else {
+            Ok(Vec::new())
+        };
+        from_root(comm, function, checked).map(drop)
+    }
+
+    /// [`DdPpo::resume_on`] on the Cpu.
+    pub fn resume<C: Collective + ?Sized>(config: Config, comm: &C, dir: &Path) -> Result<Self> {
+        Self::resume_on(&Cpu::default(), config, comm, dir)
+    }
+}
+
+impl<D: TrainDevice> DdPpo<D> {
+    /// [`DdPpo::new`]'s agent with its networks on `device` (drawn on the host, then
+    /// uploaded): the same bits as on the Cpu.
+    pub fn new_on<C: Collective + ?Sized>(device: &D, config: Config, comm: &C) -> Result<Self> {
         let function = "DdPpo::new";
         for (argument, value) in [
             ("num_envs", config.num_envs),
@@ -241,7 +304,8 @@ impl DdPpo {
         }
         let mine = owned_range(config.num_envs, comm.size(), comm.rank())?;
         let sizes = |out: usize| [OBS, config.hidden, config.hidden, out];
-        let actor = Mlp::new(
+        let actor = Mlp::new_on(
+            device,
             "actor",
             &sizes(2),
             Activation::Tanh,
@@ -249,7 +313,8 @@ impl DdPpo {
             Init::TorchDefault,
             &mut Rng::new(config.seed, "init/actor"),
         )?;
-        let critic = Mlp::new(
+        let critic = Mlp::new_on(
+            device,
             "critic",
             &sizes(1),
             Activation::Tanh,
@@ -268,9 +333,10 @@ impl DdPpo {
             learner: Learner {
                 actor,
                 critic,
-                adam: Optimizer::new(Adam::torch(), config.learning_rate)?,
+                adam: Optimizer::new_on(device.clone(), Adam::torch(), config.learning_rate)?,
                 updates: 0,
             },
+            device: device.clone(),
             reducer,
             envs: EnvSlot::fresh(config.seed, mine.clone())?,
             first_env: mine.start,
@@ -298,9 +364,6 @@ impl DdPpo {
     pub fn updates(&self) -> u64 {
         self.learner.updates
     }
-
-    /// Checkpoints kept in a run directory: the newest three.
-    const KEEP: Option<usize> = Some(3);
 
     /// Saves the whole run as checkpoint number [`DdPpo::updates`] in `dir`, called by
     /// every rank after the same update: every rank sends its environments and action
@@ -336,39 +399,24 @@ impl DdPpo {
             part.restore(plan)?;
             EnvSlot::save_all(&mut checkpoint, theirs.start, &slots)?;
         }
-        CheckpointManager::new(dir, Self::KEEP)?.save(self.learner.updates, &checkpoint)?;
+        CheckpointManager::new(dir, KEEP)?.save(self.learner.updates, &checkpoint)?;
         Ok(())
     }
 
-    /// Refuses, on every rank, a `dir` that holds checkpoints already, for a run that
-    /// starts afresh there: its saves would replace or fall below them.
-    pub fn check_fresh<C: Collective + ?Sized>(comm: &C, dir: &Path) -> Result<()> {
-        let function = "DdPpo::check_fresh";
-        let checked = if comm.rank() == 0 {
-            match CheckpointManager::new(dir, Self::KEEP)?.latest()? {
-                Some(saved) => Err(Error::state(
-                    function,
-                    "dir",
-                    "a run directory without checkpoints (or resume from them)",
-                    format_args!("checkpoint {} in {}", saved.number, dir.display()),
-                )),
-                None => Ok(Vec::new()),
-            }
-        } else {
-            Ok(Vec::new())
-        };
-        from_root(comm, function, checked).map(drop)
-    }
-
-    /// The agent of worker `comm.rank()`, continuing the run saved last in `dir` by
+    /// The agent of worker `comm.rank()` on `device`, continuing the run saved last in `dir` by
     /// [`DdPpo::save`] on any number of workers: rank 0 reads the checkpoint and
     /// broadcasts it, every rank restores the learner and the environments it owns
     /// among `comm.size()` workers. Errors, the same on every rank: no checkpoint in
     /// `dir`, one that is damaged, or one of another run (another [`Config`]: its
     /// [`DdPpo::describe`] differs), with nothing resumed.
-    pub fn resume<C: Collective + ?Sized>(config: Config, comm: &C, dir: &Path) -> Result<Self> {
+    pub fn resume_on<C: Collective + ?Sized>(
+        device: &D,
+        config: Config,
+        comm: &C,
+        dir: &Path,
+    ) -> Result<Self> {
         let function = "DdPpo::resume";
-        let mut agent = Self::new(config, comm)?;
+        let mut agent = Self::new_on(device, config, comm)?;
         let read = if comm.rank() == 0 {
             latest_checkpoint(function, dir)
         } else {
@@ -403,44 +451,24 @@ impl DdPpo {
         let microbatches = self.microbatches(comm, &rollout)?;
         for _ in 0..self.config.epochs {
             let (actor, critic, config) = (&self.learner.actor, &self.learner.critic, &self.config);
-            let first = self.first_env;
+            let (first, device) = (self.first_env, &self.device);
             let reduced = self.reducer.reduce(comm, |e| {
-                microbatch_gradients(actor, critic, config, &microbatches[e - first])
+                microbatch_gradients(device, actor, critic, config, &microbatches[e - first])
             })?;
-            let mut grads = reduced.iter();
-            let mut values: Vec<(String, Vec<f32>, &[f32])> = Vec::new();
-            for p in self
-                .learner
-                .actor
-                .parameters()
-                .into_iter()
-                .chain(self.learner.critic.parameters())
-            {
-                let (name, grad) = grads.next().expect("the reducer has every parameter");
-                values.push((name.to_owned(), p.value().to_vec()?, grad));
-            }
-            let mut params: Vec<Param<'_, f32>> = values
-                .iter_mut()
-                .map(|(name, value, grad)| Param {
-                    name: name.as_str(),
-                    value: value.as_mut_slice(),
-                    grad,
-                })
-                .collect();
-            self.learner.adam.step(&mut params)?;
-            let mut new_values = values.into_iter().map(|(_, v, _)| v);
-            let mut result = Ok(());
-            let mut set = |p: &mut rlgrad_autodiff::Param<f32>| {
-                let value = new_values.next().expect("one value per parameter");
-                if let Err(e) =
-                    Tensor::from_vec(value, p.shape().clone()).and_then(|t| p.set_value(t))
-                {
-                    result = Err(e);
-                }
-            };
-            self.learner.actor.visit_mut(&mut set);
-            self.learner.critic.visit_mut(&mut set);
-            result?;
+            let Learner {
+                actor,
+                critic,
+                adam,
+                ..
+            } = &mut self.learner;
+            let mut networks = Networks(actor, critic);
+            let grads = Gradients::from_fn(&networks, |p| {
+                let grad = reduced
+                    .get(p.name())
+                    .expect("the reducer has every parameter");
+                Tensor::from_vec_on(device, grad.to_vec(), p.shape().clone())
+            })?;
+            adam.apply_gradients(&mut networks, &grads)?;
         }
         self.learner.updates += 1;
         let returns: Vec<f32> = rollout.episode_returns.concat();
@@ -500,8 +528,8 @@ impl DdPpo {
         };
         for _ in 0..t {
             let obs = self.observations();
-            let tape = Tape::new().no_grad();
-            let x = tape.constant(&Tensor::from_vec(obs.clone(), [b, OBS])?);
+            let tape = Tape::new_on(&self.device).no_grad();
+            let x = tape.constant(&Tensor::from_vec_on(&self.device, obs.clone(), [b, OBS])?);
             let pi = Categorical::from_logits(&self.learner.actor.forward(&tape, &x)?)?;
             let actions = pi.sample_each(self.envs.iter_mut().map(|slot| &mut slot.actions))?;
             r.log_probs.extend(pi.log_prob(&actions)?.to_vec()?);
@@ -521,7 +549,7 @@ impl DdPpo {
                 }
             }
             // V(final observation) for the truncation bootstrap.
-            let x = tape.constant(&Tensor::from_vec(finals, [b, OBS])?);
+            let x = tape.constant(&Tensor::from_vec_on(&self.device, finals, [b, OBS])?);
             r.final_values
                 .extend(self.learner.critic.forward(&tape, &x)?.value().to_vec()?);
         }
@@ -535,8 +563,9 @@ impl DdPpo {
         r: &Rollout,
     ) -> Result<Vec<Microbatch>> {
         let (t, b) = (self.config.rollout_steps, self.envs.len());
-        let tape = Tape::new().no_grad();
-        let x = tape.constant(&Tensor::from_vec(self.observations(), [b, OBS])?);
+        let tape = Tape::new_on(&self.device).no_grad();
+        let observations = Tensor::from_vec_on(&self.device, self.observations(), [b, OBS])?;
+        let x = tape.constant(&observations);
         let bootstrap = self.learner.critic.forward(&tape, &x)?.value().to_vec()?;
         let out = gae(
             TimeMajor::new(t, b),
@@ -572,7 +601,7 @@ impl DdPpo {
 
 /// The bytes of the latest checkpoint in `dir`.
 fn latest_checkpoint(function: &'static str, dir: &Path) -> Result<Vec<u8>> {
-    let latest = CheckpointManager::new(dir, DdPpo::KEEP)?.latest()?;
+    let latest = CheckpointManager::new(dir, KEEP)?.latest()?;
     let Some(saved) = latest else {
         return Err(Error::state(
             function,
@@ -614,17 +643,18 @@ fn from_root<C: Collective + ?Sized>(
 }
 
 /// The gradients of one microbatch's PPO loss, actor parameters then critic parameters.
-fn microbatch_gradients(
-    actor: &Mlp<f32>,
-    critic: &Mlp<f32>,
+fn microbatch_gradients<D: TrainDevice>(
+    device: &D,
+    actor: &Mlp<f32, D>,
+    critic: &Mlp<f32, D>,
     config: &Config,
     mb: &Microbatch,
 ) -> Result<Vec<Vec<f32>>> {
     let t = mb.actions.len();
-    let tape = Tape::new();
-    let column =
-        |v: &[f32]| -> Result<_> { Ok(tape.constant(&Tensor::from_vec(v.to_vec(), [t])?)) };
-    let x = tape.constant(&Tensor::from_vec(mb.observations.clone(), [t, OBS])?);
+    let tape = Tape::new_on(device);
+    let on_device = |v: &[f32], shape: &[usize]| Tensor::from_vec_on(device, v.to_vec(), shape);
+    let column = |v: &[f32]| -> Result<_> { Ok(tape.constant(&on_device(v, &[t])?)) };
+    let x = tape.constant(&on_device(&mb.observations, &[t, OBS])?);
     let log_probs = actor
         .forward(&tape, &x)?
         .log_softmax(1)?

@@ -1,5 +1,6 @@
 //! The examples on a GPU (`Cuda::new(0)`, what `--device cuda` trains on): short runs of
-//! TD3, DDPG, SAC, the actor-critic and recurrent PPO (LSTM and MLP policies) end with
+//! TD3, DDPG, SAC, the actor-critic, recurrent PPO (LSTM and MLP policies) and DD-PPO
+//! (`ppo_dist`, two workers sharing the GPU against one on the Cpu) end with
 //! the Cpu's bits, the whole final state compared entry by entry (every parameter and
 //! target parameter, every optimizer slot and step counter, the random streams, the
 //! environments, the replay buffer, PPO's recurrent states and observation statistics,
@@ -14,12 +15,15 @@
 use std::cell::Cell;
 use std::path::Path;
 
-use rlgrad_checkpoint::{Checkpoint, Dtype, Scalar};
+use rlgrad_checkpoint::{Checkpoint, CheckpointManager, Dtype, Scalar};
+use rlgrad_core::Cpu;
 use rlgrad_cuda::Cuda;
+use rlgrad_dist::Local;
 use rlgrad_examples::cli::{Build, train_on_device};
-use rlgrad_examples::device::DeviceKind;
+use rlgrad_examples::device::{DeviceKind, TrainDevice};
+use rlgrad_examples::ppo_dist::DdPpo;
 use rlgrad_examples::run::{Options, Outcome};
-use rlgrad_examples::{actor_critic, ppo, sac, td3};
+use rlgrad_examples::{actor_critic, ppo, ppo_dist, sac, td3};
 
 thread_local! {
     /// Elements compared and elements differing on this test's thread (libtest runs each
@@ -103,8 +107,7 @@ fn element_bits(state: &Checkpoint, name: &str) -> Vec<u64> {
 
 /// The two runs' final states hold the same entries with the same bits, element by
 /// element (counted), and encode to the same bytes.
-fn same_state(what: &str, cpu: &Outcome, gpu: &Outcome) {
-    let (cpu, gpu) = (&cpu.state, &gpu.state);
+fn same_state(what: &str, cpu: &Checkpoint, gpu: &Checkpoint) {
     let names: Vec<&str> = cpu.names().collect();
     assert_eq!(
         names,
@@ -155,7 +158,7 @@ fn check<B: Build>(what: &str, config: &B, budget: u64) {
         false,
     );
     assert_eq!(cpu.summary.units, budget);
-    same_state(what, &cpu, &gpu);
+    same_state(what, &cpu.state, &gpu.state);
 }
 
 fn td3_config(mut config: td3::Config) -> td3::Config {
@@ -227,8 +230,53 @@ fn a_checkpoint_resumes_on_the_other_device_with_the_same_bits() {
         let resumed = run(&config, BUDGET, then, dir.path(), None, true);
         same_state(
             &format!("sac paused on {first}, resumed on {then}"),
-            &whole,
-            &resumed,
+            &whole.state,
+            &resumed.state,
         );
     }
+}
+
+/// ppo_dist's run on `device` for `updates` updates on `workers` worker threads (sharing
+/// the device), saved in `dir`: the checkpoint and the fingerprint.
+fn ppo_dist_run<D: TrainDevice>(
+    device: &D,
+    workers: usize,
+    updates: u64,
+    dir: &Path,
+) -> (Checkpoint, u64) {
+    let config = ppo_dist::Config::default();
+    let fingerprints = Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
+        let mut agent = DdPpo::new_on(device, config.clone(), comm)?;
+        while agent.updates() < updates {
+            agent.update(comm)?;
+        }
+        agent.save(comm, dir)?;
+        agent.fingerprint()
+    })
+    .unwrap();
+    assert!(
+        fingerprints.iter().all(|&f| f == fingerprints[0]),
+        "{fingerprints:x?}"
+    );
+    let (_, saved) = CheckpointManager::new(dir, None)
+        .unwrap()
+        .load_latest()
+        .unwrap()
+        .unwrap();
+    (saved, fingerprints[0])
+}
+
+#[test]
+fn ppo_dist_on_the_gpu_ends_with_the_cpus_bits() {
+    if !gpu_present() {
+        return;
+    }
+    let _count = BitCount;
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    // One worker on the Cpu, two sharing the GPU: the same bits for any number of workers.
+    let (cpu, cpu_print) = ppo_dist_run(&Cpu::default(), 1, 2, dirs[0].path());
+    let gpu = DeviceKind::open_cuda().unwrap();
+    let (gpu, gpu_print) = ppo_dist_run(&gpu, 2, 2, dirs[1].path());
+    same_state("ppo_dist", &cpu, &gpu);
+    assert_eq!(cpu_print, gpu_print);
 }

@@ -2,8 +2,8 @@
 //!
 //! `cargo xtask gpu-build` puts everything a GPU machine without a Rust toolchain needs
 //! into `gpu-bin/`: the `rlgrad-cuda` test binaries, rlgrad-dist's NCCL test and the
-//! examples' GPU test (TD3, DDPG, SAC, the actor-critic and recurrent PPO against the
-//! Cpu's checkpoint bits),
+//! examples' GPU test (TD3, DDPG, SAC, the actor-critic, recurrent PPO and `ppo_dist`
+//! against the Cpu's checkpoint bits),
 //! `rlgrad-gpu-bench` (rlgrad-benches', with its PyTorch and JAX scripts embedded), this xtask binary, the
 //! parity vectors, the runner script `gpu-bin/run`, and where MPI is installed, the test of
 //! `Nccl::from_mpi` that runs under `mpirun` (`gpu-bin/mpi/`). On the GPU machine one command, `gpu-bin/run`, calls `xtask gpu-run`:

@@ -9,6 +9,7 @@ use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
 
 use crate::finite::NonFinite;
+use crate::module::Module;
 use crate::param::{Param, ParamId};
 
 pub(crate) struct Entry<T: Float, D: TensorDevice<T>> {
@@ -81,6 +82,66 @@ impl<T: Float, D: TensorDevice<T>> Gradients<T, D> {
             .iter()
             .find(|e| &*e.name == name)
             .and_then(|e| e.grad.as_ref())
+    }
+
+    /// Gradients computed elsewhere, for [`crate::ApplyGradients::apply_gradients`]: one
+    /// for every parameter of `module`, in its visiting order, `grad_of(param)`. That is
+    /// how a gradient the tape did not make reaches an optimizer on any device: reduced
+    /// over ranks by `rlgrad-dist` on the host and uploaded, accumulated by hand, read from
+    /// a file. Each is kept dense ([`Tensor::dense`]). Errors: `grad_of`'s own, and a
+    /// gradient whose shape is not its parameter's (naming the parameter); nothing is
+    /// asked of the parameters after the first error.
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{ApplyGradients, Gradients, Param};
+    /// use rlgrad_optim::{Optimizer, Sgd};
+    /// use rlgrad_tensor::Tensor;
+    /// let mut w = Param::new("w", Tensor::from_vec(vec![1.0f32, 2.0], [2])?)?;
+    /// // A gradient from elsewhere, by the parameter's name.
+    /// let reduced = [("w", vec![0.5f32, -1.0])];
+    /// let grads = Gradients::from_fn(&w, |p| {
+    ///     let (_, grad) = reduced.iter().find(|(name, _)| *name == p.name()).unwrap();
+    ///     Tensor::from_vec(grad.clone(), p.shape().clone())
+    /// })?;
+    /// let mut sgd = Optimizer::<f32>::new(Sgd::default(), 1.0)?;
+    /// sgd.apply_gradients(&mut w, &grads)?;
+    /// assert_eq!(w.value().to_vec()?, [0.5, 3.0]);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    pub fn from_fn<M: Module<T, D> + ?Sized>(
+        module: &M,
+        mut grad_of: impl FnMut(&Param<T, D>) -> Result<Tensor<T, D>>,
+    ) -> Result<Self> {
+        let mut entries = SmallVec::new();
+        let mut failed = None;
+        module.visit(&mut |param| {
+            if failed.is_some() {
+                return;
+            }
+            let grad = grad_of(param).and_then(|grad| {
+                if grad.shape() != param.shape() {
+                    return Err(Error::shape(
+                        "Gradients::from_fn",
+                        "grad_of",
+                        format_args!("the shape {} of `{}`", param.shape(), param.name()),
+                        grad.shape(),
+                    ));
+                }
+                grad.dense()
+            });
+            match grad {
+                Ok(grad) => {
+                    let mut entry = Entry::new(param);
+                    entry.grad = Some(grad);
+                    entries.push(entry);
+                }
+                Err(error) => failed = Some(error),
+            }
+        });
+        match failed {
+            Some(error) => Err(error),
+            None => Ok(Self::new(entries, None)),
+        }
     }
 
     pub(crate) fn by_param(&self, id: ParamId) -> Option<&Entry<T, D>> {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rlgrad_autodiff::nn::{
     Activation, Forward, Init, Linear, Mlp, Module, hard_update, soft_update,
 };
-use rlgrad_autodiff::{ApplyGradients, CustomOp, Param, Tape, Var};
+use rlgrad_autodiff::{ApplyGradients, CustomOp, Gradients, Param, Tape, Var};
 use rlgrad_core::{Par, Result, Rng};
 use rlgrad_optim::{Optimizer, Sgd};
 use rlgrad_tensor::Tensor;
@@ -374,6 +374,82 @@ fn apply_gradients_refuses_a_parameter_without_gradient_and_changes_nothing() {
         .collect();
     assert_eq!(before, after);
     assert_eq!(sgd.step_count(), 0);
+}
+
+#[test]
+fn gradients_from_elsewhere_step_as_the_tapes_and_a_wrong_shape_names_its_parameter() {
+    let model = |seed| {
+        Mlp::<f64>::new(
+            "m",
+            &[3, 4, 2],
+            Activation::Tanh,
+            Activation::Identity,
+            Init::TorchDefault,
+            &mut Rng::new(seed, "init"),
+        )
+        .unwrap()
+    };
+    let (mut from_tape, mut from_elsewhere) = (model(5), model(5));
+    let tape = Tape::new();
+    let x = tape.constant(&tensor(&[0.5, -1.0, 2.0, 1.5, 0.25, -0.75], &[2, 3]));
+    let loss = from_tape.forward(&tape, &x).unwrap().square().unwrap();
+    let grads = tape
+        .gradient(&loss.sum_all().unwrap(), &[&from_tape])
+        .unwrap();
+    // The tape's gradients as host vectors, as a reducer over ranks hands them back; the
+    // weights' arrive transposed (a strided view), which the optimizer must not mind.
+    let host: Vec<(String, Vec<f64>)> = from_tape
+        .parameters()
+        .iter()
+        .map(|p| (p.name().to_owned(), grads.get(p).unwrap().to_vec().unwrap()))
+        .collect();
+    let uploaded = Gradients::from_fn(&from_elsewhere, |p| {
+        let (_, values) = host.iter().find(|(name, _)| name == p.name()).unwrap();
+        match p.shape().dims() {
+            &[rows, columns] => {
+                let mut transposed = vec![0.0; values.len()];
+                for (i, v) in values.iter().enumerate() {
+                    transposed[(i % columns) * rows + i / columns] = *v;
+                }
+                Tensor::from_vec(transposed, [columns, rows])?.transpose(0, 1)
+            }
+            _ => Tensor::from_vec(values.clone(), p.shape().clone()),
+        }
+    })
+    .unwrap();
+    let mut sgd = [0, 1].map(|_| Optimizer::new(Sgd::default(), 0.1).unwrap());
+    sgd[0].apply_gradients(&mut from_tape, &grads).unwrap();
+    sgd[1]
+        .apply_gradients(&mut from_elsewhere, &uploaded)
+        .unwrap();
+    let bits = |m: &Mlp<f64>| -> Vec<Vec<u64>> {
+        m.parameters()
+            .iter()
+            .map(|p| {
+                p.value()
+                    .to_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(bits(&from_tape), bits(&from_elsewhere));
+    assert_ne!(bits(&from_tape), bits(&model(5)), "the step moved them");
+
+    let mut asked = 0;
+    let err = Gradients::from_fn(&from_elsewhere, |p| {
+        asked += 1;
+        Tensor::zeros([p.shape().numel() + 1])
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("Gradients::from_fn") && err.contains("`m/l1/weight`"),
+        "{err}"
+    );
+    assert_eq!(asked, 1, "nothing asked after the first error");
 }
 
 /// `steps` steps of the shared training loop: the final parameters' bits.
