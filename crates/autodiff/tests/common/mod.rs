@@ -4,7 +4,7 @@
 
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module};
 use rlgrad_autodiff::{ApplyGradients, Tape};
-use rlgrad_core::{Cpu, Par, Rng};
+use rlgrad_core::{Cpu, Float, Par, Rng};
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::Tensor;
 
@@ -66,18 +66,23 @@ impl Training {
     }
 
     /// The parameters' bits.
-    pub fn parameter_bits(&self) -> Vec<Vec<u32>> {
-        self.model
-            .parameters()
-            .iter()
-            .map(|p| {
-                p.value()
-                    .to_vec()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect()
-            })
-            .collect()
+    pub fn parameter_bits(&self) -> Vec<Vec<u64>> {
+        module_bits(&self.model)
     }
+}
+
+/// The bits of every parameter of `module`, in its order.
+pub fn module_bits<T: Float, M: Module<T>>(module: &M) -> Vec<Vec<u64>> {
+    module
+        .parameters()
+        .iter()
+        .map(|p| {
+            p.value()
+                .to_vec()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits_u64())
+                .collect()
+        })
+        .collect()
 }

@@ -422,19 +422,7 @@ fn gradients_from_elsewhere_step_as_the_tapes_and_a_wrong_shape_names_its_parame
     sgd[1]
         .apply_gradients(&mut from_elsewhere, &uploaded)
         .unwrap();
-    let bits = |m: &Mlp<f64>| -> Vec<Vec<u64>> {
-        m.parameters()
-            .iter()
-            .map(|p| {
-                p.value()
-                    .to_vec()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect()
-            })
-            .collect()
-    };
+    let bits = common::module_bits;
     assert_eq!(bits(&from_tape), bits(&from_elsewhere));
     assert_ne!(bits(&from_tape), bits(&model(5)), "the step moved them");
 
@@ -453,7 +441,7 @@ fn gradients_from_elsewhere_step_as_the_tapes_and_a_wrong_shape_names_its_parame
 }
 
 /// `steps` steps of the shared training loop: the final parameters' bits.
-fn training_run(par: Par, sizes: &[usize], batch: usize, steps: usize) -> Vec<Vec<u32>> {
+fn training_run(par: Par, sizes: &[usize], batch: usize, steps: usize) -> Vec<Vec<u64>> {
     let mut training = common::Training::new(par, sizes, batch);
     for _ in 0..steps {
         training.step();
