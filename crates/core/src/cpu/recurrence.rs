@@ -706,28 +706,16 @@ pub fn discounted_returns<T: Float>(
     bootstrap: &[T],
     returns: &mut [T],
 ) -> Result<()> {
-    let storage = layout.into();
-    let layout = storage.shape();
-    let mut lengths = vec![("rewards", rewards.len()), ("returns", returns.len())];
-    lengths.extend(episode_lengths(&episodes));
-    check_lengths(
+    estimate(
         "discounted_returns",
-        layout,
-        &lengths,
-        &[("bootstrap", bootstrap.len())],
-    )?;
-    let invalid = AtomicBool::new(false);
-    let estimator = Returns { bootstrap };
-    run_estimator(
         par,
-        storage,
-        [rewards],
+        layout.into(),
+        [("rewards", rewards)],
         episodes,
-        [returns],
-        &estimator,
-        &invalid,
-    );
-    check_flags("discounted_returns", storage, episodes, &invalid)
+        [("returns", returns)],
+        &[("bootstrap", bootstrap.len())],
+        &Returns { bootstrap },
+    )
 }
 
 struct GaeScan<'a, T, S> {
@@ -807,36 +795,28 @@ pub fn gae<T: Float>(
     returns: Option<&mut [T]>,
 ) -> Result<()> {
     let storage = layout.into();
-    let layout = storage.shape();
-    let mut lengths = vec![
-        ("rewards", rewards.len()),
-        ("values", values.len()),
-        ("advantages", advantages.len()),
-    ];
-    if let Some(returns) = &returns {
-        lengths.push(("returns", returns.len()));
-    }
-    lengths.extend(episode_lengths(&episodes));
-    check_lengths("gae", layout, &lengths, &[("bootstrap", bootstrap.len())])?;
-    let invalid = AtomicBool::new(false);
+    let inputs = [("rewards", rewards), ("values", values)];
+    let columns = [("bootstrap", bootstrap.len())];
     let estimator = Gae { bootstrap, lambda };
-    let inputs = [rewards, values];
+    let advantages = ("advantages", advantages);
     match returns {
         Some(returns) => {
-            let outs = [advantages, returns];
-            run_estimator(par, storage, inputs, episodes, outs, &estimator, &invalid);
+            let outs = [advantages, ("returns", returns)];
+            estimate(
+                "gae", par, storage, inputs, episodes, outs, &columns, &estimator,
+            )
         }
-        None => run_estimator(
+        None => estimate(
+            "gae",
             par,
             storage,
             inputs,
             episodes,
             [advantages],
+            &columns,
             &estimator,
-            &invalid,
         ),
     }
-    check_flags("gae", storage, episodes, &invalid)
 }
 
 struct LambdaScan<'a, T, S> {
@@ -888,27 +868,16 @@ pub fn lambda_returns<T: Float>(
     lambda: T,
     returns: &mut [T],
 ) -> Result<()> {
-    let storage = layout.into();
-    let layout = storage.shape();
-    let mut lengths = vec![
-        ("rewards", rewards.len()),
-        ("next_values", next_values.len()),
-        ("returns", returns.len()),
-    ];
-    lengths.extend(episode_lengths(&episodes));
-    check_lengths("lambda_returns", layout, &lengths, &[])?;
-    let invalid = AtomicBool::new(false);
-    let inputs = [rewards, next_values];
-    run_estimator(
+    estimate(
+        "lambda_returns",
         par,
-        storage,
-        inputs,
+        layout.into(),
+        [("rewards", rewards), ("next_values", next_values)],
         episodes,
-        [returns],
+        [("returns", returns)],
+        &[],
         &Lambda { lambda },
-        &invalid,
-    );
-    check_flags("lambda_returns", storage, episodes, &invalid)
+    )
 }
 
 struct NStepScan<'a, T, S> {
@@ -957,30 +926,19 @@ pub fn n_step_returns<T: Float>(
     n: usize,
     returns: &mut [T],
 ) -> Result<()> {
-    let storage = layout.into();
-    let layout = storage.shape();
     if n == 0 {
         return Err(Error::value("n_step_returns", "n", "n >= 1", n));
     }
-    let mut lengths = vec![
-        ("rewards", rewards.len()),
-        ("next_values", next_values.len()),
-        ("returns", returns.len()),
-    ];
-    lengths.extend(episode_lengths(&episodes));
-    check_lengths("n_step_returns", layout, &lengths, &[])?;
-    let invalid = AtomicBool::new(false);
-    let inputs = [rewards, next_values];
-    run_estimator(
+    estimate(
+        "n_step_returns",
         par,
-        storage,
-        inputs,
+        layout.into(),
+        [("rewards", rewards), ("next_values", next_values)],
         episodes,
-        [returns],
+        [("returns", returns)],
+        &[],
         &NStep { n },
-        &invalid,
-    );
-    check_flags("n_step_returns", storage, episodes, &invalid)
+    )
 }
 
 struct VtraceScan<'a, T, S> {
@@ -1058,27 +1016,16 @@ pub fn vtrace<T: Float>(
     vs: &mut [T],
     pg_advantages: &mut [T],
 ) -> Result<()> {
-    let storage = layout.into();
-    let layout = storage.shape();
-    let mut lengths = vec![
-        ("rewards", rewards.len()),
-        ("values", values.len()),
-        ("rhos", rhos.len()),
-        ("vs", vs.len()),
-        ("pg_advantages", pg_advantages.len()),
-    ];
-    lengths.extend(episode_lengths(&episodes));
-    check_lengths(
+    estimate(
         "vtrace",
-        layout,
-        &lengths,
+        par,
+        layout.into(),
+        [("rewards", rewards), ("values", values), ("rhos", rhos)],
+        episodes,
+        [("vs", vs), ("pg_advantages", pg_advantages)],
         &[("bootstrap", bootstrap.len())],
-    )?;
-    let invalid = AtomicBool::new(false);
-    let estimator = Vtrace { bootstrap, params };
-    let (inputs, outs) = ([rewards, values, rhos], [vs, pg_advantages]);
-    run_estimator(par, storage, inputs, episodes, outs, &estimator, &invalid);
-    check_flags("vtrace", storage, episodes, &invalid)
+        &Vtrace { bootstrap, params },
+    )
 }
 
 /// The job of [`scan_tile`], for [`crate::cpu::simd::widest`].
@@ -1156,6 +1103,39 @@ trait Estimator<T: Float, const K: usize, const N: usize>: Sync {
         bootstrap: &'k [T],
         init: Option<&'k [T]>,
     ) -> impl ColumnScan<T, N> + 'k;
+}
+
+/// What every estimator's slice-level function does, named as `function`'s: checks the
+/// lengths of the `[T, B]` arrays (the named `inputs`, then `outs`, then the episodes') and
+/// of the `[B]` ones (`columns`), runs `estimator` with `par` on data stored as the
+/// layout says, and refuses flags other than 0 or 1.
+#[allow(clippy::too_many_arguments)]
+fn estimate<T: Float, const K: usize, const N: usize, E: Estimator<T, K, N>>(
+    function: &'static str,
+    par: Par,
+    storage: SliceLayout,
+    inputs: [(&'static str, &[T]); K],
+    episodes: SliceEpisodes<'_, T>,
+    outs: [(&'static str, &mut [T]); N],
+    columns: &[(&'static str, usize)],
+    estimator: &E,
+) -> Result<()> {
+    let mut lengths: Vec<(&'static str, usize)> =
+        inputs.iter().map(|(name, x)| (*name, x.len())).collect();
+    lengths.extend(outs.iter().map(|(name, x)| (*name, x.len())));
+    lengths.extend(episode_lengths(&episodes));
+    check_lengths(function, storage.shape(), &lengths, columns)?;
+    let invalid = AtomicBool::new(false);
+    run_estimator(
+        par,
+        storage,
+        inputs.map(|(_, x)| x),
+        episodes,
+        outs.map(|(_, x)| x),
+        estimator,
+        &invalid,
+    );
+    check_flags(function, storage, episodes, &invalid)
 }
 
 /// Runs `estimator` over `[T, B]` data stored as `storage` says: `inputs` (the first the
