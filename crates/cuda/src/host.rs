@@ -36,7 +36,6 @@ impl Emulator {
             .args([
                 "-std=c++20",
                 "-O1",
-                "-pthread",
                 "-ffp-contract=off",
                 "-fno-fast-math",
                 "-fno-strict-aliasing",

@@ -1,19 +1,26 @@
 // The CUDA runtime on the host, for the host emulations of the kernels (host_gemm.cpp,
-// host_random.cpp, host_recurrence.cpp, host_reduce.cpp, host_sequence.cpp): a block's threads are host
-// threads meeting at a barrier for every __syncthreads, __shared__ arrays are function
-// statics (one block runs at a time), the blocks run one after another. Include it, then
-// the family's .cu file. Build with -std=c++20 -pthread -ffp-contract=off, as NVRTC
-// compiles with --fmad=false.
+// host_random.cpp, host_recurrence.cpp, host_reduce.cpp, host_sequence.cpp): a block's
+// threads are fibers of one host thread (ucontext), each running until its next
+// __syncthreads, thread 0 first, then the next, so that every thread finishes a phase
+// before any starts the next one, as the barrier promises; a thread that returned counts
+// as arrived, as on the GPU. __shared__ arrays are function statics (one block runs at a
+// time), the blocks run one after another. Include it, then the family's .cu file. Build
+// with -std=c++20 -ffp-contract=off, as NVRTC compiles with --fmad=false.
+//
+// Fibers, not host threads: a barrier of 256 host threads on two cores cost each phase
+// hundreds of scheduler switches (the unit tests' emulations took 103 s of CPU; fibers
+// switch in user space).
 //
 // What it cannot see: races between threads of a block that only a GPU's timing shows
-// (the barrier orders whole phases, as __syncthreads does, but a read that the kernel
-// fails to fence behind a barrier may still find the value here), warp-synchronous
+// (the phases run whole, in thread order, so a read that the kernel fails to fence behind
+// a barrier finds the value of the threads before it in that order), warp-synchronous
 // behaviour (a shuffle here is two block-wide barriers), races between blocks (they run
 // one after another, so a grid's atomics and fences are never contended and every
 // ticket is taken in block order), and the GPU's own arithmetic (its fma, its NaN
 // payloads).
+#include <ucontext.h>
+
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,8 +28,8 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <functional>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -41,8 +48,27 @@ using std::sqrt;
 struct dim3 {
     unsigned x, y, z;
 };
-thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
-thread_local std::barrier<>* block_barrier;
+static dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+// The fibers of the block that runs, and the scheduler they return to at each barrier.
+struct Fiber {
+    ucontext_t context;
+    std::vector<char> stack;
+    bool done;
+};
+static std::vector<Fiber> block_fibers;
+static ucontext_t block_scheduler;
+static std::function<void()> block_kernel;
+
+static void syncthreads() {
+    swapcontext(&block_fibers[threadIdx.x].context, &block_scheduler);
+}
+
+// A fiber's body: the kernel, then back to the scheduler for good (uc_link).
+static void fiber_main() {
+    block_kernel();
+    block_fibers[threadIdx.x].done = true;
+}
 
 #define __device__
 #define __global__
@@ -51,7 +77,7 @@ thread_local std::barrier<>* block_barrier;
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
-#define __syncthreads() block_barrier->arrive_and_wait()
+#define __syncthreads() syncthreads()
 static inline unsigned int __float_as_uint(float x) { return f32_bits(x); }
 static inline float __uint_as_float(unsigned int u) { return f32_from(u); }
 static inline long long __double_as_longlong(double x) { return (long long)f64_bits(x); }
@@ -97,27 +123,38 @@ template <typename T> static void __stcg(T* p, T v) { *p = v; }
 
 #include "common.cuh"
 
-// Every block of the grid in turn, each on `threads` threads.
+// Every block of the grid in turn, each on `threads` fibers: the phases between barriers
+// run one thread after another until every thread has returned.
 template <typename Kernel> static void launch(dim3 grid, unsigned threads, Kernel kernel) {
-    std::barrier<> barrier(threads);
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-        pool.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            blockDim = {threads, 1, 1};
-            gridDim = grid;
-            block_barrier = &barrier;
-            for (unsigned z = 0; z < grid.z; ++z)
-                for (unsigned y = 0; y < grid.y; ++y)
-                    for (unsigned x = 0; x < grid.x; ++x) {
-                        blockIdx = {x, y, z};
-                        kernel();
-                        // The next block reuses the shared arrays.
-                        barrier.arrive_and_wait();
+    // Room for a thread's locals: a 128 x 128 tile's 8 x 8 doubles and its fragments.
+    constexpr size_t STACK = 256 * 1024;
+    block_kernel = kernel;
+    block_fibers.resize(threads);
+    for (auto& fiber : block_fibers) fiber.stack.resize(STACK);
+    blockDim = {threads, 1, 1};
+    gridDim = grid;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                blockIdx = {x, y, z};
+                for (auto& fiber : block_fibers) {
+                    getcontext(&fiber.context);
+                    fiber.context.uc_stack.ss_sp = fiber.stack.data();
+                    fiber.context.uc_stack.ss_size = fiber.stack.size();
+                    fiber.context.uc_link = &block_scheduler;
+                    makecontext(&fiber.context, fiber_main, 0);
+                    fiber.done = false;
+                }
+                for (bool running = true; running;) {
+                    running = false;
+                    for (unsigned t = 0; t < threads; ++t) {
+                        if (block_fibers[t].done) continue;
+                        threadIdx = {t, 0, 0};
+                        swapcontext(&block_scheduler, &block_fibers[t].context);
+                        running = running || !block_fibers[t].done;
                     }
-        });
-    }
-    for (auto& thread : pool) thread.join();
+                }
+            }
 }
 
 // One scalar of the element type, from stdin as its bits in hex.
