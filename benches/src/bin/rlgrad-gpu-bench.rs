@@ -8,7 +8,9 @@
 //! iteration and a PPO minibatch update, each run on the Cpu and on the GPU from the same
 //! start for a few steps (every parameter compared bit for bit), then timed; their peers
 //! are `gpu_train.py` (a copy of `../shared/peers/gpu_train.py`): PyTorch eager, PyTorch
-//! with the step captured in CUDA graphs, and JAX with one `jit` per step.
+//! with the step captured in CUDA graphs, and JAX with one `jit` per step. Each training
+//! row also says what a step asks of the GPU ([`rlgrad_cuda::Activity`]): kernel launches,
+//! uploads, and downloads, each a wait that keeps the host from queueing ahead.
 //!
 //! The baselines are what a GPU user runs: `torch.sum`, PyTorch's Adam with
 //! `fused=True`, GAE as a PyTorch loop and as JAX `lax.scan` under `jit`, pad and unpad
@@ -32,7 +34,7 @@ use rlgrad_core::kernels::{
     MatmulKernel, OptimKernel, RecurrenceKernel, ReduceKernel, ReduceOp, SequenceKernel,
 };
 use rlgrad_core::{Cpu, Device, Layout, Par, Result, Rng, Shape, View};
-use rlgrad_cuda::Cuda;
+use rlgrad_cuda::{Activity, Cuda};
 use rlgrad_tensor::Tensor;
 
 const TORCH_SCRIPT: &str = include_str!("gpu_bench_torch.py");
@@ -48,6 +50,40 @@ struct Row {
     flops: f64,
     ms: f64,
     bits: String,
+    /// A training step's launches, uploads and downloads (the timed steps' average).
+    per_step: Option<PerStep>,
+}
+
+/// [`Activity`] per step, averaged over the timed steps.
+#[derive(Clone, Copy)]
+struct PerStep {
+    launches: f64,
+    uploads: f64,
+    downloads: f64,
+}
+
+/// Milliseconds per step of `step`, as [`time`] measures them, and what each step asked of
+/// the GPU.
+fn time_step(
+    gpu: &Cuda,
+    repeats: usize,
+    step: impl FnMut() -> Result<()>,
+) -> Result<(f64, PerStep)> {
+    let before = gpu.activity();
+    let ms = time(gpu, repeats, step)?;
+    let Activity {
+        launches,
+        uploads,
+        downloads,
+    } = gpu.activity().since(before);
+    // `time` runs one warm-up step before the timed ones.
+    let steps = (repeats + 1) as f64;
+    let per_step = PerStep {
+        launches: launches as f64 / steps,
+        uploads: uploads as f64 / steps,
+        downloads: downloads as f64 / steps,
+    };
+    Ok((ms, per_step))
 }
 
 /// Milliseconds per call of `run`, after a warm-up call, over `repeats` queued calls.
@@ -101,6 +137,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         flops: 0.0,
         ms,
         bits: copied,
+        per_step: None,
     });
     drop(y);
     let layout = Layout::contiguous(Shape::from([big]));
@@ -118,6 +155,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         flops: 0.0,
         ms,
         bits: summed,
+        per_step: None,
     });
     drop((x, host));
     for n in if quick {
@@ -156,6 +194,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
             flops: 0.0,
             ms,
             bits: updated,
+            per_step: None,
         });
     }
     for (t, b) in if quick {
@@ -206,6 +245,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
             flops: 0.0,
             ms,
             bits: advantages,
+            per_step: None,
         });
     }
     let (batch, features) = if quick { (512, 16) } else { (4096, 64) };
@@ -238,6 +278,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         flops: 0.0,
         ms,
         bits: padded_bits,
+        per_step: None,
     });
     gpu.unpad(&seqs, features, PadOrder::BatchMajor, &padded, &mut back)?;
     let unpadded_bits = bits(&flat0, &gpu.download(&back)?);
@@ -250,6 +291,7 @@ fn rlgrad_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         flops: 0.0,
         ms,
         bits: unpadded_bits,
+        per_step: None,
     });
     rows.extend(matmul_rows(gpu, quick, &mut rng)?);
     Ok(rows)
@@ -281,7 +323,7 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         td3.1.iterate()?;
     }
     let td3_bits = bits(&values(&td3.0.parameters())?, &values(&td3.1.parameters())?);
-    let td3_ms = time(gpu, repeats, || td3.1.iterate())?;
+    let td3 = time_step(gpu, repeats, || td3.1.iterate())?;
     // gpu_train.py's minibatch: 8192 samples, 256 in its quick mode.
     let samples = if quick { 256 } else { 8192 };
     let mut ppo = (
@@ -293,17 +335,18 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         ppo.1.update()?;
     }
     let ppo_bits = bits(&values(&ppo.0.parameters())?, &values(&ppo.1.parameters())?);
-    let ppo_ms = time(gpu, repeats, || ppo.1.update())?;
-    let row = |name: &str, ms, bits| Row {
+    let ppo = time_step(gpu, repeats, || ppo.1.update())?;
+    let row = |name: &str, (ms, per_step), bits| Row {
         name: name.into(),
         bytes: 0.0,
         flops: 0.0,
         ms,
         bits,
+        per_step: Some(per_step),
     };
     Ok(vec![
-        row(TD3_ROW, td3_ms, td3_bits),
-        row(PPO_ROW, ppo_ms, ppo_bits),
+        row(TD3_ROW, td3, td3_bits),
+        row(PPO_ROW, ppo, ppo_bits),
     ])
 }
 
@@ -347,6 +390,7 @@ fn matmul_rows(gpu: &Cuda, quick: bool, rng: &mut Rng) -> Result<Vec<Row>> {
             flops: 2.0 * (m * k * n) as f64,
             ms,
             bits: product,
+            per_step: None,
         });
     }
     Ok(rows)
@@ -546,7 +590,20 @@ fn main() {
             "torch_graph_ms": graph_ms,
             "torch_ms": torch_ms,
             "jax_ms": jax_ms,
+            "per_step": row.per_step.map(|p| serde_json::json!({
+                "launches": p.launches,
+                "uploads": p.uploads,
+                "downloads": p.downloads,
+            })),
         }));
+    }
+    for row in &rows {
+        if let Some(p) = row.per_step {
+            println!(
+                "{} per step: {:.1} kernel launches, {:.1} uploads, {:.1} downloads (each a wait)",
+                row.name, p.launches, p.uploads, p.downloads
+            );
+        }
     }
     let report = serde_json::json!({ "device": gpu.model(), "quick": quick, "rows": json });
     let written = std::fs::File::create(&out).and_then(|mut f| {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::CUdevice_attribute;
@@ -95,6 +96,48 @@ struct Inner {
     resident: Mutex<HashMap<String, u32>>,
     pool: Mutex<Pool>,
     sequences: Mutex<crate::sequence::SequenceCache>,
+    launches: AtomicU64,
+    uploads: AtomicU64,
+    downloads: AtomicU64,
+}
+
+/// What work asked of a GPU ([`Cuda::activity`]): kernel launches, host-to-device copies
+/// and device-to-host copies, counted from the device's opening, by every handle and
+/// thread. A download waits for the stream, so a training step that downloads nothing
+/// lets the host queue the next step while the GPU runs this one, and only such a step
+/// could be recorded as a CUDA graph. The bench reports them per training step.
+///
+/// ```
+/// use rlgrad_cuda::{Activity, Cuda};
+/// use rlgrad_core::Device;
+/// if let Ok(gpu) = Cuda::new(0) {
+///     let before = gpu.activity();
+///     let x = gpu.upload(&[1.0f32, 2.0])?;
+///     let _ = gpu.download(&x)?;
+///     let step = gpu.activity().since(before);
+///     assert_eq!((step.uploads, step.downloads), (1, 1));
+/// }
+/// # Ok::<(), rlgrad_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Activity {
+    /// Kernels launched.
+    pub launches: u64,
+    /// Copies from host memory (uploads of data, indices, lengths).
+    pub uploads: u64,
+    /// Copies to host memory, each a wait for the stream.
+    pub downloads: u64,
+}
+
+impl Activity {
+    /// What happened between `earlier` and this snapshot of the same device.
+    pub fn since(self, earlier: Activity) -> Activity {
+        Activity {
+            launches: self.launches.wrapping_sub(earlier.launches),
+            uploads: self.uploads.wrapping_sub(earlier.uploads),
+            downloads: self.downloads.wrapping_sub(earlier.downloads),
+        }
+    }
 }
 
 impl fmt::Debug for Cuda {
@@ -218,8 +261,21 @@ impl Cuda {
                     ..Pool::default()
                 }),
                 sequences: Mutex::default(),
+                launches: AtomicU64::new(0),
+                uploads: AtomicU64::new(0),
+                downloads: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// The launches, uploads and downloads of this device so far (see [`Activity`]).
+    pub fn activity(&self) -> Activity {
+        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Activity {
+            launches: count(&self.inner.launches),
+            uploads: count(&self.inner.uploads),
+            downloads: count(&self.inner.downloads),
+        }
     }
 
     /// Copies `source` into `target` (equal lengths) with the driver's device-to-device
@@ -417,6 +473,7 @@ impl Cuda {
             return Ok(());
         }
         let mut target = buffer.bytes.slice_mut(..host.len());
+        self.inner.uploads.fetch_add(1, Ordering::Relaxed);
         self.inner
             .stream
             .memcpy_htod(host, &mut target)
@@ -518,6 +575,7 @@ impl Cuda {
         for arg in args {
             arg.push(&mut builder);
         }
+        self.inner.launches.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the arguments match the kernel's parameter list (each family's Rust file
         // passes them in the order of its `.cu` signature, pointers as u64 addresses of
         // buffers that outlive the queued work: they are owned by the caller or released
@@ -634,6 +692,7 @@ impl Device for Cuda {
                 )
             };
             let source = buffer.bytes.slice(..target.len());
+            self.inner.downloads.fetch_add(1, Ordering::Relaxed);
             self.inner
                 .stream
                 .memcpy_dtoh(&source, target)

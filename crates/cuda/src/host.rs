@@ -1,7 +1,7 @@
 //! The host emulations of the kernels for the unit tests: a kernel family's own source
 //! compiled for the host by a C++20 compiler under `tests/host_device.hpp` (a block's
-//! threads are host threads, `__syncthreads` a barrier), driven by a `tests/host_*.cpp`
-//! main that reads cases on stdin and prints the outputs' bits.
+//! threads are fibers of one host thread, `__syncthreads` a switch to the next), driven
+//! by a `tests/host_*.cpp` main that reads cases on stdin and prints the outputs' bits.
 
 use std::io::Write;
 use std::path::PathBuf;

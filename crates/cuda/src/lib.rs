@@ -85,7 +85,7 @@ mod strided;
 mod target;
 
 pub use compile::{Compiled, Family, Image, nvrtc_archs, nvrtc_available, nvrtc_version};
-pub use device::{Cuda, CudaBuffer};
+pub use device::{Activity, Cuda, CudaBuffer};
 /// How this crate's tests and bench binary skip without a GPU and report to the GPU
 /// runner (`cargo xtask gpu-run`): a test harness, public for them only (a binary cannot
 /// take a dev-dependency such as the testkit) and not covered by semantic versioning.

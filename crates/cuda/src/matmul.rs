@@ -730,7 +730,7 @@ mod tests {
     /// Every tiled kernel, in f32 and f64, on shapes straddling its tile, with k tails of
     /// every length, k = 1 (strided: the vector does not fit), batches and views at an
     /// offset; and the strided kernel on what the tiled ones refuse. Runs the kernels'
-    /// own source on host threads, so it needs no GPU.
+    /// own source on the host, so it needs no GPU.
     fn emulated_kernels_give_the_cpus_bits<T: Float>() {
         let mut rng = Rng::new(38, "cuda-matmul-host");
         let vector = 16 / T::DTYPE.size_in_bytes();

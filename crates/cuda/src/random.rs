@@ -106,7 +106,7 @@ mod tests {
         format!("{:x}", x.to_bits_u64())
     }
 
-    /// The kernels' source on host threads against the Cpu's draws, bit for bit: lengths
+    /// The kernels' source on the host against the Cpu's draws, bit for bit: lengths
     /// around the chunks and the grid's stride (so that threads take several chunks),
     /// streams far along, odd lengths (a pair's second sample dropped), a pending sample
     /// first, one sample that is only the pending one.

@@ -557,7 +557,7 @@ mod tests {
     }
 
     /// `sum_columns_once` (level 1 and the lanes' fold in one launch, one block per
-    /// column) on host threads against the Cpu's sums, means and variances of each column
+    /// column) on the host against the Cpu's sums, means and variances of each column
     /// of `[outer, len, inner]` arrays: columns of 1 element up to the 8192 one block
     /// holds, strided (`inner > 1`) and not, NaN and infinities among the values.
     fn emulated_column_sums_give_the_cpus_bits<T: Float>() {

@@ -1447,6 +1447,33 @@ fn a_warmed_up_loop_takes_its_buffers_from_the_cache() {
     );
 }
 
+/// The device counts what work asks of it: one launch for an elementwise op, one upload
+/// per host slice sent, one download per host read, nothing for an allocation.
+#[test]
+fn activity_counts_launches_uploads_and_downloads() {
+    let Some(gpu) = exclusive_gpu() else { return };
+    let before = gpu.activity();
+    let layout = Layout::contiguous(Shape::from([1000]));
+    let x = gpu.upload(&vec![1.5f32; 1000]).unwrap();
+    let mut y = gpu.alloc_output::<f32>(1000).unwrap();
+    gpu.unary(
+        UnaryOp::Exp,
+        View::new(&x, &layout),
+        std::sync::Arc::get_mut(&mut y).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(gpu.download(&y).unwrap(), vec![1.5f32.exp(); 1000]);
+    let step = gpu.activity().since(before);
+    assert_eq!(
+        step,
+        rlgrad_cuda::Activity {
+            launches: 1,
+            uploads: 1,
+            downloads: 1,
+        }
+    );
+}
+
 #[test]
 fn opening_a_missing_device_is_an_error() {
     match Cuda::new(1 << 20) {
