@@ -1,6 +1,7 @@
-//! [`CopyKernel`] on the GPU (`copy.cu`). Host index lists are uploaded to scratch
-//! buffers; `index_add` groups its source slices by target on the host (stably, so each
-//! target adds its slices in increasing index order, as the Cpu does).
+//! [`CopyKernel`] on the GPU (`copy.cu`). Host index lists are uploaded: `index_select`'s
+//! stay on the device while the same list comes again ([`IndexCache`]), `index_add`'s go
+//! to scratch buffers; `index_add` groups its source slices by target on the host
+//! (stably, so each target adds its slices in increasing index order, as the Cpu does).
 
 use rlgrad_core::kernels::CopyKernel;
 use rlgrad_core::{Error, Float, Result, View};
@@ -37,6 +38,38 @@ impl Cuda {
         let mut dense = self.uninit::<T>(function, x.layout.numel())?;
         self.copy(x, &mut dense)?;
         Ok((self.ptr(&dense), Some(dense)))
+    }
+}
+
+/// The device copy of the indices `index_select` used last: gathering several arrays with
+/// the same indices (a replay sample's observations, actions, rewards...) uploads them
+/// once, and a captured CUDA graph would find them where its recording left them.
+#[derive(Default)]
+pub(crate) struct IndexCache {
+    last: Option<(Vec<usize>, CudaBuffer<u64>)>,
+}
+
+impl IndexCache {
+    /// The device address of `indices` as `u64`s: the last upload's when they are the
+    /// same, else a new upload that replaces it.
+    fn device_copy(
+        &mut self,
+        gpu: &Cuda,
+        function: &'static str,
+        indices: &[usize],
+    ) -> Result<u64> {
+        if let Some((host, device)) = &self.last
+            && host.as_slice() == indices
+        {
+            return Ok(gpu.ptr(device));
+        }
+        let device = gpu.upload_u64(function, indices.iter().copied())?;
+        // Released to the stream's cache: kernels already queued that read it run first.
+        if let Some((_, old)) = self.last.replace((indices.to_vec(), device)) {
+            gpu.release(old);
+        }
+        let (_, device) = self.last.as_ref().expect("just stored");
+        Ok(gpu.ptr(device))
     }
 }
 
@@ -80,8 +113,9 @@ impl<T: Float> CopyKernel<T> for Cuda {
             return Ok(());
         }
         let (data, copy) = self.dense_address(F, x)?;
-        let list = self.upload_u64(F, indices.iter().copied())?;
         let kernel = self.function::<T>(Family::Copy, "index_select")?;
+        let mut cache = self.index_cache();
+        let list = cache.device_copy(self, F, indices)?;
         self.launch(
             F,
             &kernel,
@@ -90,13 +124,13 @@ impl<T: Float> CopyKernel<T> for Cuda {
                 &data,
                 &(len as u64),
                 &(inner as u64),
-                &self.ptr(&list),
+                &list,
                 &(indices.len() as u64),
                 &self.ptr(out),
                 &(n as u64),
             ],
         )?;
-        self.release(list);
+        drop(cache);
         if let Some(copy) = copy {
             self.release(copy);
         }

@@ -96,6 +96,7 @@ struct Inner {
     resident: Mutex<HashMap<String, u32>>,
     pool: Mutex<Pool>,
     sequences: Mutex<crate::sequence::SequenceCache>,
+    indices: Mutex<crate::copy::IndexCache>,
     launches: AtomicU64,
     uploads: AtomicU64,
     downloads: AtomicU64,
@@ -261,6 +262,7 @@ impl Cuda {
                     ..Pool::default()
                 }),
                 sequences: Mutex::default(),
+                indices: Mutex::default(),
                 launches: AtomicU64::new(0),
                 uploads: AtomicU64::new(0),
                 downloads: AtomicU64::new(0),
@@ -531,6 +533,10 @@ impl Cuda {
     }
 
     /// The device's cache of sequence lengths and offsets (`sequence.rs`).
+    pub(crate) fn index_cache(&self) -> std::sync::MutexGuard<'_, crate::copy::IndexCache> {
+        self.inner.indices.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn sequence_cache(
         &self,
     ) -> std::sync::MutexGuard<'_, crate::sequence::SequenceCache> {

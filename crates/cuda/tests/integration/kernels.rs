@@ -1474,6 +1474,51 @@ fn activity_counts_launches_uploads_and_downloads() {
     );
 }
 
+/// Gathering several arrays with the same indices (a replay sample's fields) uploads the
+/// indices once; other indices upload again; every gather gives the Cpu's rows.
+#[test]
+fn repeated_gather_indices_are_uploaded_once() {
+    let Some(gpu) = exclusive_gpu() else { return };
+    let cpu = cpu();
+    let mut rng = Rng::new(44, "cuda-gather-cache");
+    let arrays: Vec<Vec<f32>> = [3usize, 1, 5]
+        .iter()
+        .map(|&width| data::<f32>(&mut rng, 100 * width))
+        .collect();
+    let gather = |indices: &[usize]| -> rlgrad_cuda::Activity {
+        let before = gpu.activity();
+        for host in &arrays {
+            let width = host.len() / 100;
+            let layout = Layout::contiguous(Shape::from([100, width]));
+            let x = gpu.upload(host).unwrap();
+            let mut out = gpu.alloc_zeros::<f32>(indices.len() * width).unwrap();
+            gpu.index_select(View::new(&x, &layout), 0, indices, &mut out)
+                .unwrap();
+            let mut want = vec![0.0f32; indices.len() * width];
+            cpu.index_select(View::new(host, &layout), 0, indices, &mut want)
+                .unwrap();
+            same(
+                &format!("index_select {indices:?}"),
+                &want,
+                &gpu.download(&out).unwrap(),
+            );
+        }
+        gpu.activity().since(before)
+    };
+    let sample = [7usize, 99, 0, 7, 42];
+    let first = gather(&sample);
+    // The arrays' own uploads, and the indices at most once.
+    assert!(first.uploads <= 3 + 1, "{first:?}");
+    let again = gather(&sample);
+    assert_eq!(again.uploads, 3, "the same indices again: the arrays only");
+    let other = gather(&[1, 2, 3]);
+    assert_eq!(
+        other.uploads,
+        3 + 1,
+        "new indices, uploaded once for three arrays"
+    );
+}
+
 #[test]
 fn opening_a_missing_device_is_an_error() {
     match Cuda::new(1 << 20) {
