@@ -352,7 +352,8 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
 
 /// FP32 GEMMs `[m, k] @ [k, n]`, row-major: 4096^3 and `[65536, 256] @ [256, 256]`
 /// (throughput), the TD3 critic layer and PPO's hidden layer (small outputs, whole k per
-/// output). Named `matmul MxKxN`.
+/// output). Named `matmul MxKxN` with the tile chosen by size, then `matmul MxKxN tile E`
+/// with each tile forced ([`Cuda::force_matmul_tile`]): the figures to set the choice by.
 fn matmul_rows(gpu: &Cuda, quick: bool, rng: &mut Rng) -> Result<Vec<Row>> {
     // The Cpu's bits by the same canonical chain on every core (any thread count gives
     // them): 4096^3 is 69 G fma.
@@ -384,14 +385,30 @@ fn matmul_rows(gpu: &Cuda, quick: bool, rng: &mut Rng) -> Result<Vec<Row>> {
         let ms = time(gpu, repeats, || {
             gpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)
         })?;
-        rows.push(Row {
-            name: format!("matmul {m}x{k}x{n}"),
+        let row = |name: String, ms, bits| Row {
+            name,
             bytes: 4.0 * (m * k + k * n + m * n) as f64,
             flops: 2.0 * (m * k * n) as f64,
             ms,
-            bits: product,
+            bits,
             per_step: None,
-        });
+        };
+        rows.push(row(format!("matmul {m}x{k}x{n}"), ms, product));
+        // Each tile forced in turn, for calibrating the choice by size: the same bits.
+        for edge in [128, 64, 32] {
+            gpu.force_matmul_tile(Some(edge))?;
+            let timed = (|| -> Result<(f64, String)> {
+                gpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)?;
+                let product = bits(&cpu_c, &gpu.download(&c)?);
+                let ms = time(gpu, repeats, || {
+                    gpu.matmul(View::new(&a, &la), View::new(&b, &lb), &mut c)
+                })?;
+                Ok((ms, product))
+            })();
+            gpu.force_matmul_tile(None)?;
+            let (ms, product) = timed?;
+            rows.push(row(format!("matmul {m}x{k}x{n} tile {edge}"), ms, product));
+        }
     }
     Ok(rows)
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::CUdevice_attribute;
@@ -97,6 +97,8 @@ struct Inner {
     pool: Mutex<Pool>,
     sequences: Mutex<crate::sequence::SequenceCache>,
     indices: Mutex<crate::copy::IndexCache>,
+    /// The tiled products' tile edge when forced ([`Cuda::force_matmul_tile`]), else 0.
+    matmul_tile: AtomicUsize,
     launches: AtomicU64,
     uploads: AtomicU64,
     downloads: AtomicU64,
@@ -263,6 +265,7 @@ impl Cuda {
                 }),
                 sequences: Mutex::default(),
                 indices: Mutex::default(),
+                matmul_tile: AtomicUsize::new(0),
                 launches: AtomicU64::new(0),
                 uploads: AtomicU64::new(0),
                 downloads: AtomicU64::new(0),
@@ -319,6 +322,33 @@ impl Cuda {
     /// The GPU's streaming multiprocessors (132 on an H100 SXM or H200).
     pub fn multiprocessors(&self) -> usize {
         self.inner.multiprocessors
+    }
+
+    /// Makes every tiled product from now on use tiles of `edge` x `edge` (32, 64 or 128),
+    /// whatever the output's size; `None` goes back to the choice by size, which is a
+    /// guess until a GPU run times it: `gpu-bench` times each tile on its GEMM shapes with
+    /// this. Every tile runs the same chain of each output, so the bits do not change
+    /// (the fused linear layer takes 64 for 128). An error for another edge.
+    pub fn force_matmul_tile(&self, edge: Option<usize>) -> Result<()> {
+        let forced = match edge {
+            None => 0,
+            Some(edge) if crate::matmul::Tile::of_edge(edge).is_some() => edge,
+            Some(edge) => {
+                return Err(Error::value(
+                    "Cuda::force_matmul_tile",
+                    "edge",
+                    "32, 64 or 128 (or None: chosen by the output's size)",
+                    edge,
+                ));
+            }
+        };
+        self.inner.matmul_tile.store(forced, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The tile [`Cuda::force_matmul_tile`] set, if any.
+    pub(crate) fn forced_matmul_tile(&self) -> Option<crate::matmul::Tile> {
+        crate::matmul::Tile::of_edge(self.inner.matmul_tile.load(Ordering::Relaxed))
     }
 
     /// The GPU's model name (`"NVIDIA H100 80GB HBM3"`).

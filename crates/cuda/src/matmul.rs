@@ -55,6 +55,11 @@ impl Tile {
         }
     }
 
+    /// The tile whose edge is `edge`, if one is.
+    pub(crate) fn of_edge(edge: usize) -> Option<Tile> {
+        Tile::ALL.into_iter().find(|tile| tile.edge() == edge)
+    }
+
     /// Blocks for `batch` outputs of `[m, n]`.
     fn blocks(self, m: usize, n: usize, batch: usize) -> usize {
         let edge = self.edge();
@@ -298,7 +303,10 @@ impl Cuda {
         let tile = addresses
             .iter()
             .all(|address| address.is_multiple_of(16))
-            .then(|| choose_tile(m, n, batch, self.multiprocessors()));
+            .then(|| {
+                self.forced_matmul_tile()
+                    .unwrap_or_else(|| choose_tile(m, n, batch, self.multiprocessors()))
+            });
         let plan = plan::<T>(lhs.layout, rhs.layout, dims, tile)?;
         Ok((plan, addresses))
     }

@@ -1519,6 +1519,38 @@ fn repeated_gather_indices_are_uploaded_once() {
     );
 }
 
+/// Every forced tile gives the bits of the tile chosen by size (each runs the same chain
+/// of each output), on an output that is not a multiple of any tile; an edge that is no
+/// tile is an error naming it, and changes nothing.
+#[test]
+fn every_forced_tile_gives_the_same_product() {
+    let Some(gpu) = exclusive_gpu() else { return };
+    let (m, k, n) = (100, 36, 72);
+    let mut rng = Rng::new(45, "cuda-forced-tile");
+    let (a, b) = (data::<f32>(&mut rng, m * k), data::<f32>(&mut rng, k * n));
+    let (la, lb) = (
+        Layout::contiguous(Shape::from([m, k])),
+        Layout::contiguous(Shape::from([k, n])),
+    );
+    let mut want = vec![0.0f32; m * n];
+    cpu()
+        .matmul(View::new(&a, &la), View::new(&b, &lb), &mut want)
+        .unwrap();
+    let (ga, gb) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let refused = gpu.force_matmul_tile(Some(48)).unwrap_err().to_string();
+    assert!(
+        refused.contains("`edge`") && refused.contains("48"),
+        "{refused}"
+    );
+    for edge in [Some(128), Some(64), Some(32), None] {
+        gpu.force_matmul_tile(edge).unwrap();
+        let mut c = gpu.alloc_zeros::<f32>(m * n).unwrap();
+        gpu.matmul(View::new(&ga, &la), View::new(&gb, &lb), &mut c)
+            .unwrap();
+        same(&format!("tile {edge:?}"), &want, &gpu.download(&c).unwrap());
+    }
+}
+
 #[test]
 fn opening_a_missing_device_is_an_error() {
     match Cuda::new(1 << 20) {
