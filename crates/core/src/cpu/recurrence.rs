@@ -62,11 +62,63 @@ trait Steps<T>: Sync + Copy {
     }
 }
 
+/// The flags of the episodes, as the hand-written kernels read them.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Flags<'a> {
+    /// No flags: every discount is `gamma` (`Episodes::Constant`).
+    None,
+    /// Termination flags as `f32`: set when nonzero (NaN included).
+    Values(&'a [f32]),
+    /// Termination flags as bytes: set when nonzero.
+    Bytes(&'a [u8]),
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a> Flags<'a> {
+    /// `flags` as the kernels read them: `f32` values or bytes, else `None`.
+    fn of<F: 'static>(flags: &'a [F]) -> Option<Self> {
+        let element = std::any::TypeId::of::<F>();
+        // SAFETY: each arm reinterprets `flags` as a slice of its own element type.
+        unsafe {
+            if element == std::any::TypeId::of::<f32>() {
+                Some(Flags::Values(std::slice::from_raw_parts(
+                    flags.as_ptr().cast(),
+                    flags.len(),
+                )))
+            } else if element == std::any::TypeId::of::<u8>() {
+                Some(Flags::Bytes(std::slice::from_raw_parts(
+                    flags.as_ptr().cast(),
+                    flags.len(),
+                )))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// `x` as `&mut [f32]` when `T` is `f32`.
+#[cfg(target_arch = "x86_64")]
+fn as_f32_mut<T: 'static>(x: &mut [T]) -> Option<&mut [f32]> {
+    // SAFETY: `T` is `f32`, so the slice is already one of `f32`.
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast(), x.len()) })
+}
+
+/// `x` as `&[f32]` when `T` is `f32`.
+#[cfg(target_arch = "x86_64")]
+fn as_f32<T: 'static>(x: &[T]) -> Option<&[f32]> {
+    // SAFETY: `T` is `f32`, so the slice is already one of `f32`.
+    (std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast(), x.len()) })
+}
+
 /// Episodes without truncation whose discounts are 0 or `gamma`, as [`avx2`] reads them.
 #[cfg(target_arch = "x86_64")]
 struct Plain<'a, T> {
     rewards: &'a [T],
-    flags: avx2::Flags<'a>,
+    flags: Flags<'a>,
     gamma: T,
     /// Where a flag other than 0 or 1 is recorded (`None`: no flags).
     invalid: Option<&'a AtomicBool>,
@@ -89,7 +141,7 @@ impl<T: Float> Steps<T> for Constant<'_, T> {
     fn plain(&self) -> Option<Plain<'_, T>> {
         Some(Plain {
             rewards: self.rewards,
-            flags: avx2::Flags::None,
+            flags: Flags::None,
             gamma: self.gamma,
             invalid: None,
         })
@@ -202,7 +254,7 @@ impl<T: Float, F: Flag> Steps<T> for Terminations<'_, T, F> {
     fn plain(&self) -> Option<Plain<'_, T>> {
         Some(Plain {
             rewards: self.rewards,
-            flags: avx2::Flags::of(self.terminated)?,
+            flags: Flags::of(self.terminated)?,
             gamma: self.gamma,
             invalid: Some(self.invalid),
         })
@@ -307,6 +359,8 @@ macro_rules! with_steps {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod rows;
 
 /// Columns per vectorized block when a chunk is wide enough: twice the loads in flight per
@@ -854,9 +908,9 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
         let gae = avx2::Gae {
             t: self.layout.t,
             b: self.layout.b,
-            rewards: avx2::as_f32(plain.rewards)?,
-            values: avx2::as_f32(self.values)?,
-            bootstrap: avx2::as_f32(self.bootstrap)?,
+            rewards: as_f32(plain.rewards)?,
+            values: as_f32(self.values)?,
+            bootstrap: as_f32(self.bootstrap)?,
             flags: plain.flags,
             gamma: plain.gamma.as_f64() as f32,
             lambda: self.lambda.as_f64() as f32,
@@ -1457,6 +1511,47 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
     #[inline(always)]
     fn factor(&self, d: T) -> T {
         self.lambda * d
+    }
+
+    /// GAE's advantages alone ([`avx512::rows_gae`]) at AVX-512, `f32`, episodes given by
+    /// termination flags or a constant gamma, whole cache lines of steps.
+    #[cfg(target_arch = "x86_64")]
+    fn written<S: Steps<T>>(
+        &self,
+        isa: Isa,
+        steps: &S,
+        [rewards, values]: [&[T]; 2],
+        layout: TimeMajor,
+        columns: Range<usize>,
+        outs: &mut [&mut [T]; N],
+    ) -> bool {
+        if isa != Isa::Avx512 || N != 1 || !avx512::takes(layout.t, layout.b) {
+            return false;
+        }
+        let Some(plain) = steps.plain() else {
+            return false;
+        };
+        let gae = (|| {
+            Some(avx512::Rows {
+                t: layout.t,
+                b: layout.b,
+                rewards: as_f32(rewards)?,
+                values: as_f32(values)?,
+                bootstrap: as_f32(self.bootstrap)?,
+                flags: plain.flags,
+                gamma: plain.gamma.as_f64() as f32,
+                lambda: self.lambda.as_f64() as f32,
+            })
+        })();
+        let (Some(gae), Some(out)) = (gae, as_f32_mut(&mut *outs[0])) else {
+            return false;
+        };
+        // SAFETY: the CPU has AVX-512F (`isa` is one it supports).
+        let bad = unsafe { avx512::rows_gae(&gae, columns, out) };
+        if let (true, Some(invalid)) = (bad, plain.invalid) {
+            invalid.store(true, Ordering::Relaxed);
+        }
+        true
     }
 
     /// `x = delta`, `m = lambda * d`.

@@ -21,48 +21,7 @@
 use std::any::TypeId;
 use std::arch::x86_64::*;
 
-use super::Out;
-
-/// The flags of the episodes, as the kernel reads them.
-#[derive(Clone, Copy)]
-pub(super) enum Flags<'a> {
-    /// No flags: every discount is `gamma` (`Episodes::Constant`).
-    None,
-    /// Termination flags as `f32`: set when nonzero (NaN included).
-    Values(&'a [f32]),
-    /// Termination flags as bytes: set when nonzero.
-    Bytes(&'a [u8]),
-}
-
-impl<'a> Flags<'a> {
-    /// `flags` as this kernel reads them: `f32` values or bytes, else `None`.
-    pub(super) fn of<F: 'static>(flags: &'a [F]) -> Option<Self> {
-        let element = TypeId::of::<F>();
-        // SAFETY: each arm reinterprets `flags` as a slice of its own element type.
-        unsafe {
-            if element == TypeId::of::<f32>() {
-                Some(Flags::Values(std::slice::from_raw_parts(
-                    flags.as_ptr().cast(),
-                    flags.len(),
-                )))
-            } else if element == TypeId::of::<u8>() {
-                Some(Flags::Bytes(std::slice::from_raw_parts(
-                    flags.as_ptr().cast(),
-                    flags.len(),
-                )))
-            } else {
-                None
-            }
-        }
-    }
-}
-
-/// `x` as `&[f32]` when `T` is `f32`.
-pub(super) fn as_f32<T: 'static>(x: &[T]) -> Option<&[f32]> {
-    // SAFETY: `T` is `f32`, so the slice is already one of `f32`.
-    (TypeId::of::<T>() == TypeId::of::<f32>())
-        .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast(), x.len()) })
-}
+use super::{Flags, Out};
 
 /// The inputs of a time-major `[t, b]` GAE scan.
 pub(super) struct Gae<'a> {

@@ -62,6 +62,24 @@ pub(super) trait Linear<T: Float, const K: usize, const N: usize>: Sync + Copy {
         j: usize,
         t0: usize,
     ) -> Row<T, L>;
+    /// Runs a kernel written with intrinsics for this estimator at `isa` over `columns`
+    /// (whose part of each output `outs` holds), where there is one for these episodes
+    /// and data ([`super::avx512`]: GAE's advantages in `f32` at AVX-512); false where
+    /// there is none.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments)]
+    fn written<S: Steps<T>>(
+        &self,
+        isa: Isa,
+        steps: &S,
+        inputs: [&[T]; K],
+        layout: TimeMajor,
+        columns: Range<usize>,
+        outs: &mut [&mut [T]; N],
+    ) -> bool {
+        let _ = (isa, steps, inputs, layout, columns, outs);
+        false
+    }
     /// Output `k` of steps `t0..t0 + L` of column `j` from its accumulators `acc`: the
     /// accumulators themselves unless the estimator says otherwise.
     #[inline(always)]
@@ -155,6 +173,10 @@ fn scan_columns<T: Float, const K: usize, const N: usize, E: Linear<T, K, N>, S:
     columns: Range<usize>,
     outs: &mut [&mut [T]; N],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if linear.written(isa, steps, inputs, layout, columns.clone(), outs) {
+        return;
+    }
     let job = Columns {
         isa,
         linear,
