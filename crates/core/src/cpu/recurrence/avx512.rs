@@ -47,8 +47,11 @@ pub(super) fn takes(t: usize, b: usize) -> bool {
 /// was neither 0 nor 1.
 ///
 /// One thread, f32 flags, data in `Vec`s (16 bytes past a cache line), this crate's AMD
-/// EPYC Zen 5, best of 9 alternating processes: `[2048, 64]` 78.8 us by
-/// [`super::rows`]'s generic code, 67.1 us here; `[128, 1024]` 73.9 and 47.9 us.
+/// EPYC Zen 5: `[2048, 64]` 81.0 us by [`super::rows`]'s generic code (criterion, the
+/// day before), 58.4 us here (criterion; time-major 23.3 us); `[128, 1024]` 74.1 and
+/// 47.2 us (time-major 40.7 us). Starting the lines on the data's cache lines instead
+/// (masked loads and stores at each column's ends) was no faster at `[2048, 64]` and
+/// 1.4x slower at `[128, 1024]` (9 lines a column instead of 8).
 ///
 /// # Safety
 ///
