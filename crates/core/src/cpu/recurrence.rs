@@ -114,6 +114,74 @@ fn as_f32<T: 'static>(x: &[T]) -> Option<&[f32]> {
         .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast(), x.len()) })
 }
 
+/// The inputs of a GAE scan over `[t, b]` data in `f32` (time-major or batch-major, as the
+/// kernel reading them says), for the kernels written with intrinsics.
+#[cfg(target_arch = "x86_64")]
+struct GaeF32<'a> {
+    t: usize,
+    b: usize,
+    rewards: &'a [f32],
+    values: &'a [f32],
+    bootstrap: &'a [f32],
+    flags: Flags<'a>,
+    gamma: f32,
+    lambda: f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl GaeF32<'_> {
+    /// Whether every `[t, b]` array holds `t * b` elements and the bootstrap `b`: what the
+    /// kernels check once before their unchecked loads.
+    fn lengths_fit(&self) -> bool {
+        let len = self.t * self.b;
+        self.rewards.len() == len
+            && self.values.len() == len
+            && self.bootstrap.len() == self.b
+            && match self.flags {
+                Flags::None => true,
+                Flags::Values(f) => f.len() == len,
+                Flags::Bytes(f) => f.len() == len,
+            }
+    }
+}
+
+/// How a kind of flags tells a kernel written with intrinsics which lanes carry the
+/// accumulator (`M`, its mask of a vector's lanes), and records flags that are neither 0
+/// nor 1 as it goes, lane by lane, for one test at the end of the scan.
+#[cfg(target_arch = "x86_64")]
+trait Lanes<M>: Copy {
+    /// What the flags seen so far say of their validity.
+    type Seen: Copy;
+    fn nothing_seen() -> Self::Seen;
+    /// The lanes whose step (`at` and on) is not terminated, and `seen` updated.
+    ///
+    /// # Safety
+    ///
+    /// The kernel's instruction set, and a vector of flags at `at`.
+    unsafe fn live(self, at: usize, seen: &mut Self::Seen) -> M;
+    /// Whether a flag seen was neither 0 nor 1.
+    ///
+    /// # Safety
+    ///
+    /// The kernel's instruction set.
+    unsafe fn invalid(seen: Self::Seen) -> bool;
+}
+
+/// A constant gamma: every lane carries.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct NoFlags;
+
+/// `f32` flags, set when nonzero (NaN included); `|f (f - 1)|` is 0 only for 0 and 1.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct ValueFlags<'a>(&'a [f32]);
+
+/// Byte flags, set when nonzero; valid when no bit but the lowest is set.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct ByteFlags<'a>(&'a [u8]);
+
 /// Episodes without truncation whose discounts are 0 or `gamma`, as [`avx2`] reads them.
 #[cfg(target_arch = "x86_64")]
 struct Plain<'a, T> {
@@ -900,12 +968,12 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
     /// The inputs of [`avx2::advantages`], when it takes this scan at `isa`: exactly AVX2
     /// (the AVX-512 scans are at the bandwidth bound already), `f32`, episodes given by
     /// termination flags or a constant gamma.
-    fn avx2_gae(&self, isa: Isa) -> Option<(avx2::Gae<'_>, Option<&AtomicBool>)> {
+    fn avx2_gae(&self, isa: Isa) -> Option<(GaeF32<'_>, Option<&AtomicBool>)> {
         if isa != Isa::Avx2 {
             return None;
         }
         let plain = self.steps.plain()?;
-        let gae = avx2::Gae {
+        let gae = GaeF32 {
             t: self.layout.t,
             b: self.layout.b,
             rewards: as_f32(plain.rewards)?,
@@ -1532,7 +1600,7 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
             return false;
         };
         let gae = (|| {
-            Some(avx512::Rows {
+            Some(GaeF32 {
                 t: layout.t,
                 b: layout.b,
                 rewards: as_f32(rewards)?,

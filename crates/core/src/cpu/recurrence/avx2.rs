@@ -21,19 +21,7 @@
 use std::any::TypeId;
 use std::arch::x86_64::*;
 
-use super::{Flags, Out};
-
-/// The inputs of a time-major `[t, b]` GAE scan.
-pub(super) struct Gae<'a> {
-    pub t: usize,
-    pub b: usize,
-    pub rewards: &'a [f32],
-    pub values: &'a [f32],
-    pub bootstrap: &'a [f32],
-    pub flags: Flags<'a>,
-    pub gamma: f32,
-    pub lambda: f32,
-}
+use super::{ByteFlags, Flags, GaeF32, Lanes, NoFlags, Out, ValueFlags};
 
 /// Most columns of a block: 16 vectors of accumulators.
 const MOST_COLUMNS: usize = 128;
@@ -47,13 +35,12 @@ const MOST_COLUMNS: usize = 128;
 /// The CPU has AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
-    gae: &Gae<'_>,
+    gae: &GaeF32<'_>,
     first: usize,
     offset: usize,
     advantages: &mut R,
 ) -> bool {
     let (t, b) = (gae.t, gae.b);
-    let len = t * b;
     // Checked once, so that the loads below stay inside the slices.
     assert!(
         t > 0
@@ -61,14 +48,7 @@ pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
             && W.is_multiple_of(8)
             && W <= MOST_COLUMNS
             && first + W <= b
-            && gae.rewards.len() == len
-            && gae.values.len() == len
-            && gae.bootstrap.len() == b
-            && match gae.flags {
-                Flags::None => true,
-                Flags::Values(f) => f.len() == len,
-                Flags::Bytes(f) => f.len() == len,
-            },
+            && gae.lengths_fit(),
         "the caller checked the lengths"
     );
     // One loop per kind of flags, so that none decides per vector.
@@ -86,31 +66,7 @@ pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
     }
 }
 
-/// How a kind of flags says which of 8 lanes carry the accumulator, and records flags
-/// that are neither 0 nor 1.
-trait Lanes: Copy {
-    /// What the flags seen so far say of their validity.
-    type Seen: Copy;
-    fn nothing_seen() -> Self::Seen;
-    /// The lanes whose step at `at` is not terminated (all ones) and `seen` updated.
-    ///
-    /// # Safety
-    ///
-    /// AVX2, and 8 flags at `at`.
-    unsafe fn live(self, at: usize, seen: &mut Self::Seen) -> __m256;
-    /// Whether a flag seen was neither 0 nor 1.
-    ///
-    /// # Safety
-    ///
-    /// AVX2.
-    unsafe fn invalid(seen: Self::Seen) -> bool;
-}
-
-/// A constant gamma: every lane carries.
-#[derive(Clone, Copy)]
-struct NoFlags;
-
-impl Lanes for NoFlags {
+impl Lanes<__m256> for NoFlags {
     type Seen = ();
     fn nothing_seen() {}
     #[inline(always)]
@@ -123,14 +79,10 @@ impl Lanes for NoFlags {
     }
 }
 
-/// `f32` flags, set when nonzero (NaN included); `|f (f - 1)|` is 0 only for 0 and 1.
-#[derive(Clone, Copy)]
-struct ValueFlags<'a>(&'a [f32]);
-
-impl Lanes for ValueFlags<'_> {
+impl Lanes<__m256> for ValueFlags<'_> {
     type Seen = __m256;
     fn nothing_seen() -> __m256 {
-        // SAFETY: SSE, which every x86_64 CPU has.
+        // SAFETY: only called where AVX2 is on (in `scan`).
         unsafe { _mm256_setzero_ps() }
     }
     #[inline(always)]
@@ -150,11 +102,7 @@ impl Lanes for ValueFlags<'_> {
     }
 }
 
-/// Byte flags, set when nonzero; valid when no bit but the lowest is set.
-#[derive(Clone, Copy)]
-struct ByteFlags<'a>(&'a [u8]);
-
-impl Lanes for ByteFlags<'_> {
+impl Lanes<__m256> for ByteFlags<'_> {
     type Seen = u64;
     fn nothing_seen() -> u64 {
         0
@@ -180,8 +128,8 @@ impl Lanes for ByteFlags<'_> {
 ///
 /// AVX2, and the lengths [`advantages`] checks.
 #[target_feature(enable = "avx2")]
-unsafe fn scan<const W: usize, T, R: Out<T>, L: Lanes>(
-    gae: &Gae<'_>,
+unsafe fn scan<const W: usize, T, R: Out<T>, L: Lanes<__m256>>(
+    gae: &GaeF32<'_>,
     lanes: L,
     first: usize,
     offset: usize,

@@ -17,24 +17,13 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::Flags;
+use super::{ByteFlags, Flags, GaeF32, Lanes, NoFlags, ValueFlags};
+use crate::cpu::gemm::x86::transposed;
 
 /// Steps of a cache line of `f32`, and columns of a vector.
 const LANES: usize = 16;
 /// Lines per stage: 128 steps, 8 KB of `delta` for 16 columns, which stays in L1.
 const STAGE_LINES: usize = 8;
-
-/// The inputs of a batch-major `[B, T]` GAE scan (`t` steps per column).
-pub(super) struct Rows<'a> {
-    pub t: usize,
-    pub b: usize,
-    pub rewards: &'a [f32],
-    pub values: &'a [f32],
-    pub bootstrap: &'a [f32],
-    pub flags: Flags<'a>,
-    pub gamma: f32,
-    pub lambda: f32,
-}
 
 /// Whether [`rows_gae`] takes `[t, b]` data: whole cache lines of steps, a vector of
 /// columns.
@@ -57,23 +46,14 @@ pub(super) fn takes(t: usize, b: usize) -> bool {
 ///
 /// The CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn rows_gae(gae: &Rows<'_>, columns: Range<usize>, out: &mut [f32]) -> bool {
-    let (t, b) = (gae.t, gae.b);
-    let len = t * b;
+pub(super) unsafe fn rows_gae(gae: &GaeF32<'_>, columns: Range<usize>, out: &mut [f32]) -> bool {
     // Checked once, so that the loads and stores below stay inside the slices.
     assert!(
-        takes(t, b)
+        takes(gae.t, gae.b)
             && columns.len() >= LANES
-            && columns.end <= b
-            && out.len() == columns.len() * t
-            && gae.rewards.len() == len
-            && gae.values.len() == len
-            && gae.bootstrap.len() == b
-            && match gae.flags {
-                Flags::None => true,
-                Flags::Values(f) => f.len() == len,
-                Flags::Bytes(f) => f.len() == len,
-            },
+            && columns.end <= gae.b
+            && out.len() == columns.len() * gae.t
+            && gae.lengths_fit(),
         "the caller checked the lengths"
     );
     // SAFETY: as this function's, with the lengths checked above.
@@ -86,31 +66,7 @@ pub(super) unsafe fn rows_gae(gae: &Rows<'_>, columns: Range<usize>, out: &mut [
     }
 }
 
-/// How a kind of flags says which of 16 steps carry the accumulator, and records flags
-/// that are neither 0 nor 1.
-trait Lanes: Copy {
-    /// What the flags seen so far say of their validity.
-    type Seen: Copy;
-    fn nothing_seen() -> Self::Seen;
-    /// Bit `s` set where step `at + s` is not terminated, and `seen` updated.
-    ///
-    /// # Safety
-    ///
-    /// AVX-512F, and 16 flags at `at`.
-    unsafe fn live(self, at: usize, seen: &mut Self::Seen) -> __mmask16;
-    /// Whether a flag seen was neither 0 nor 1.
-    ///
-    /// # Safety
-    ///
-    /// AVX-512F.
-    unsafe fn invalid(seen: Self::Seen) -> bool;
-}
-
-/// A constant gamma: every step carries.
-#[derive(Clone, Copy)]
-struct NoFlags;
-
-impl Lanes for NoFlags {
+impl Lanes<__mmask16> for NoFlags {
     type Seen = ();
     fn nothing_seen() {}
     #[inline(always)]
@@ -122,11 +78,7 @@ impl Lanes for NoFlags {
     }
 }
 
-/// `f32` flags, set when nonzero (NaN included); `|f (f - 1)|` is 0 only for 0 and 1.
-#[derive(Clone, Copy)]
-struct ValueFlags<'a>(&'a [f32]);
-
-impl Lanes for ValueFlags<'_> {
+impl Lanes<__mmask16> for ValueFlags<'_> {
     type Seen = __m512i;
     fn nothing_seen() -> __m512i {
         // SAFETY: only called where AVX-512F is on (in `scan`).
@@ -150,11 +102,7 @@ impl Lanes for ValueFlags<'_> {
     }
 }
 
-/// Byte flags, set when nonzero; valid when no bit but the lowest is set.
-#[derive(Clone, Copy)]
-struct ByteFlags<'a>(&'a [u8]);
-
-impl Lanes for ByteFlags<'_> {
+impl Lanes<__mmask16> for ByteFlags<'_> {
     type Seen = u128;
     fn nothing_seen() -> u128 {
         0
@@ -174,47 +122,6 @@ impl Lanes for ByteFlags<'_> {
     }
 }
 
-/// `rows` transposed: element `j` of vector `i` becomes element `i` of vector `j`.
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn transposed(rows: [__m512; 16]) -> [__m512; 16] {
-    let pairs: [__m512; 16] = std::array::from_fn(|i| {
-        let (a, b) = (rows[i / 2 * 2], rows[i / 2 * 2 + 1]);
-        if i % 2 == 0 {
-            _mm512_unpacklo_ps(a, b)
-        } else {
-            _mm512_unpackhi_ps(a, b)
-        }
-    });
-    let quads: [__m512; 16] = std::array::from_fn(|i| {
-        let group = i / 4 * 4;
-        let a = _mm512_castps_pd(pairs[group + (i % 4) / 2]);
-        let b = _mm512_castps_pd(pairs[group + (i % 4) / 2 + 2]);
-        _mm512_castpd_ps(if i % 2 == 0 {
-            _mm512_unpacklo_pd(a, b)
-        } else {
-            _mm512_unpackhi_pd(a, b)
-        })
-    });
-    let halves: [__m512; 16] = std::array::from_fn(|i| {
-        let (half, q) = (i / 8 * 8, i % 4);
-        let (a, b) = (quads[half + q], quads[half + 4 + q]);
-        if i % 8 < 4 {
-            _mm512_shuffle_f32x4::<0x88>(a, b)
-        } else {
-            _mm512_shuffle_f32x4::<0xdd>(a, b)
-        }
-    });
-    std::array::from_fn(|j| {
-        let (a, b) = (halves[j % 8], halves[8 + j % 8]);
-        if j < 8 {
-            _mm512_shuffle_f32x4::<0x88>(a, b)
-        } else {
-            _mm512_shuffle_f32x4::<0xdd>(a, b)
-        }
-    })
-}
-
 /// A stage's `delta`, row `i` holding column `i`'s steps, each line 64-byte aligned.
 #[repr(align(64))]
 struct Stage([[f32; LANES * STAGE_LINES]; LANES]);
@@ -225,7 +132,12 @@ struct Stage([[f32; LANES * STAGE_LINES]; LANES]);
 ///
 /// AVX-512F, and the lengths [`rows_gae`] checks.
 #[target_feature(enable = "avx512f")]
-unsafe fn scan<L: Lanes>(gae: &Rows<'_>, lanes: L, columns: Range<usize>, out: &mut [f32]) -> bool {
+unsafe fn scan<L: Lanes<__mmask16>>(
+    gae: &GaeF32<'_>,
+    lanes: L,
+    columns: Range<usize>,
+    out: &mut [f32],
+) -> bool {
     let t = gae.t;
     let zero = _mm512_setzero_ps();
     let gamma = _mm512_set1_ps(gae.gamma);
@@ -306,8 +218,8 @@ unsafe fn scan<L: Lanes>(gae: &Rows<'_>, lanes: L, columns: Range<usize>, out: &
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Flags, gae};
-    use super::{Rows, rows_gae};
+    use super::super::{Flags, GaeF32, gae};
+    use super::rows_gae;
     use crate::Par;
     use crate::Rng;
     use crate::cpu::simd::Isa;
@@ -375,7 +287,7 @@ mod tests {
         );
         let (flags_bm, bytes_bm) = (batch_major(flags, t, b), batch_major(&bytes, t, b));
         let (rewards_bm, values_bm) = (batch_major(&rewards, t, b), batch_major(&values, t, b));
-        let rows = Rows {
+        let rows = GaeF32 {
             t,
             b,
             rewards: &rewards_bm,
