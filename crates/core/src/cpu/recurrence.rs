@@ -430,6 +430,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod rows;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod written_tests;
 
 /// Columns per vectorized block when a chunk is wide enough: twice the loads in flight per
 /// step of the column block, which matters when rows are far apart (B = 1024 puts them
@@ -1581,8 +1583,9 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
         self.lambda * d
     }
 
-    /// GAE's advantages alone ([`avx512::rows_gae`]) at AVX-512, `f32`, episodes given by
-    /// termination flags or a constant gamma, whole cache lines of steps.
+    /// GAE's advantages alone ([`avx512::rows_gae`], [`avx2::rows_advantages`]) at AVX-512
+    /// or AVX2, `f32`, episodes given by termination flags or a constant gamma, whole cache
+    /// lines of steps.
     #[cfg(target_arch = "x86_64")]
     fn written<S: Steps<T>>(
         &self,
@@ -1593,7 +1596,12 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
         columns: Range<usize>,
         outs: &mut [&mut [T]; N],
     ) -> bool {
-        if isa != Isa::Avx512 || N != 1 || !avx512::takes(layout.t, layout.b) {
+        let kernel = match isa {
+            Isa::Avx512 if avx512::takes(layout.t, layout.b) => avx512::rows_gae,
+            Isa::Avx2 if avx2::rows_take(layout.t, layout.b) => avx2::rows_advantages,
+            _ => return false,
+        };
+        if N != 1 {
             return false;
         }
         let Some(plain) = steps.plain() else {
@@ -1614,8 +1622,8 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
         let (Some(gae), Some(out)) = (gae, as_f32_mut(&mut *outs[0])) else {
             return false;
         };
-        // SAFETY: the CPU has AVX-512F (`isa` is one it supports).
-        let bad = unsafe { avx512::rows_gae(&gae, columns, out) };
+        // SAFETY: the CPU has the kernel's instruction set (`isa` is one it supports).
+        let bad = unsafe { kernel(&gae, columns, out) };
         if let (true, Some(invalid)) = (bad, plain.invalid) {
             invalid.store(true, Ordering::Relaxed);
         }

@@ -22,6 +22,8 @@ use std::any::TypeId;
 use std::arch::x86_64::*;
 
 use super::{ByteFlags, Flags, GaeF32, Lanes, NoFlags, Out, ValueFlags};
+use crate::cpu::gemm::x86::transposed_8x8;
+use std::ops::Range;
 
 /// Most columns of a block: 16 vectors of accumulators.
 const MOST_COLUMNS: usize = 128;
@@ -171,6 +173,161 @@ unsafe fn scan<const W: usize, T, R: Out<T>, L: Lanes<__m256>>(
             }
         }
         advantages.flush::<W>(step, offset);
+    }
+    // SAFETY: AVX2 is on.
+    unsafe { L::invalid(seen) }
+}
+
+/// Steps of a cache line of `f32`: two vectors of 8.
+const LINE: usize = 16;
+/// Lines per stage of the batch-major scan: 128 steps, 4 KB of `delta` for 8 columns.
+const STAGE_LINES: usize = 8;
+
+/// Whether [`rows_advantages`] takes batch-major `[t, b]` data: whole cache lines of steps,
+/// a vector of columns.
+pub(super) fn rows_take(t: usize, b: usize) -> bool {
+    t.is_multiple_of(LINE) && t > 0 && b >= 8
+}
+
+/// Batch-major GAE advantages of columns `columns` (at least 8) into `out`, which holds
+/// those columns' `t` steps each (column `columns.start` first), and whether a flag among
+/// them was neither 0 nor 1: [`super::avx512::rows_gae`]'s work with 8 columns and 8 x 8
+/// squares (two per cache line of steps), the same steps in the same order, so the same
+/// bits.
+///
+/// One thread, f32 flags, data in `Vec`s, this crate's AMD EPYC Zen 5 capped at AVX2:
+/// see the returns README.
+///
+/// # Safety
+///
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn rows_advantages(
+    gae: &GaeF32<'_>,
+    columns: Range<usize>,
+    out: &mut [f32],
+) -> bool {
+    // Checked once, so that the loads and stores below stay inside the slices.
+    assert!(
+        rows_take(gae.t, gae.b)
+            && columns.len() >= 8
+            && columns.end <= gae.b
+            && out.len() == columns.len() * gae.t
+            && gae.lengths_fit(),
+        "the caller checked the lengths"
+    );
+    // SAFETY: as this function's, with the lengths checked above.
+    unsafe {
+        match gae.flags {
+            Flags::None => rows_scan(gae, NoFlags, columns, out),
+            Flags::Values(flags) => rows_scan(gae, ValueFlags(flags), columns, out),
+            Flags::Bytes(flags) => rows_scan(gae, ByteFlags(flags), columns, out),
+        }
+    }
+}
+
+/// A stage's `delta`, row `i` holding column `i`'s steps, each line 64-byte aligned.
+#[repr(align(64))]
+struct Stage([[f32; LINE * STAGE_LINES]; 8]);
+
+/// [`rows_advantages`] with the flags read by `lanes`.
+///
+/// # Safety
+///
+/// AVX2, and the lengths [`rows_advantages`] checks.
+#[target_feature(enable = "avx2")]
+unsafe fn rows_scan<L: Lanes<__m256>>(
+    gae: &GaeF32<'_>,
+    lanes: L,
+    columns: Range<usize>,
+    out: &mut [f32],
+) -> bool {
+    let t = gae.t;
+    let zero = _mm256_setzero_ps();
+    let gamma = _mm256_set1_ps(gae.gamma);
+    let lg = _mm256_set1_ps(gae.lambda * gae.gamma);
+    // `d = gamma` is zero (and cuts) where gamma is: every lane dead.
+    let gamma_live = _mm256_cmp_ps::<_CMP_NEQ_UQ>(gamma, zero);
+    // The last of a column's steps takes the bootstrap as `v_{t+1}`: 7 lanes loaded.
+    let but_last = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+    let (r, v, o) = (gae.rewards.as_ptr(), gae.values.as_ptr(), out.as_mut_ptr());
+    let mut seen = L::nothing_seen();
+    let mut stage = Stage([[0.0; LINE * STAGE_LINES]; 8]);
+    // Bit `s` of `live[l][i]`: step `s` of line `l` of column `i` carries.
+    let mut live = [[0u32; 8]; STAGE_LINES];
+    let mut offset = 0;
+    while offset < columns.len() {
+        // The last vector overlaps the one before when the columns are not a multiple of
+        // 8: columns are independent, so it writes the same bits again.
+        let start = offset.min(columns.len() - 8);
+        let first = columns.start + start;
+        let mut acc = zero;
+        let mut end = t;
+        while end > 0 {
+            let lines = (end / LINE).min(STAGE_LINES);
+            let from = end - lines * LINE;
+            for (i, row) in stage.0.iter_mut().enumerate() {
+                let column = (first + i) * t;
+                for (l, live) in live.iter_mut().enumerate().take(lines) {
+                    live[i] = 0;
+                    for half in 0..2 {
+                        let step = from + l * LINE + 8 * half;
+                        let at = column + step;
+                        // SAFETY: 8 steps at `at`, inside column `first + i` of `[b, t]`
+                        // arrays (the lengths `rows_advantages` checked); `v_{t+1}` at
+                        // `at + 1`, its last lane masked off at the column's end; AVX2.
+                        unsafe {
+                            let value = _mm256_loadu_ps(v.add(at));
+                            let v_next = if step + 8 < t {
+                                _mm256_loadu_ps(v.add(at + 1))
+                            } else {
+                                let loaded = _mm256_maskload_ps(v.add(at + 1), but_last);
+                                let after = _mm256_set1_ps(gae.bootstrap[first + i]);
+                                _mm256_blend_ps::<0x80>(loaded, after)
+                            };
+                            let carries = _mm256_and_ps(lanes.live(at, &mut seen), gamma_live);
+                            live[i] |= (_mm256_movemask_ps(carries) as u32) << (8 * half);
+                            let carried = _mm256_and_ps(carries, _mm256_mul_ps(gamma, v_next));
+                            let delta = _mm256_sub_ps(
+                                _mm256_add_ps(_mm256_loadu_ps(r.add(at)), carried),
+                                value,
+                            );
+                            _mm256_store_ps(row.as_mut_ptr().add(l * LINE + 8 * half), delta);
+                        }
+                    }
+                }
+            }
+            for l in (0..lines).rev() {
+                // SAFETY: 8 `u32` of `live[l]`; AVX2 is on.
+                let words = unsafe { _mm256_loadu_si256(live[l].as_ptr().cast()) };
+                for half in (0..2).rev() {
+                    let step = from + l * LINE + 8 * half;
+                    // SAFETY: the stage's half line of each row, and 8 steps of each of the
+                    // 8 columns in `out` (`out` holds `columns.len() * t`); AVX2 is on.
+                    unsafe {
+                        let x = transposed_8x8(std::array::from_fn(|i| {
+                            _mm256_load_ps(stage.0[i].as_ptr().add(l * LINE + 8 * half))
+                        }));
+                        let mut a = [zero; 8];
+                        for s in (0..8).rev() {
+                            let bit = _mm256_set1_epi32(1 << (8 * half + s));
+                            let carries = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                                _mm256_and_si256(words, bit),
+                                bit,
+                            ));
+                            acc =
+                                _mm256_add_ps(x[s], _mm256_and_ps(carries, _mm256_mul_ps(lg, acc)));
+                            a[s] = acc;
+                        }
+                        for (i, row) in transposed_8x8(a).into_iter().enumerate() {
+                            _mm256_storeu_ps(o.add((start + i) * t + step), row);
+                        }
+                    }
+                }
+            }
+            end = from;
+        }
+        offset = start + 8;
     }
     // SAFETY: AVX2 is on.
     unsafe { L::invalid(seen) }

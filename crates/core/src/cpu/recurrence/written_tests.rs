@@ -1,0 +1,164 @@
+//! The batch-major GAE kernels written with intrinsics ([`super::avx512::rows_gae`],
+//! [`super::avx2::rows_advantages`]) against the time-major generic scan.
+
+use super::{Flags, GaeF32, avx2, avx512, gae};
+use crate::Par;
+use crate::Rng;
+use crate::cpu::simd::Isa;
+use crate::kernels::recurrence::{Episodes, FlagSlice, TimeMajor};
+
+/// `[t, b]` time-major data laid out batch-major.
+fn batch_major<E: Copy>(x: &[E], t: usize, b: usize) -> Vec<E> {
+    (0..t * b).map(|i| x[(i % t) * b + i / t]).collect()
+}
+
+/// A batch-major kernel: `(data, columns, out) -> invalid flags seen`.
+type Kernel = unsafe fn(&GaeF32<'_>, std::ops::Range<usize>, &mut [f32]) -> bool;
+
+/// `kernel`'s advantages of columns `columns` against the time-major generic scan's, bit
+/// for bit, and both verdicts on the flags.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    kernel: Kernel,
+    t: usize,
+    b: usize,
+    flags: &[f32],
+    kind: &str,
+    gamma: f32,
+    lambda: f32,
+    columns: std::ops::Range<usize>,
+    rng: &mut Rng,
+) {
+    let mut draw =
+        |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform_f32() * 4.0 - 2.0).collect() };
+    let (rewards, mut values, bootstrap) = (draw(t * b), draw(t * b), draw(b));
+    // What follows a termination never reaches the steps before it: poison some.
+    for i in b..t * b {
+        if flags[i - b] == 1.0 && i % 3 == 0 {
+            values[i] = f32::NAN;
+        }
+    }
+    let bytes: Vec<u8> = flags
+        .iter()
+        .map(|&f| {
+            if f == 1.0 {
+                1
+            } else if f == 0.0 {
+                0
+            } else {
+                2
+            }
+        })
+        .collect();
+    let episodes = match kind {
+        "values" => Episodes::terminations(gamma, flags),
+        "bytes" => Episodes::Flags {
+            gamma,
+            terminated: FlagSlice::Bytes(&bytes),
+            truncation: None,
+        },
+        _ => Episodes::Constant { gamma },
+    };
+    let mut want = vec![0.0f32; t * b];
+    let verdict = gae(
+        Par::Seq,
+        TimeMajor::new(t, b),
+        &rewards,
+        &values,
+        &bootstrap,
+        episodes,
+        lambda,
+        &mut want,
+        None,
+    );
+    let (flags_bm, bytes_bm) = (batch_major(flags, t, b), batch_major(&bytes, t, b));
+    let (rewards_bm, values_bm) = (batch_major(&rewards, t, b), batch_major(&values, t, b));
+    let rows = GaeF32 {
+        t,
+        b,
+        rewards: &rewards_bm,
+        values: &values_bm,
+        bootstrap: &bootstrap,
+        flags: match kind {
+            "values" => Flags::Values(&flags_bm),
+            "bytes" => Flags::Bytes(&bytes_bm),
+            _ => Flags::None,
+        },
+        gamma,
+        lambda,
+    };
+    let mut out = vec![0.0f32; columns.len() * t];
+    // SAFETY: the test runs each kernel only where the CPU has its instruction set.
+    let bad = unsafe { kernel(&rows, columns.clone(), &mut out) };
+    let what = format!("[{t}, {b}] {kind} flags, gamma {gamma}, lambda {lambda}, {columns:?}");
+    assert_eq!(bad, verdict.is_err(), "{what}: the flags' verdict");
+    if bad {
+        return;
+    }
+    let want = batch_major(&want, t, b);
+    let want: Vec<u32> = want[columns.start * t..columns.end * t]
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
+    let got: Vec<u32> = out.iter().map(|x| x.to_bits()).collect();
+    assert!(got == want, "{what}");
+}
+
+/// Each batch-major kernel (AVX-512: 16 columns, AVX2: 8) gives the generic scan's bits:
+/// one line of steps and stages of 8 lines with a short first one, a vector of columns and
+/// more (the last vector overlapping), a range of columns inside the data, the rewards at
+/// every alignment; `f32` flags (1, 0, -0), bytes and a constant gamma; gamma 0 and -0,
+/// lambda 0; and it refuses flags of 0.5, NaN, 2 and -1 (and bytes of 2) as the generic
+/// scan does.
+#[test]
+fn the_batch_major_gae_kernels_give_the_generic_scans_bits() {
+    let kernels: [(Isa, usize, Kernel); 2] = [
+        (Isa::Avx512, 16, avx512::rows_gae),
+        (Isa::Avx2, 8, avx2::rows_advantages),
+    ];
+    for (isa, lanes, kernel) in kernels {
+        if isa.is_supported() {
+            check_kernel(kernel, lanes);
+        }
+    }
+}
+
+fn check_kernel(kernel: Kernel, lanes: usize) {
+    let mut rng = Rng::new(46, "batch-major kernels");
+    for (t, b) in [
+        (16, lanes),
+        (32, 17),
+        (288, 40),
+        (128, 33),
+        (160, 64),
+        (48, 9),
+    ] {
+        if b < lanes {
+            continue;
+        }
+        let mut flags: Vec<f32> = (0..t * b)
+            .map(|i| match (rng.uniform_f32() > 0.8, i % 2) {
+                (true, _) => 1.0,
+                (false, 0) => 0.0,
+                (false, _) => -0.0,
+            })
+            .collect();
+        for kind in ["values", "bytes", "constant"] {
+            for (gamma, lambda) in [(0.99, 0.95), (0.0, 0.95), (-0.0, 0.5), (0.9, 0.0)] {
+                check(kernel, t, b, &flags, kind, gamma, lambda, 0..b, &mut rng);
+                if b > lanes {
+                    check(kernel, t, b, &flags, kind, gamma, lambda, 1..b, &mut rng);
+                }
+            }
+        }
+        for bad in [0.5, f32::NAN, 2.0, -1.0] {
+            let at = (t * b) / 2 + 5;
+            let kept = flags[at];
+            flags[at] = bad;
+            for kind in ["values", "bytes"] {
+                check(kernel, t, b, &flags, kind, 0.99, 0.95, 0..b, &mut rng);
+            }
+            flags[at] = kept;
+        }
+    }
+}
