@@ -36,9 +36,9 @@ pub(super) fn takes(t: usize, b: usize) -> bool {
 /// was neither 0 nor 1.
 ///
 /// One thread, f32 flags, data in `Vec`s (16 bytes past a cache line), this crate's AMD
-/// EPYC Zen 5: `[2048, 64]` 81.0 us by [`super::rows`]'s generic code (criterion, the
-/// day before), 58.4 us here (criterion; time-major 23.3 us); `[128, 1024]` 74.1 and
-/// 47.2 us (time-major 40.7 us). Starting the lines on the data's cache lines instead
+/// EPYC Zen 5, criterion: `[2048, 64]` 81.0 us by [`super::rows`]'s generic code (the
+/// day before), 58.4-59.8 us here (time-major 22.9-23.3 us); `[128, 1024]` 74.1 and
+/// 47.2-47.9 us (time-major 40.7-42.7 us). Starting the lines on the data's cache lines instead
 /// (masked loads and stores at each column's ends) was no faster at `[2048, 64]` and
 /// 1.4x slower at `[128, 1024]` (9 lines a column instead of 8).
 ///
