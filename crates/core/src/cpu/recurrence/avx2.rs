@@ -1,9 +1,10 @@
-//! Time-major GAE advantages in `f32` at AVX2, written with intrinsics, for episodes whose
-//! discounts are 0 or `gamma` with no truncation (termination flags of `f32` or bytes, or a
-//! constant `gamma`): the common case of the generic scans, whose LLVM code spilled at
-//! AVX2's 16 registers.
+//! GAE advantages in `f32` at AVX2, written with intrinsics, for episodes whose discounts
+//! are 0 or `gamma` with no truncation (termination flags of `f32` or bytes, or a constant
+//! `gamma`): the common case of the generic scans, whose LLVM code spilled at AVX2's 16
+//! registers. Time-major data: [`advantages`]; batch-major: [`rows_advantages`], the
+//! steps of [`super::avx512::rows_gae`] with 8 columns.
 //!
-//! A block of `W` columns keeps its `W / 8` accumulators in registers and reads `v_{t+1}`
+//! Time-major, a block of `W` columns keeps its `W / 8` accumulators in registers and reads `v_{t+1}`
 //! again from the row it loaded one step before (an L1 hit) instead of carrying it. Each
 //! step of each column is the generic scan's, with `d` two-valued:
 //! `delta = (r + (live ? gamma * v_{t+1} : +0)) - v`, `A = delta + (live ? lg * A : +0)`,
@@ -20,10 +21,10 @@
 
 use std::any::TypeId;
 use std::arch::x86_64::*;
+use std::ops::Range;
 
 use super::{ByteFlags, Flags, GaeF32, Lanes, NoFlags, Out, ValueFlags};
 use crate::cpu::gemm::x86::transposed_8x8;
-use std::ops::Range;
 
 /// Most columns of a block: 16 vectors of accumulators.
 const MOST_COLUMNS: usize = 128;
