@@ -5,9 +5,10 @@
 //! Columns are split into chunks (time-major: at least 128 wide, in blocks of 128, 64 and
 //! 16 columns so the inner loops vectorize across adjacent columns) and the chunks run in
 //! parallel; each column is scanned sequentially in `t`. Columns never interact, so every
-//! chunking gives the same bits. At AVX2, time-major GAE advantages in `f32` with
-//! termination flags or a constant gamma run a kernel written with intrinsics
-//! (`avx2.rs`), where LLVM's code for the generic scan spilled: the same bits.
+//! chunking gives the same bits. GAE in `f32` with termination flags or a constant gamma
+//! runs kernels written with intrinsics where LLVM's code for the generic scans spilled:
+//! time-major at AVX2 (`avx2.rs`), batch-major at AVX2 and AVX-512 (`avx2.rs`,
+//! `avx512.rs`); the same bits.
 //!
 //! Data stored batch-major ([`SliceLayout::batch_major`]) are scanned where they lie by the
 //! estimators whose recurrence is linear (returns, GAE, TD(lambda): `rows.rs`, a vector of
@@ -942,12 +943,8 @@ impl<T: Float, S: Steps<T>, const N: usize> ColumnScan<T, N> for GaeScan<'_, T, 
     ) -> [T; W] {
         let (advantages, returns) = rows.split_first_mut().expect("GAE writes advantages");
         #[cfg(target_arch = "x86_64")]
-        if !CARRY
-            && N == 1
-            && W.is_multiple_of(8)
-            && self.avx2_gae(crate::cpu::simd::isa()).is_some()
-        {
-            self.avx2_advantages::<W, R>(first, offset, advantages);
+        if !CARRY && W.is_multiple_of(8) && self.avx2_gae(crate::cpu::simd::isa()).is_some() {
+            self.avx2_advantages::<W, R>(first, offset, advantages, returns.first_mut());
             return [T::zero(); W];
         }
         self.scan_into::<W, CARRY, R>(first, offset, advantages, returns.first_mut())
@@ -958,7 +955,7 @@ impl<T: Float, S: Steps<T>, const N: usize> ColumnScan<T, N> for GaeScan<'_, T, 
     /// AVX2; `[2048, 64]`, one block of 64 either way, 26.5 us).
     fn wide(&self, isa: Isa) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if N == 1 && self.avx2_gae(isa).is_some() {
+        if self.avx2_gae(isa).is_some() {
             return true;
         }
         <Self as ColumnScan<T, N>>::WIDE_FROM.is_some_and(|from| isa >= from)
@@ -995,12 +992,13 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
         first: usize,
         offset: usize,
         advantages: &mut R,
+        returns: Option<&mut R>,
     ) {
         let (gae, invalid) = self
             .avx2_gae(Isa::Avx2)
             .expect("the caller checked that the kernel takes the scan");
         // SAFETY: `avx2_gae` answers only at AVX2, which the CPU has (`simd::isa`).
-        let bad = unsafe { avx2::advantages::<W, T, R>(&gae, first, offset, advantages) };
+        let bad = unsafe { avx2::advantages::<W, T, R>(&gae, first, offset, advantages, returns) };
         if let (true, Some(invalid)) = (bad, invalid) {
             invalid.store(true, Ordering::Relaxed);
         }
@@ -1583,9 +1581,9 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
         self.lambda * d
     }
 
-    /// GAE's advantages alone ([`avx512::rows_gae`], [`avx2::rows_advantages`]) at AVX-512
-    /// or AVX2, `f32`, episodes given by termination flags or a constant gamma, whole cache
-    /// lines of steps.
+    /// GAE's advantages, and its returns where asked ([`avx512::rows_gae`],
+    /// [`avx2::rows_advantages`]), at AVX-512 or AVX2, `f32`, episodes given by termination
+    /// flags or a constant gamma, whole cache lines of steps.
     #[cfg(target_arch = "x86_64")]
     fn written<S: Steps<T>>(
         &self,
@@ -1601,9 +1599,7 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
             Isa::Avx2 if avx2::rows_take(layout.t, layout.b) => avx2::rows_advantages,
             _ => return false,
         };
-        if N != 1 {
-            return false;
-        }
+
         let Some(plain) = steps.plain() else {
             return false;
         };
@@ -1619,11 +1615,20 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
                 lambda: self.lambda.as_f64() as f32,
             })
         })();
-        let (Some(gae), Some(out)) = (gae, as_f32_mut(&mut *outs[0])) else {
+        let Some(gae) = gae else {
             return false;
         };
+        let (advantages, returns) = outs.split_first_mut().expect("GAE writes advantages");
+        let (Some(advantages), returns) = (
+            as_f32_mut(advantages),
+            returns.first_mut().map(|r| as_f32_mut(r)),
+        ) else {
+            return false;
+        };
+        // `T` is `f32` for both outputs alike.
+        let returns = returns.map(|r| r.expect("the advantages are f32, so the returns are"));
         // SAFETY: the CPU has the kernel's instruction set (`isa` is one it supports).
-        let bad = unsafe { kernel(&gae, columns, out) };
+        let bad = unsafe { kernel(&gae, columns, advantages, returns) };
         if let (true, Some(invalid)) = (bad, plain.invalid) {
             invalid.store(true, Ordering::Relaxed);
         }

@@ -30,8 +30,8 @@ use crate::cpu::gemm::x86::transposed_8x8;
 const MOST_COLUMNS: usize = 128;
 
 /// The advantages of columns `first..first + W` (a multiple of 8, at most 128) into
-/// `advantages` (its block at `offset` for each step), and whether a flag among them was
-/// neither 0 nor 1.
+/// `advantages` (its block at `offset` for each step), the returns `A + v` into `returns`
+/// where given, and whether a flag among them was neither 0 nor 1.
 ///
 /// # Safety
 ///
@@ -42,6 +42,7 @@ pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
     first: usize,
     offset: usize,
     advantages: &mut R,
+    returns: Option<&mut R>,
 ) -> bool {
     let (t, b) = (gae.t, gae.b);
     // Checked once, so that the loads below stay inside the slices.
@@ -58,12 +59,12 @@ pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
     // SAFETY: as this function's, with the lengths checked above.
     unsafe {
         match gae.flags {
-            Flags::None => scan::<W, T, R, _>(gae, NoFlags, first, offset, advantages),
+            Flags::None => scan::<W, T, R, _>(gae, NoFlags, first, offset, advantages, returns),
             Flags::Values(flags) => {
-                scan::<W, T, R, _>(gae, ValueFlags(flags), first, offset, advantages)
+                scan::<W, T, R, _>(gae, ValueFlags(flags), first, offset, advantages, returns)
             }
             Flags::Bytes(flags) => {
-                scan::<W, T, R, _>(gae, ByteFlags(flags), first, offset, advantages)
+                scan::<W, T, R, _>(gae, ByteFlags(flags), first, offset, advantages, returns)
             }
         }
     }
@@ -137,6 +138,7 @@ unsafe fn scan<const W: usize, T, R: Out<T>, L: Lanes<__m256>>(
     first: usize,
     offset: usize,
     advantages: &mut R,
+    mut returns: Option<&mut R>,
 ) -> bool {
     let (t, b) = (gae.t, gae.b);
     let zero = _mm256_setzero_ps();
@@ -147,6 +149,8 @@ unsafe fn scan<const W: usize, T, R: Out<T>, L: Lanes<__m256>>(
     let (r, v) = (gae.rewards.as_ptr(), gae.values.as_ptr());
     let mut seen = L::nothing_seen();
     let mut acc = [zero; MOST_COLUMNS / 8];
+    // This step's values, for the returns `A + v`.
+    let mut values = [zero; MOST_COLUMNS / 8];
     for step in (0..t).rev() {
         let row = step * b + first;
         // `T` is `f32` ([`advantages`] checked).
@@ -171,9 +175,18 @@ unsafe fn scan<const W: usize, T, R: Out<T>, L: Lanes<__m256>>(
                     _mm256_sub_ps(_mm256_add_ps(_mm256_loadu_ps(r.add(at)), carried), value);
                 *acc = _mm256_add_ps(delta, _mm256_and_ps(live, _mm256_mul_ps(lg, *acc)));
                 _mm256_storeu_ps(out.add(8 * k), *acc);
+                values[k] = value;
             }
         }
         advantages.flush::<W>(step, offset);
+        if let Some(returns) = returns.as_mut() {
+            let out: *mut f32 = returns.block::<W>(step, offset).as_mut_ptr().cast();
+            for (k, (acc, value)) in acc.iter().zip(&values).enumerate().take(W / 8) {
+                // SAFETY: 8 lanes of the block of `W` at `8 * k < W`; AVX2 is on.
+                unsafe { _mm256_storeu_ps(out.add(8 * k), _mm256_add_ps(*acc, *value)) };
+            }
+            returns.flush::<W>(step, offset);
+        }
     }
     // SAFETY: AVX2 is on.
     unsafe { L::invalid(seen) }
@@ -191,8 +204,9 @@ pub(super) fn rows_take(t: usize, b: usize) -> bool {
 }
 
 /// Batch-major GAE advantages of columns `columns` (at least 8) into `out`, which holds
-/// those columns' `t` steps each (column `columns.start` first), and whether a flag among
-/// them was neither 0 nor 1: [`super::avx512::rows_gae`]'s work with 8 columns and 8 x 8
+/// those columns' `t` steps each (column `columns.start` first), the returns `A + v` into
+/// `returns` (laid out alike) where given, and whether a flag among them was neither 0
+/// nor 1: [`super::avx512::rows_gae`]'s work with 8 columns and 8 x 8
 /// squares (two per cache line of steps), the same steps in the same order, so the same
 /// bits.
 ///
@@ -208,6 +222,7 @@ pub(super) unsafe fn rows_advantages(
     gae: &GaeF32<'_>,
     columns: Range<usize>,
     out: &mut [f32],
+    returns: Option<&mut [f32]>,
 ) -> bool {
     // Checked once, so that the loads and stores below stay inside the slices.
     assert!(
@@ -215,15 +230,16 @@ pub(super) unsafe fn rows_advantages(
             && columns.len() >= 8
             && columns.end <= gae.b
             && out.len() == columns.len() * gae.t
+            && returns.as_ref().is_none_or(|r| r.len() == out.len())
             && gae.lengths_fit(),
         "the caller checked the lengths"
     );
     // SAFETY: as this function's, with the lengths checked above.
     unsafe {
         match gae.flags {
-            Flags::None => rows_scan(gae, NoFlags, columns, out),
-            Flags::Values(flags) => rows_scan(gae, ValueFlags(flags), columns, out),
-            Flags::Bytes(flags) => rows_scan(gae, ByteFlags(flags), columns, out),
+            Flags::None => rows_scan(gae, NoFlags, columns, out, returns),
+            Flags::Values(flags) => rows_scan(gae, ValueFlags(flags), columns, out, returns),
+            Flags::Bytes(flags) => rows_scan(gae, ByteFlags(flags), columns, out, returns),
         }
     }
 }
@@ -243,6 +259,7 @@ unsafe fn rows_scan<L: Lanes<__m256>>(
     lanes: L,
     columns: Range<usize>,
     out: &mut [f32],
+    mut returns: Option<&mut [f32]>,
 ) -> bool {
     let t = gae.t;
     let zero = _mm256_setzero_ps();
@@ -255,6 +272,8 @@ unsafe fn rows_scan<L: Lanes<__m256>>(
     let (r, v, o) = (gae.rewards.as_ptr(), gae.values.as_ptr(), out.as_mut_ptr());
     let mut seen = L::nothing_seen();
     let mut stage = Stage([[0.0; LINE * STAGE_LINES]; 8]);
+    // The stage's values too where the returns `A + v` are asked (see the AVX-512 kernel).
+    let mut values = Stage([[0.0; LINE * STAGE_LINES]; 8]);
     // Bit `s` of `live[l][i]`: step `s` of line `l` of column `i` carries.
     let mut live = [[0u32; 8]; STAGE_LINES];
     let mut offset = 0;
@@ -268,7 +287,7 @@ unsafe fn rows_scan<L: Lanes<__m256>>(
         while end > 0 {
             let lines = (end / LINE).min(STAGE_LINES);
             let from = end - lines * LINE;
-            for (i, row) in stage.0.iter_mut().enumerate() {
+            for (i, (row, values)) in stage.0.iter_mut().zip(&mut values.0).enumerate() {
                 let column = (first + i) * t;
                 for (l, live) in live.iter_mut().enumerate().take(lines) {
                     live[i] = 0;
@@ -294,7 +313,11 @@ unsafe fn rows_scan<L: Lanes<__m256>>(
                                 _mm256_add_ps(_mm256_loadu_ps(r.add(at)), carried),
                                 value,
                             );
-                            _mm256_store_ps(row.as_mut_ptr().add(l * LINE + 8 * half), delta);
+                            let within = l * LINE + 8 * half;
+                            _mm256_store_ps(row.as_mut_ptr().add(within), delta);
+                            if returns.is_some() {
+                                _mm256_store_ps(values.as_mut_ptr().add(within), value);
+                            }
                         }
                     }
                 }
@@ -322,7 +345,14 @@ unsafe fn rows_scan<L: Lanes<__m256>>(
                             a[s] = acc;
                         }
                         for (i, row) in transposed_8x8(a).into_iter().enumerate() {
-                            _mm256_storeu_ps(o.add((start + i) * t + step), row);
+                            let at = (start + i) * t + step;
+                            _mm256_storeu_ps(o.add(at), row);
+                            if let Some(returns) = returns.as_mut() {
+                                let within = l * LINE + 8 * half;
+                                let value = _mm256_load_ps(values.0[i].as_ptr().add(within));
+                                let target = returns.as_mut_ptr().add(at);
+                                _mm256_storeu_ps(target, _mm256_add_ps(row, value));
+                            }
                         }
                     }
                 }
@@ -392,8 +422,9 @@ mod tests {
     }
 
     /// Columns `first..first + W` by the generic scan (with `steps[0]`) and by
-    /// [`super::advantages`] (with `steps[1]`, through `avx2_advantages`): the outputs'
-    /// bits, and whether each recorded an invalid flag in `records`.
+    /// [`super::advantages`] (with `steps[1]`, through `avx2_advantages`), advantages alone
+    /// and with the returns: the outputs' bits, and whether each recorded an invalid flag
+    /// in `records`.
     fn both<const W: usize, S: Steps<f32>>(
         rollout: &Rollout,
         steps: [S; 2],
@@ -412,17 +443,37 @@ mod tests {
                 lambda,
                 init: None,
             };
-            let mut out = vec![0.0f32; t * b];
-            let mut rows = Rows::Dense { data: &mut out, b };
-            if fast {
-                scan.avx2_advantages::<W, _>(first, first, &mut rows);
-            } else {
-                scan.scan_into::<W, false, _>(first, first, &mut rows, None);
+            // Advantages alone, then with the returns.
+            let mut bits = Vec::new();
+            for with_returns in [false, true] {
+                let (mut advantages, mut returns) = (vec![0.0f32; t * b], vec![0.0f32; t * b]);
+                let mut rows = Rows::Dense {
+                    data: &mut advantages,
+                    b,
+                };
+                let mut returned = Rows::Dense {
+                    data: &mut returns,
+                    b,
+                };
+                let returned = with_returns.then_some(&mut returned);
+                if fast {
+                    scan.avx2_advantages::<W, _>(first, first, &mut rows, returned);
+                } else {
+                    scan.scan_into::<W, false, _>(first, first, &mut rows, returned);
+                }
+                let outs = if with_returns {
+                    vec![advantages, returns]
+                } else {
+                    vec![advantages]
+                };
+                for out in outs {
+                    bits.extend(
+                        (0..t)
+                            .flat_map(|s| out[s * b + first..s * b + first + W].to_vec())
+                            .map(f32::to_bits),
+                    );
+                }
             }
-            let bits = (0..t)
-                .flat_map(|s| out[s * b + first..s * b + first + W].to_vec())
-                .map(f32::to_bits)
-                .collect();
             (bits, invalid.load(Ordering::Relaxed))
         };
         [

@@ -12,8 +12,9 @@ fn batch_major<E: Copy>(x: &[E], t: usize, b: usize) -> Vec<E> {
     (0..t * b).map(|i| x[(i % t) * b + i / t]).collect()
 }
 
-/// A batch-major kernel: `(data, columns, out) -> invalid flags seen`.
-type Kernel = unsafe fn(&GaeF32<'_>, std::ops::Range<usize>, &mut [f32]) -> bool;
+/// A batch-major kernel: `(data, columns, advantages, returns) -> invalid flags seen`.
+type Kernel =
+    unsafe fn(&GaeF32<'_>, std::ops::Range<usize>, &mut [f32], Option<&mut [f32]>) -> bool;
 
 /// `kernel`'s advantages of columns `columns` against the time-major generic scan's, bit
 /// for bit, and both verdicts on the flags.
@@ -59,7 +60,7 @@ fn check(
         },
         _ => Episodes::Constant { gamma },
     };
-    let mut want = vec![0.0f32; t * b];
+    let (mut want, mut want_returns) = (vec![0.0f32; t * b], vec![0.0f32; t * b]);
     let verdict = gae(
         Par::Seq,
         TimeMajor::new(t, b),
@@ -69,14 +70,19 @@ fn check(
         episodes,
         lambda,
         &mut want,
-        None,
+        Some(&mut want_returns),
     );
     let (flags_bm, bytes_bm) = (batch_major(flags, t, b), batch_major(&bytes, t, b));
     let (rewards_bm, values_bm) = (batch_major(&rewards, t, b), batch_major(&values, t, b));
+    // The rewards `shift` elements into their buffer, so that their lines and the values'
+    // split differently.
+    let shift = rng.below(16) as usize;
+    let mut shifted = vec![0.0f32; shift];
+    shifted.extend(&rewards_bm);
     let rows = GaeF32 {
         t,
         b,
-        rewards: &rewards_bm,
+        rewards: &shifted[shift..],
         values: &values_bm,
         bootstrap: &bootstrap,
         flags: match kind {
@@ -87,21 +93,38 @@ fn check(
         gamma,
         lambda,
     };
-    let mut out = vec![0.0f32; columns.len() * t];
-    // SAFETY: the test runs each kernel only where the CPU has its instruction set.
-    let bad = unsafe { kernel(&rows, columns.clone(), &mut out) };
-    let what = format!("[{t}, {b}] {kind} flags, gamma {gamma}, lambda {lambda}, {columns:?}");
-    assert_eq!(bad, verdict.is_err(), "{what}: the flags' verdict");
-    if bad {
-        return;
+    // Advantages alone, then with the returns: the same advantages, and `A + v`.
+    for with_returns in [false, true] {
+        let mut out = vec![0.0f32; columns.len() * t];
+        let mut returns = vec![0.0f32; columns.len() * t];
+        let returned = with_returns.then_some(&mut returns[..]);
+        // SAFETY: the test runs each kernel only where the CPU has its instruction set.
+        let bad = unsafe { kernel(&rows, columns.clone(), &mut out, returned) };
+        let what = format!(
+            "[{t}, {b}] {kind} flags, gamma {gamma}, lambda {lambda}, {columns:?}, \
+             rewards {shift} in, returns {with_returns}"
+        );
+        assert_eq!(bad, verdict.is_err(), "{what}: the flags' verdict");
+        if bad {
+            return;
+        }
+        let bits_of = |x: &[f32], columns: std::ops::Range<usize>| -> Vec<u32> {
+            let x = batch_major(x, t, b);
+            x[columns.start * t..columns.end * t]
+                .iter()
+                .map(|x| x.to_bits())
+                .collect()
+        };
+        let got: Vec<u32> = out.iter().map(|x| x.to_bits()).collect();
+        assert!(got == bits_of(&want, columns.clone()), "{what}: advantages");
+        if with_returns {
+            let got: Vec<u32> = returns.iter().map(|x| x.to_bits()).collect();
+            assert!(
+                got == bits_of(&want_returns, columns.clone()),
+                "{what}: returns"
+            );
+        }
     }
-    let want = batch_major(&want, t, b);
-    let want: Vec<u32> = want[columns.start * t..columns.end * t]
-        .iter()
-        .map(|x| x.to_bits())
-        .collect();
-    let got: Vec<u32> = out.iter().map(|x| x.to_bits()).collect();
-    assert!(got == want, "{what}");
 }
 
 /// Each batch-major kernel (AVX-512: 16 columns, AVX2: 8) gives the generic scan's bits:
