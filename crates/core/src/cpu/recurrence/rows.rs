@@ -24,7 +24,10 @@
 //!
 //! Each column goes through the operations of a time-major scan in the same order: the
 //! same bits. [`super::tiles`] stays for V-trace, n-step returns and data narrower than a
-//! vector or shorter than a line.
+//! vector or shorter than a line. GAE in `f32` with flags or a constant gamma takes the
+//! kernels written with intrinsics instead where an estimator offers one
+//! ([`Linear::written`]: `super::avx512`, `super::avx2`), the same steps without the
+//! generic code's bounds checks, reloads and spills.
 
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
