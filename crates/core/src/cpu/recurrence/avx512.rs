@@ -1,7 +1,10 @@
-//! Batch-major GAE advantages in `f32` at AVX-512, written with intrinsics, for episodes
-//! given by termination flags (of `f32` or bytes) or a constant gamma, and `T` a multiple
-//! of 16: the common case of [`super::rows`], whose generic code LLVM compiled with
-//! bounds checks, reloads and spills around every cache line.
+//! GAE in `f32` at AVX-512, written with intrinsics, for episodes given by termination
+//! flags (of `f32` or bytes) or a constant gamma: time-major ([`advantages`], blocks of up
+//! to 256 columns, which the generic scans do not reach), and batch-major with `T` a
+//! multiple of 16 ([`rows_gae`]: the common case of [`super::rows`], whose generic code
+//! LLVM compiled with bounds checks, reloads and spills around every cache line).
+//!
+//! Batch-major:
 //!
 //! The work is [`super::rows`]'s, specialised: 16 columns at a time, in stages of up to 8
 //! cache lines (128 steps). First each column's elementwise work, line after line:
@@ -14,10 +17,11 @@
 //!
 //! Measured 2026-11-29: see [`rows_gae`].
 
+use std::any::TypeId;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::{ByteFlags, Flags, GaeF32, Lanes, NoFlags, ValueFlags};
+use super::{ByteFlags, Flags, GaeF32, Lanes, NoFlags, Out, ValueFlags};
 use crate::cpu::gemm::x86::transposed;
 
 /// Steps of a cache line of `f32`, and columns of a vector.
@@ -71,6 +75,118 @@ pub(super) unsafe fn rows_gae(
             Flags::Bytes(flags) => scan(gae, ByteFlags(flags), columns, out, returns),
         }
     }
+}
+
+/// Most columns of a time-major block: 16 vectors of accumulators.
+const MOST_COLUMNS: usize = 256;
+
+/// Time-major GAE (the scans take it for blocks of 256 columns): the advantages of columns
+/// `first..first + W` (a multiple of 16, at most 256) into `advantages` (its block at `offset` for each step), the returns `A + v` into
+/// `returns` where given, and whether a flag among them was neither 0 nor 1: the steps of
+/// [`super::avx2::advantages`] with 16 lanes and mask registers. 256 columns keep twice
+/// the lines of 128 in flight, which is what rows 4 KiB apart need (`[128, 1024]`, one
+/// thread: see the returns README).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
+    gae: &GaeF32<'_>,
+    first: usize,
+    offset: usize,
+    advantages: &mut R,
+    returns: Option<&mut R>,
+) -> bool {
+    // Checked once, so that the loads below stay inside the slices.
+    assert!(
+        gae.t > 0
+            && TypeId::of::<T>() == TypeId::of::<f32>()
+            && W.is_multiple_of(LANES)
+            && W <= MOST_COLUMNS
+            && first + W <= gae.b
+            && gae.lengths_fit(),
+        "the caller checked the lengths"
+    );
+    // One loop per kind of flags, so that none decides per vector.
+    // SAFETY: as this function's, with the lengths checked above.
+    unsafe {
+        match gae.flags {
+            Flags::None => steps::<W, T, R, _>(gae, NoFlags, first, offset, advantages, returns),
+            Flags::Values(flags) => {
+                steps::<W, T, R, _>(gae, ValueFlags(flags), first, offset, advantages, returns)
+            }
+            Flags::Bytes(flags) => {
+                steps::<W, T, R, _>(gae, ByteFlags(flags), first, offset, advantages, returns)
+            }
+        }
+    }
+}
+
+/// [`advantages`] with the flags read by `lanes`.
+///
+/// # Safety
+///
+/// AVX-512F, and the lengths [`advantages`] checks.
+#[target_feature(enable = "avx512f")]
+unsafe fn steps<const W: usize, T, R: Out<T>, L: Lanes<__mmask16>>(
+    gae: &GaeF32<'_>,
+    lanes: L,
+    first: usize,
+    offset: usize,
+    advantages: &mut R,
+    mut returns: Option<&mut R>,
+) -> bool {
+    let (t, b) = (gae.t, gae.b);
+    let zero = _mm512_setzero_ps();
+    let gamma = _mm512_set1_ps(gae.gamma);
+    let lg = _mm512_set1_ps(gae.lambda * gae.gamma);
+    // `d = gamma` is zero (and cuts) where gamma is: no lane carries.
+    let gamma_live: __mmask16 = if gae.gamma != 0.0 { 0xffff } else { 0 };
+    let (r, v) = (gae.rewards.as_ptr(), gae.values.as_ptr());
+    let mut seen = L::nothing_seen();
+    let mut acc = [zero; MOST_COLUMNS / LANES];
+    // This step's values, for the returns `A + v`.
+    let mut values = [zero; MOST_COLUMNS / LANES];
+    for step in (0..t).rev() {
+        let row = step * b + first;
+        // `T` is `f32` ([`advantages`] checked).
+        let out: *mut f32 = advantages.block::<W>(step, offset).as_mut_ptr().cast();
+        // The value of the step after, or the bootstrap after the last step.
+        let (next, next_at) = if step + 1 < t {
+            (v, row + b)
+        } else {
+            (gae.bootstrap.as_ptr(), first)
+        };
+        for (k, acc) in acc.iter_mut().enumerate().take(W / LANES) {
+            let at = row + LANES * k;
+            // SAFETY: every load and store is of 16 lanes at `at + 16 <= (step + 1) * b`,
+            // or at `next_at + 16 * k + 16`, inside the values or the bootstrap (the
+            // lengths [`advantages`] checked); AVX-512F is on.
+            unsafe {
+                let carries = lanes.live(at, &mut seen) & gamma_live;
+                let v_next = _mm512_loadu_ps(next.add(next_at + LANES * k));
+                let value = _mm512_loadu_ps(v.add(at));
+                let carried = _mm512_maskz_mul_ps(carries, gamma, v_next);
+                let delta =
+                    _mm512_sub_ps(_mm512_add_ps(_mm512_loadu_ps(r.add(at)), carried), value);
+                *acc = _mm512_add_ps(delta, _mm512_maskz_mul_ps(carries, lg, *acc));
+                _mm512_storeu_ps(out.add(LANES * k), *acc);
+                values[k] = value;
+            }
+        }
+        advantages.flush::<W>(step, offset);
+        if let Some(returns) = returns.as_mut() {
+            let out: *mut f32 = returns.block::<W>(step, offset).as_mut_ptr().cast();
+            for (k, (acc, value)) in acc.iter().zip(&values).enumerate().take(W / LANES) {
+                // SAFETY: 16 lanes of the block of `W` at `16 * k < W`; AVX-512F is on.
+                unsafe { _mm512_storeu_ps(out.add(LANES * k), _mm512_add_ps(*acc, *value)) };
+            }
+            returns.flush::<W>(step, offset);
+        }
+    }
+    // SAFETY: AVX-512F is on.
+    unsafe { L::invalid(seen) }
 }
 
 impl Lanes<__mmask16> for NoFlags {
