@@ -130,7 +130,30 @@ struct GaeF32<'a> {
 }
 
 #[cfg(target_arch = "x86_64")]
-impl GaeF32<'_> {
+impl<'a> GaeF32<'a> {
+    /// The inputs of GAE over `layout`'s data where `T` is `f32` and the episodes are
+    /// given by termination flags or a constant gamma (`steps.plain()`, with the rewards),
+    /// and where to record flags other than 0 or 1; `None` otherwise.
+    fn of<T: Float, S: Steps<T>>(
+        layout: TimeMajor,
+        steps: &'a S,
+        [values, bootstrap]: [&'a [T]; 2],
+        lambda: T,
+    ) -> Option<(Self, Option<&'a AtomicBool>)> {
+        let plain = steps.plain()?;
+        let gae = GaeF32 {
+            t: layout.t,
+            b: layout.b,
+            rewards: as_f32(plain.rewards)?,
+            values: as_f32(values)?,
+            bootstrap: as_f32(bootstrap)?,
+            flags: plain.flags,
+            gamma: plain.gamma.as_f64() as f32,
+            lambda: lambda.as_f64() as f32,
+        };
+        Some((gae, plain.invalid))
+    }
+
     /// Whether every `[t, b]` array holds `t * b` elements and the bootstrap `b`: what the
     /// kernels check once before their unchecked loads.
     fn lengths_fit(&self) -> bool {
@@ -143,6 +166,15 @@ impl GaeF32<'_> {
                 Flags::Values(f) => f.len() == len,
                 Flags::Bytes(f) => f.len() == len,
             }
+    }
+}
+
+/// Records in `invalid` (where the episodes have flags) that a kernel saw a flag other
+/// than 0 or 1 (`bad`), for [`check_flags`].
+#[cfg(target_arch = "x86_64")]
+fn record_invalid(bad: bool, invalid: Option<&AtomicBool>) {
+    if let (true, Some(invalid)) = (bad, invalid) {
+        invalid.store(true, Ordering::Relaxed);
     }
 }
 
@@ -1009,18 +1041,8 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
         if isa == Isa::Baseline {
             return None;
         }
-        let plain = self.steps.plain()?;
-        let gae = GaeF32 {
-            t: self.layout.t,
-            b: self.layout.b,
-            rewards: as_f32(plain.rewards)?,
-            values: as_f32(self.values)?,
-            bootstrap: as_f32(self.bootstrap)?,
-            flags: plain.flags,
-            gamma: plain.gamma.as_f64() as f32,
-            lambda: self.lambda.as_f64() as f32,
-        };
-        Some((gae, plain.invalid))
+        let inputs = [self.values, self.bootstrap];
+        GaeF32::of(self.layout, self.steps, inputs, self.lambda)
     }
 
     /// [`avx2::advantages`] or [`avx512::advantages`] (by `isa`, which the CPU has) on columns
@@ -1035,26 +1057,26 @@ impl<T: Float, S: Steps<T>> GaeScan<'_, T, S> {
         advantages: &mut R,
         returns: Option<&mut R>,
     ) -> bool {
-        let Some((gae, invalid)) = self.written_gae(isa) else {
+        // Narrower blocks stay with the generic scan at AVX-512: at `[2048, 64]` its 64
+        // columns took 24.1 us, the kernel's 26.6 us (one thread, f32 flags). Decided
+        // before the inputs are gathered: every block of every scan asks.
+        let takes = match isa {
+            Isa::Avx512 => W == WIDEST_BLOCK,
+            Isa::Avx2 => W.is_multiple_of(8),
+            Isa::Baseline => false,
+        };
+        let Some((gae, invalid)) = takes.then(|| self.written_gae(isa)).flatten() else {
             return false;
         };
         // SAFETY: `isa` is one the CPU has (the callers pass `simd::isa`).
         let bad = unsafe {
-            match isa {
-                // Narrower blocks stay with the generic scan at AVX-512: at `[2048, 64]` its
-                // 64 columns took 24.1 us, the kernel's 26.6 us (one thread, f32 flags).
-                Isa::Avx512 if W == WIDEST_BLOCK => {
-                    avx512::advantages::<W, T, R>(&gae, first, offset, advantages, returns)
-                }
-                Isa::Avx2 if W.is_multiple_of(8) => {
-                    avx2::advantages::<W, T, R>(&gae, first, offset, advantages, returns)
-                }
-                _ => return false,
+            if isa == Isa::Avx512 {
+                avx512::advantages::<W, T, R>(&gae, first, offset, advantages, returns)
+            } else {
+                avx2::advantages::<W, T, R>(&gae, first, offset, advantages, returns)
             }
         };
-        if let (true, Some(invalid)) = (bad, invalid) {
-            invalid.store(true, Ordering::Relaxed);
-        }
+        record_invalid(bad, invalid);
         true
     }
 }
@@ -1643,7 +1665,7 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
         &self,
         isa: Isa,
         steps: &S,
-        [rewards, values]: [&[T]; 2],
+        [_, values]: [&[T]; 2],
         layout: TimeMajor,
         columns: Range<usize>,
         outs: &mut [&mut [T]; N],
@@ -1653,39 +1675,19 @@ impl<T: Float, const N: usize> rows::Linear<T, 2, N> for Gae<'_, T> {
             Isa::Avx2 if avx2::rows_take(layout.t, layout.b) => avx2::rows_advantages,
             _ => return false,
         };
-
-        let Some(plain) = steps.plain() else {
+        let inputs = [values, self.bootstrap];
+        let Some((gae, invalid)) = GaeF32::of(layout, steps, inputs, self.lambda) else {
             return false;
         };
-        let gae = (|| {
-            Some(GaeF32 {
-                t: layout.t,
-                b: layout.b,
-                rewards: as_f32(rewards)?,
-                values: as_f32(values)?,
-                bootstrap: as_f32(self.bootstrap)?,
-                flags: plain.flags,
-                gamma: plain.gamma.as_f64() as f32,
-                lambda: self.lambda.as_f64() as f32,
-            })
-        })();
-        let Some(gae) = gae else {
-            return false;
-        };
+        // `T` is `f32` (`GaeF32::of` answered), so the outputs are too.
         let (advantages, returns) = outs.split_first_mut().expect("GAE writes advantages");
-        let (Some(advantages), returns) = (
-            as_f32_mut(advantages),
-            returns.first_mut().map(|r| as_f32_mut(r)),
-        ) else {
-            return false;
-        };
-        // `T` is `f32` for both outputs alike.
-        let returns = returns.map(|r| r.expect("the advantages are f32, so the returns are"));
+        let advantages = as_f32_mut(advantages).expect("the outputs are f32");
+        let returns = returns
+            .first_mut()
+            .map(|r| as_f32_mut(r).expect("the outputs are f32"));
         // SAFETY: the CPU has the kernel's instruction set (`isa` is one it supports).
         let bad = unsafe { kernel(&gae, columns, advantages, returns) };
-        if let (true, Some(invalid)) = (bad, plain.invalid) {
-            invalid.store(true, Ordering::Relaxed);
-        }
+        record_invalid(bad, invalid);
         true
     }
 
