@@ -188,9 +188,13 @@ impl<T: Float, D: TensorDevice<T>> Gradients<T, D> {
     ///
     /// On a device other than the Cpu, the sum of squares runs there (the canonical sum of
     /// the gradients concatenated in request order) and the norm is read back to decide
-    /// the scaling: one host read per call.
+    /// the scaling: one host read per call, so a [`rlgrad_core::Step`] that clips is not
+    /// recorded (it runs eagerly and says so).
     pub fn clip_global_norm(&mut self, max_norm: f64) -> Result<T> {
         if let Some(on_cpu) = (self as &mut dyn Any).downcast_mut::<Gradients<T, Cpu>>() {
+            // The norm decides on the host, as the other devices' read does: a step that
+            // clips cannot be recorded there, so the Cpu's steps say so too.
+            rlgrad_core::step::note_host_read("Gradients::clip_global_norm");
             return on_cpu.clip_slices(max_norm);
         }
         self.clip_with_tensor_ops(max_norm)

@@ -74,6 +74,21 @@ pub trait Device: Clone + Debug + Send + Sync + 'static {
 
     /// Waits until every operation queued on the device has finished.
     fn synchronize(&self) -> Result<()>;
+
+    /// What the device keeps of a [`Step`](crate::Step) between its runs: its recordings
+    /// where the device records steps (a GPU), nothing where it runs each as it comes.
+    type Recordings: Default + Debug + Send;
+
+    /// Runs `step` as one run of a [`Step`](crate::Step) whose recordings are
+    /// `recordings`: recorded or replayed with the bits of running it as it comes, or run
+    /// as it comes. Either way the step runs to its end once, and a host read in its work
+    /// ([`crate::step::note_host_read`]) makes the result an error naming it
+    /// ([`crate::step::host_read_error`]) once the step has run.
+    fn run_step<R>(
+        &self,
+        recordings: &mut Self::Recordings,
+        step: impl FnOnce() -> Result<R>,
+    ) -> Result<R>;
 }
 
 /// A read-only strided view into a device buffer: what kernels take as input.

@@ -49,6 +49,7 @@ pub mod kernels;
 pub mod reduce;
 mod rng;
 mod shape;
+pub mod step;
 
 pub use cpu::Cpu;
 pub use cpu::par::{Par, keep_workers_awake};
@@ -58,6 +59,7 @@ pub use fingerprint::Fingerprint;
 pub use float::{DType, Element, Float};
 pub use rng::{PCG_MULTIPLIER, PcgPosition, Rng, RngState};
 pub use shape::{Dims, Layout, RowCursor, Shape};
+pub use step::Step;
 
 /// The README's examples, compiled and run as doctests so that the README stays true.
 #[cfg(doctest)]

@@ -78,6 +78,15 @@ impl Family {
         }
     }
 
+    /// The kernels the source defines once, for bytes (a captured step's zeroing and
+    /// upload copy in copy.cu), beside its [`Family::kernels`].
+    pub fn byte_kernels(self) -> &'static [&'static str] {
+        match self {
+            Family::Copy => &["zero_bytes", "copy_bytes"],
+            _ => &[],
+        }
+    }
+
     /// The kernels the source defines, each as `<name>_f32` and `<name>_f64`.
     pub fn kernels(self) -> &'static [&'static str] {
         match self {

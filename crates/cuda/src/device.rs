@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -20,9 +21,17 @@ use crate::target::{Arch, CudaVersion, Target};
 
 /// A buffer of `len` elements of `E` in GPU memory (the [`Device::Buffer`] of [`Cuda`]).
 pub struct CudaBuffer<E> {
-    bytes: CudaSlice<u8>,
+    // Taken out once: by `Drop` (freed, or held while a step is logged) or `into_bytes`.
+    bytes: ManuallyDrop<CudaSlice<u8>>,
     len: usize,
     element: PhantomData<E>,
+}
+
+impl<E> Drop for CudaBuffer<E> {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once, and `bytes` is not touched after.
+        crate::capture::dispose(unsafe { ManuallyDrop::take(&mut self.bytes) });
+    }
 }
 
 impl<E> fmt::Debug for CudaBuffer<E> {
@@ -32,6 +41,21 @@ impl<E> fmt::Debug for CudaBuffer<E> {
 }
 
 impl<E> CudaBuffer<E> {
+    fn new(bytes: CudaSlice<u8>, len: usize) -> Self {
+        Self {
+            bytes: ManuallyDrop::new(bytes),
+            len,
+            element: PhantomData,
+        }
+    }
+
+    /// The memory, for the cache.
+    fn into_bytes(self) -> CudaSlice<u8> {
+        let mut buffer = ManuallyDrop::new(self);
+        // SAFETY: `buffer` is never dropped, so `bytes` is taken once.
+        unsafe { ManuallyDrop::take(&mut buffer.bytes) }
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
         self.len
@@ -82,11 +106,11 @@ pub struct Cuda {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     ordinal: usize,
     name: String,
     context: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+    pub(crate) stream: Arc<CudaStream>,
     target: Target,
     driver: CudaVersion,
     total_memory: usize,
@@ -100,8 +124,11 @@ struct Inner {
     /// The tiled products' tile edge when forced ([`Cuda::force_matmul_tile`]), else 0.
     matmul_tile: AtomicUsize,
     launches: AtomicU64,
+    graph_launches: AtomicU64,
     uploads: AtomicU64,
     downloads: AtomicU64,
+    /// The work of the step being logged, if any (`capture.rs`).
+    pub(crate) log: Mutex<Option<crate::capture::Log>>,
 }
 
 /// What work asked of a GPU ([`Cuda::activity`]): kernel launches, host-to-device copies
@@ -124,8 +151,12 @@ struct Inner {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Activity {
-    /// Kernels launched.
+    /// Kernels launched one by one (a captured step's replay launches none: see
+    /// `graph_launches`).
     pub launches: u64,
+    /// CUDA graphs launched: one per replayed or recorded run of a captured step
+    /// ([`rlgrad_core::Step`]).
+    pub graph_launches: u64,
     /// Copies from host memory (uploads of data, indices, lengths).
     pub uploads: u64,
     /// Copies to host memory, each a wait for the stream.
@@ -137,6 +168,7 @@ impl Activity {
     pub fn since(self, earlier: Activity) -> Activity {
         Activity {
             launches: self.launches.wrapping_sub(earlier.launches),
+            graph_launches: self.graph_launches.wrapping_sub(earlier.graph_launches),
             uploads: self.uploads.wrapping_sub(earlier.uploads),
             downloads: self.downloads.wrapping_sub(earlier.downloads),
         }
@@ -156,6 +188,17 @@ struct Pool {
     free: HashMap<usize, Vec<CudaSlice<u8>>>,
     bytes: usize,
     limit: usize,
+}
+
+impl Pool {
+    /// Frees every cached buffer (or holds them while a step is logged: its logged work
+    /// may use them).
+    fn empty(&mut self) {
+        for slice in self.free.drain().flat_map(|(_, slices)| slices) {
+            crate::capture::dispose(slice);
+        }
+        self.bytes = 0;
+    }
 }
 
 static DEVICES: OnceLock<Mutex<HashMap<usize, Cuda>>> = OnceLock::new();
@@ -267,8 +310,10 @@ impl Cuda {
                 indices: Mutex::default(),
                 matmul_tile: AtomicUsize::new(0),
                 launches: AtomicU64::new(0),
+                graph_launches: AtomicU64::new(0),
                 uploads: AtomicU64::new(0),
                 downloads: AtomicU64::new(0),
+                log: Mutex::default(),
             }),
         })
     }
@@ -278,6 +323,7 @@ impl Cuda {
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         Activity {
             launches: count(&self.inner.launches),
+            graph_launches: count(&self.inner.graph_launches),
             uploads: count(&self.inner.uploads),
             downloads: count(&self.inner.downloads),
         }
@@ -293,6 +339,15 @@ impl Cuda {
         check_len("Cuda::copy_buffer", "target", target, source.len)?;
         let bytes = source.len * E::DTYPE.size_in_bytes();
         if bytes == 0 {
+            return Ok(());
+        }
+        let (from_address, to_address, count) = (self.ptr(source), self.ptr(target), bytes as u64);
+        if self.logged_bytes(
+            "Cuda::copy_buffer",
+            "copy_bytes",
+            &[&from_address, &to_address, &count],
+            bytes,
+        )? {
             return Ok(());
         }
         let from = source.bytes.slice(..bytes);
@@ -368,8 +423,7 @@ impl Cuda {
         let mut pool = self.pool();
         pool.limit = bytes;
         if pool.bytes > bytes {
-            pool.free.clear();
-            pool.bytes = 0;
+            pool.empty();
         }
     }
 
@@ -380,9 +434,7 @@ impl Cuda {
 
     /// Frees every cached buffer.
     pub fn clear_cache(&self) {
-        let mut pool = self.pool();
-        pool.free.clear();
-        pool.bytes = 0;
+        self.pool().empty();
     }
 
     fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
@@ -448,6 +500,9 @@ impl Cuda {
         if pool.bytes.saturating_add(size) <= pool.limit {
             pool.bytes += size;
             pool.free.entry(size).or_default().push(slice);
+        } else {
+            drop(pool);
+            crate::capture::dispose(slice);
         }
     }
 
@@ -464,17 +519,13 @@ impl Cuda {
                 format_args!("{len} elements overflow the address space"),
             )
         })?;
-        Ok(CudaBuffer {
-            bytes: self.raw_alloc(function, bytes)?,
-            len,
-            element: PhantomData,
-        })
+        Ok(CudaBuffer::new(self.raw_alloc(function, bytes)?, len))
     }
 
     /// Hands a scratch buffer back to the cache (it is reused only by later work on the
     /// same stream, so kernels still queued that read it are unaffected).
     pub(crate) fn release<E>(&self, buffer: CudaBuffer<E>) {
-        self.give_back(buffer.bytes);
+        self.give_back(buffer.into_bytes());
     }
 
     /// The device address of a buffer, as a kernel parameter.
@@ -495,13 +546,13 @@ impl Cuda {
         Ok(buffer)
     }
 
-    fn copy_in<E>(
+    pub(crate) fn copy_in<E>(
         &self,
         function: &'static str,
         host: &[u8],
         buffer: &mut CudaBuffer<E>,
     ) -> Result<()> {
-        if host.is_empty() {
+        if host.is_empty() || self.logged_upload(function, host, self.ptr(buffer))? {
             return Ok(());
         }
         let mut target = buffer.bytes.slice_mut(..host.len());
@@ -514,16 +565,29 @@ impl Cuda {
 
     /// Sets every byte of `buffer` to zero (`+0` for floats).
     pub(crate) fn zero<E>(&self, function: &'static str, buffer: &mut CudaBuffer<E>) -> Result<()> {
+        let (address, bytes) = (self.ptr(buffer), buffer.bytes.len());
+        if self.logged_bytes(function, "zero_bytes", &[&address, &(bytes as u64)], bytes)? {
+            return Ok(());
+        }
         self.inner
             .stream
-            .memset_zeros(&mut buffer.bytes)
+            .memset_zeros(&mut *buffer.bytes)
             .map_err(|e| self.driver_error(function, e))
     }
 
     /// The loaded function `<name>_<f32|f64>` of `family`, compiling and loading the
     /// family's module the first time.
     pub(crate) fn function<T: Float>(&self, family: Family, name: &str) -> Result<CudaFunction> {
-        let full = format!("{name}_{}", T::DTYPE.name());
+        self.kernel(family, format!("{name}_{}", T::DTYPE.name()))
+    }
+
+    /// The byte kernel `name` of copy.cu (`zero_bytes`, `copy_bytes`).
+    pub(crate) fn byte_kernel(&self, name: &str) -> Result<CudaFunction> {
+        self.kernel(Family::Copy, name.to_owned())
+    }
+
+    /// The loaded function `full` of `family`.
+    fn kernel(&self, family: Family, full: String) -> Result<CudaFunction> {
         let mut functions = self
             .inner
             .functions
@@ -599,7 +663,28 @@ impl Cuda {
         Ok(Arc::clone(cell.get_or_init(|| module)))
     }
 
-    /// Launches `function` with `args` on the device's stream.
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    pub(crate) fn count_launch(&self) {
+        self.inner.launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_graph_launch(&self) {
+        self.inner.graph_launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Makes the device's context current on this thread, for direct driver calls.
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.inner
+            .context
+            .bind_to_thread()
+            .map_err(|e| self.driver_error("Cuda", e))
+    }
+
+    /// Launches `function` with `args` on the device's stream, or logs it where a step is
+    /// being logged (`capture.rs`).
     pub(crate) fn launch(
         &self,
         function: &'static str,
@@ -607,11 +692,14 @@ impl Cuda {
         config: LaunchConfig,
         args: &[&dyn KernelArg],
     ) -> Result<()> {
+        if self.logged_launch(function, kernel, config, args) {
+            return Ok(());
+        }
         let mut builder = self.inner.stream.launch_builder(kernel);
         for arg in args {
             arg.push(&mut builder);
         }
-        self.inner.launches.fetch_add(1, Ordering::Relaxed);
+        self.count_launch();
         // SAFETY: the arguments match the kernel's parameter list (each family's Rust file
         // passes them in the order of its `.cu` signature, pointers as u64 addresses of
         // buffers that outlive the queued work: they are owned by the caller or released
@@ -626,17 +714,38 @@ impl Cuda {
 /// One kernel parameter.
 pub(crate) trait KernelArg {
     fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>);
+    /// The parameter's bytes, as the kernel receives them (for a captured step's log).
+    fn bytes(&self) -> &[u8];
+}
+
+/// The bytes of a plain-data kernel parameter.
+///
+/// # Safety
+///
+/// `T` has no padding (every byte of a value is initialized).
+pub(crate) unsafe fn value_bytes<T: Copy>(value: &T) -> &[u8] {
+    // SAFETY: `value` is `size_of::<T>()` initialized bytes (the caller's contract), valid
+    // for the borrow.
+    unsafe { std::slice::from_raw_parts((value as *const T).cast(), std::mem::size_of::<T>()) }
 }
 
 impl KernelArg for u64 {
     fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
         builder.arg(self);
     }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: an integer has no padding.
+        unsafe { value_bytes(self) }
+    }
 }
 
 impl KernelArg for i32 {
     fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
         builder.arg(self);
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: an integer has no padding.
+        unsafe { value_bytes(self) }
     }
 }
 
@@ -662,6 +771,15 @@ impl KernelArg for Scalar {
             Scalar::F64(v) => builder.arg(v),
         };
     }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: a float has no padding.
+        unsafe {
+            match self {
+                Scalar::F32(v) => value_bytes(v),
+                Scalar::F64(v) => value_bytes(v),
+            }
+        }
+    }
 }
 
 /// Threads per block of the one-dimensional kernels (`BLOCK` in common.cuh).
@@ -686,6 +804,19 @@ fn bytes_of<E: Copy>(values: &[E]) -> &[u8] {
 
 impl Device for Cuda {
     type Buffer<E: Element> = CudaBuffer<E>;
+
+    /// The step's CUDA graphs (see [`CudaRecordings`](crate::CudaRecordings)).
+    type Recordings = crate::capture::CudaRecordings;
+
+    /// Logs the step's work and replays the recording that did the same work (with the
+    /// parameters of this run), or records it (see [`rlgrad_core::Step`]).
+    fn run_step<R>(
+        &self,
+        recordings: &mut crate::capture::CudaRecordings,
+        step: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.run_captured(recordings, step)
+    }
 
     fn name(&self) -> String {
         format!("cuda:{}", self.inner.ordinal)
@@ -716,6 +847,7 @@ impl Device for Cuda {
     }
 
     fn download<E: Element>(&self, buffer: &CudaBuffer<E>) -> Result<Vec<E>> {
+        self.before_host_read("Device::download")?;
         let mut host =
             rlgrad_core::cpu::alloc::try_zeroed::<E>(buffer.len, "Device::download", "buffer")?;
         if buffer.len > 0 {
@@ -743,6 +875,7 @@ impl Device for Cuda {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.before_host_read("Device::synchronize")?;
         self.inner
             .stream
             .synchronize()

@@ -67,6 +67,7 @@
 //! feature). Its collectives move host buffers: this device's gradients are downloaded
 //! first (NCCL stages the bytes through GPU memory).
 
+mod capture;
 mod cell;
 mod compile;
 mod copy;
@@ -84,6 +85,7 @@ mod sequence;
 mod strided;
 mod target;
 
+pub use capture::{CudaRecordings, RECORDINGS, StepStats};
 pub use compile::{Compiled, Family, Image, nvrtc_archs, nvrtc_available, nvrtc_version};
 pub use device::{Activity, Cuda, CudaBuffer};
 /// How this crate's tests and bench binary skip without a GPU and report to the GPU

@@ -68,6 +68,10 @@ impl KernelArg for Params {
     fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
         builder.arg(self);
     }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: no padding (see the `DeviceRepr` implementation above).
+        unsafe { crate::device::value_bytes(self) }
+    }
 }
 
 /// How optim.cu runs an update: its kernel, the scalar arguments after the table, and

@@ -43,6 +43,10 @@ impl KernelArg for Strided {
     fn push<'a>(&'a self, builder: &mut LaunchArgs<'a>) {
         builder.arg(self);
     }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: no padding (see the `DeviceRepr` implementation above).
+        unsafe { crate::device::value_bytes(self) }
+    }
 }
 
 /// The kernel views of `N` layouts of one shape, with dimensions of size 1 dropped and

@@ -101,6 +101,7 @@ impl Device for Cpu {
     }
 
     fn download<E: Element>(&self, buffer: &Vec<E>) -> Result<Vec<E>> {
+        crate::step::note_host_read("Device::download");
         alloc::try_copy(buffer, "Device::download", "buffer")
     }
 
@@ -109,11 +110,25 @@ impl Device for Cpu {
     }
 
     fn host_slice<'b, E: Element>(&self, buffer: &'b Vec<E>) -> Option<&'b [E]> {
+        crate::step::note_host_read("Device::host_slice");
         Some(buffer)
     }
 
     fn synchronize(&self) -> Result<()> {
+        crate::step::note_host_read("Device::synchronize");
         Ok(())
+    }
+
+    /// Nothing: the Cpu runs every step as it comes.
+    type Recordings = ();
+
+    /// Runs `step` as it comes, watching its host reads, so that a step that runs here
+    /// records on a GPU.
+    fn run_step<R>(&self, (): &mut (), step: impl FnOnce() -> Result<R>) -> Result<R> {
+        match crate::step::watching_host_reads(step) {
+            (Ok(_), Some(read)) => Err(crate::step::host_read_error(self.name(), read)),
+            (result, _) => result,
+        }
     }
 }
 

@@ -61,5 +61,15 @@ __device__ void concat_part(const T* part, const Strided& ps, u64 width, u64 tot
         concat_part<T>(part, ps, width, total, column, out, n);                            \
     }
 
+// The byte kernels of a captured step (capture.rs): a zeroing and an upload's copy from the
+// staging buffer, as kernels so that a step's graph is kernel nodes only.
+extern "C" __global__ void zero_bytes(unsigned char* out, u64 n) {
+    for (u64 i = first_index(); i < n; i += grid_stride()) out[i] = 0;
+}
+
+extern "C" __global__ void copy_bytes(const unsigned char* x, unsigned char* out, u64 n) {
+    for (u64 i = first_index(); i < n; i += grid_stride()) out[i] = x[i];
+}
+
 COPY_KERNELS(float, f32)
 COPY_KERNELS(double, f64)

@@ -1468,6 +1468,7 @@ fn activity_counts_launches_uploads_and_downloads() {
         step,
         rlgrad_cuda::Activity {
             launches: 1,
+            graph_launches: 0,
             uploads: 1,
             downloads: 1,
         }

@@ -4,6 +4,7 @@
 //!
 //! Kept apart: `golden`, the cross-device golden test the GPU runner reports on its own.
 
+mod capture;
 #[path = "../common/mod.rs"]
 mod common;
 mod edges;

@@ -108,20 +108,22 @@ fn every_kernel_compiles_to_a_cubin_without_local_memory() {
     for (family, compiled) in cubins {
         assert!(matches!(&compiled.image, Image::Cubin(b) if b.starts_with(b"\x7fELF")));
         let resources = compiled.resources();
-        for kernel in family.kernels() {
-            for suffix in ["f32", "f64"] {
-                let name = format!("{kernel}_{suffix}");
-                let found = resources
-                    .iter()
-                    .find(|r| r.kernel == name)
-                    .unwrap_or_else(|| panic!("no ptxas report for {name}:\n{}", compiled.log));
-                report.push(format!(
-                    "{name}: {} registers, {} B stack, {} B spilled, {} B shared",
-                    found.registers, found.stack_frame, found.spill_stores, found.shared
-                ));
-                if (found.stack_frame, found.spill_stores, found.spill_loads) != (0, 0, 0) {
-                    using_local_memory.push(name);
-                }
+        let typed = family
+            .kernels()
+            .iter()
+            .flat_map(|kernel| ["f32", "f64"].map(|suffix| format!("{kernel}_{suffix}")));
+        let names = typed.chain(family.byte_kernels().iter().map(|k| (*k).to_owned()));
+        for name in names {
+            let found = resources
+                .iter()
+                .find(|r| r.kernel == name)
+                .unwrap_or_else(|| panic!("no ptxas report for {name}:\n{}", compiled.log));
+            report.push(format!(
+                "{name}: {} registers, {} B stack, {} B spilled, {} B shared",
+                found.registers, found.stack_frame, found.spill_stores, found.shared
+            ));
+            if (found.stack_frame, found.spill_stores, found.spill_loads) != (0, 0, 0) {
+                using_local_memory.push(name);
             }
         }
     }
