@@ -12,7 +12,7 @@
 use std::fmt::Debug;
 
 use rlgrad_checkpoint::State;
-use rlgrad_core::{Error, Result, Rng};
+use rlgrad_core::{Error, Result, Rng, Step};
 use rlgrad_envs::{ActionSpace, Pendulum, VecEnv};
 use rlgrad_replay::{Config, ReplayBuffer, Transitions};
 use rlgrad_tensor::Tensor;
@@ -254,7 +254,7 @@ pub const LOG_EVERY: u64 = 100;
 /// 100 steps. It is an [`Agent`] whose unit is an environment step, and its whole state
 /// (the learner's, the experience's and the replay stream) is one [`State`].
 #[derive(Debug, State)]
-pub struct OffPolicy<L> {
+pub struct OffPolicy<L: Learner> {
     #[state(skip)]
     common: Common,
     #[state(skip)]
@@ -265,6 +265,10 @@ pub struct OffPolicy<L> {
     /// The last logged update's scalars (a buffer kept from one log to the next).
     #[state(skip)]
     scalars: Scalars,
+    /// The updates that log nothing, as one captured step: on a GPU, recorded once as
+    /// CUDA graphs and replayed with the same bits ([`Step`]).
+    #[state(skip)]
+    update: Step<L::Device>,
 }
 
 impl<L: Learner> OffPolicy<L> {
@@ -279,8 +283,10 @@ impl<L: Learner> OffPolicy<L> {
     ) -> Result<Self> {
         let common = config.common();
         let experience = Experience::new(seed, common.replay_capacity)?;
+        let learner = learner(experience.dims, &mut Rng::new(seed, "init"))?;
         Ok(Self {
-            learner: learner(experience.dims, &mut Rng::new(seed, "init"))?,
+            update: Step::new(learner.device()),
+            learner,
             experience,
             replay: Rng::new(seed, "replay"),
             common: common.clone(),
@@ -328,10 +334,14 @@ impl<L: Learner> Agent for OffPolicy<L> {
                 step,
                 iteration: step - learning_starts,
             };
-            let logs = step.is_multiple_of(LOG_EVERY);
             self.scalars.clear();
-            self.learner
-                .update(&batch, progress, logs.then_some(&mut self.scalars))?;
+            if step.is_multiple_of(LOG_EVERY) {
+                // Reads the losses back: not a step a GPU could record.
+                (self.learner).update(&batch, progress, Some(&mut self.scalars))?;
+            } else {
+                let learner = &mut self.learner;
+                self.update.run(|| learner.update(&batch, progress, None))?;
+            }
             for &(tag, value) in &self.scalars {
                 log.scalar(tag, step, f64::from(value))?;
             }

@@ -212,25 +212,28 @@ impl<D: TrainDevice> Sac<D> {
         })
     }
 
-    /// The temperature `alpha`. A tuned one is read back from the device, to take its
-    /// `exp` on the host as the Cpu always has (the device's `exp` is the portable libm's,
-    /// and the host's may round otherwise): one read per update on the GPU.
-    fn alpha(&self) -> Result<f32> {
+    /// The temperature `alpha` as a one-element tensor: a tuned one is `exp(log_alpha)`
+    /// on the device (the portable libm's `exp`, the same bits on every device), so that an
+    /// update reads nothing back and a GPU can record it as a CUDA graph.
+    fn alpha(&self) -> Result<Tensor<f32, D>> {
         match self.config.fixed_alpha {
-            Some(alpha) => Ok(alpha),
-            None => Ok(self.log_alpha.value().to_vec()?[0].exp()),
+            Some(alpha) => Tensor::full_on(self.tape.device(), [1], alpha),
+            None => self.log_alpha.value().exp(),
         }
     }
 
     /// One actor step and, when tuned, one temperature step; the actor's loss (left on
     /// the device, read only when logged) and the temperature it used.
-    fn update_actor_and_alpha(&mut self, obs: &Tensor<f32, D>) -> Result<(Tensor<f32, D>, f32)> {
+    fn update_actor_and_alpha(
+        &mut self,
+        obs: &Tensor<f32, D>,
+    ) -> Result<(Tensor<f32, D>, Tensor<f32, D>)> {
         let alpha = self.alpha()?;
         let tape = self.tape.reset();
         let states = tape.constant(obs);
         let pi = self.actor.sample(tape, &states, &mut self.policy)?;
         let [min_q, ..] = self.critics.q(tape, &states, &pi.action)?;
-        let actor_loss = ((pi.log_prob * alpha)? - min_q)?.mean_all()?;
+        let actor_loss = (pi.log_prob.mul(&tape.constant(&alpha))? - min_q)?.mean_all()?;
         self.actor_adam.minimize(&actor_loss, &mut self.actor)?;
         let actor_loss = actor_loss.into_value();
         if self.config.fixed_alpha.is_none() {
@@ -281,7 +284,7 @@ impl<D: TrainDevice> Learner for Sac<D> {
             let next_states = tape.constant(&batch.next_obs);
             let next = self.actor.sample(tape, &next_states, &mut self.policy)?;
             let [min_q, ..] = self.targets.q(tape, &next_states, &next.action)?;
-            let soft_value = (min_q - (next.log_prob * alpha)?)?;
+            let soft_value = (min_q - next.log_prob.mul(&tape.constant(&alpha))?)?;
             let not_dones = (tape.constant(&batch.not_dones) * self.config.common.gamma)?;
             (tape.constant(&batch.rewards) + (not_dones * soft_value)?)?.into_value()
         };
@@ -303,7 +306,7 @@ impl<D: TrainDevice> Learner for Sac<D> {
             }
             if let (Some(scalars), Some((actor_loss, alpha))) = (scalars, last) {
                 scalars.push(("train/actor_loss", actor_loss.to_scalar()?));
-                scalars.push(("train/alpha", alpha));
+                scalars.push(("train/alpha", alpha.to_scalar()?));
             }
         }
         self.targets
