@@ -427,4 +427,32 @@ mod tests {
         assert_eq!(runs[0].1, runs[1].1, "TD3 at 1 and 2 threads");
         assert_eq!(runs[0].2, runs[1].2, "PPO at 1 and 2 threads");
     }
+
+    /// The TD3 iteration reads nothing from the device inside its step, so a GPU can
+    /// record it ([`rlgrad_core::Step`]; the Cpu checks the rule) with the bits of running
+    /// it as it comes. The PPO update reads the global norm of its clip on the host, which
+    /// the Cpu's step names.
+    #[test]
+    fn td3_runs_as_a_captured_step_and_ppo_names_its_host_read() {
+        let cpu = Cpu::seq();
+        let (mut plain, mut stepped) = (
+            Td3::<f32, Cpu>::new_on(&cpu).unwrap(),
+            Td3::<f32, Cpu>::new_on(&cpu).unwrap(),
+        );
+        let mut step = rlgrad_core::Step::new(&cpu);
+        // An iteration with the actor's update, and one without.
+        for _ in 0..2 {
+            plain.iterate().unwrap();
+            step.run(|| stepped.iterate()).unwrap();
+        }
+        assert_eq!(bits(&plain.parameters()), bits(&stepped.parameters()));
+        let mut ppo = PpoUpdate::<f32, Cpu>::new_on(&cpu, 64).unwrap();
+        let refused = rlgrad_core::Step::new(&cpu).run(|| ppo.update());
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("clip_global_norm")
+        );
+    }
 }
