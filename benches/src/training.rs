@@ -369,7 +369,8 @@ impl<T: Float, D: TrainDevice<T>> PpoUpdate<T, D> {
             .add(&value_loss.mul_scalar(T::from_f64(0.5))?)?;
         let mut grads = tape.gradient(&loss, &[&self.nets])?;
         self.tape.reset();
-        grads.clip_global_norm(0.5)?;
+        // Decided on the device: nothing is read back, so the update can be recorded.
+        grads.clip_global_norm_on_device(0.5)?;
         self.adam.apply_gradients(&mut self.nets, &grads)
     }
 
@@ -428,12 +429,11 @@ mod tests {
         assert_eq!(runs[0].2, runs[1].2, "PPO at 1 and 2 threads");
     }
 
-    /// The TD3 iteration reads nothing from the device inside its step, so a GPU can
-    /// record it ([`rlgrad_core::Step`]; the Cpu checks the rule) with the bits of running
-    /// it as it comes. The PPO update reads the global norm of its clip on the host, which
-    /// the Cpu's step names.
+    /// Neither workload reads the device inside its step, so a GPU can record them
+    /// ([`rlgrad_core::Step`]; the Cpu checks the rule) with the bits of running them as
+    /// they come; a clip that decides on the host is named.
     #[test]
-    fn td3_runs_as_a_captured_step_and_ppo_names_its_host_read() {
+    fn both_workloads_run_as_captured_steps_with_their_bits() {
         let cpu = Cpu::seq();
         let (mut plain, mut stepped) = (
             Td3::<f32, Cpu>::new_on(&cpu).unwrap(),
@@ -446,8 +446,23 @@ mod tests {
             step.run(|| stepped.iterate()).unwrap();
         }
         assert_eq!(bits(&plain.parameters()), bits(&stepped.parameters()));
-        let mut ppo = PpoUpdate::<f32, Cpu>::new_on(&cpu, 64).unwrap();
-        let refused = rlgrad_core::Step::new(&cpu).run(|| ppo.update());
+        let (mut plain, mut stepped) = (
+            PpoUpdate::<f32, Cpu>::new_on(&cpu, 64).unwrap(),
+            PpoUpdate::<f32, Cpu>::new_on(&cpu, 64).unwrap(),
+        );
+        let mut step = rlgrad_core::Step::new(&cpu);
+        for _ in 0..2 {
+            plain.update().unwrap();
+            step.run(|| stepped.update()).unwrap();
+        }
+        assert_eq!(bits(&plain.parameters()), bits(&stepped.parameters()));
+        let mut grads = {
+            let tape = Tape::<f32, Cpu>::new_on(&cpu);
+            let w = rlgrad_autodiff::Param::new("w", Tensor::ones_on(&cpu, [2]).unwrap()).unwrap();
+            let loss = tape.param(&w).sum_all().unwrap();
+            tape.gradient(&loss, &[&w]).unwrap()
+        };
+        let refused = step.run(|| grads.clip_global_norm(0.5).map(drop));
         assert!(
             refused
                 .unwrap_err()

@@ -354,12 +354,18 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         ppo.1.update()?;
     }
     let ppo_bits = bits(&values(&ppo.0.parameters())?, &values(&ppo.1.parameters())?);
-    // After the bits' check: a refused step still runs its update.
-    match Step::new(gpu).run(|| ppo.1.update()) {
-        Ok(()) => println!("{PPO_CAPTURED_ROW}: recorded (timing it is still to be added)"),
-        Err(why) => println!("{PPO_CAPTURED_ROW}: not recorded: {why}"),
+    let mut captured = PpoUpdate::new_on(gpu, samples)?;
+    let mut step = Step::new(gpu);
+    for _ in 0..checked {
+        step.run(|| captured.update())?;
     }
+    let ppo_captured_bits = bits(
+        &values(&ppo.0.parameters())?,
+        &values(&captured.parameters())?,
+    );
     let ppo = time_step(gpu, repeats, || ppo.1.update())?;
+    let ppo_captured = time_step(gpu, repeats, || step.run(|| captured.update()))?;
+    println!("{PPO_CAPTURED_ROW}: {:?}", step.recordings());
     let row = |name: &str, (ms, per_step), bits| Row {
         name: name.into(),
         bytes: 0.0,
@@ -372,6 +378,7 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         row(TD3_ROW, td3, td3_bits),
         row(TD3_CAPTURED_ROW, td3_captured, captured_bits),
         row(PPO_ROW, ppo, ppo_bits),
+        row(PPO_CAPTURED_ROW, ppo_captured, ppo_captured_bits),
     ])
 }
 
@@ -507,7 +514,7 @@ fn training_peer_times(quick: bool) -> std::result::Result<[serde_json::Value; 3
         };
         let rows: &[&str] = match workload {
             "td3" => &[TD3_ROW, TD3_CAPTURED_ROW],
-            "ppo" => &[PPO_ROW],
+            "ppo" => &[PPO_ROW, PPO_CAPTURED_ROW],
             _ => continue,
         };
         for row in rows {

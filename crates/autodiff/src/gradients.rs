@@ -4,6 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::{Cpu, Error, Float, Result};
 use rlgrad_tensor::{Tensor, TensorDevice};
 use smallvec::SmallVec;
@@ -200,20 +201,25 @@ impl<T: Float, D: TensorDevice<T>> Gradients<T, D> {
         self.clip_with_tensor_ops(max_norm)
     }
 
-    /// [`Self::clip_global_norm`] through tensor ops, which every device has.
-    fn clip_with_tensor_ops(&mut self, max_norm: f64) -> Result<T> {
-        let function = "Gradients::clip_global_norm";
+    /// The gradients flattened and concatenated in request order; `None` for none.
+    fn concatenated(&self) -> Result<Option<Tensor<T, D>>> {
         let flat: Vec<Tensor<T, D>> = self
             .entries
             .iter()
             .filter_map(|e| e.grad.as_ref())
             .map(|g| g.reshape([g.numel()]))
             .collect::<Result<_>>()?;
-        let all = match flat.as_slice() {
+        Ok(match flat.as_slice() {
             [] => None,
             [one] => Some(one.clone()),
             many => Some(Tensor::concat(&many.iter().collect::<Vec<_>>(), 0)?),
-        };
+        })
+    }
+
+    /// [`Self::clip_global_norm`] through tensor ops, which every device has.
+    fn clip_with_tensor_ops(&mut self, max_norm: f64) -> Result<T> {
+        let function = "Gradients::clip_global_norm";
+        let all = self.concatenated()?;
         let sum_of_squares = |scale: T| match &all {
             None => Ok(T::zero()),
             Some(all) if scale == T::one() => all.square()?.sum_all(),
@@ -234,6 +240,77 @@ impl<T: Float, D: TensorDevice<T>> Gradients<T, D> {
         }
         Ok(clipping.norm)
     }
+}
+
+impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> Gradients<T, D> {
+    /// [`Self::clip_global_norm`] decided on the device: the same norm and the same
+    /// clipped gradients, bit for bit, with nothing read back, so that a
+    /// [`rlgrad_core::Step`] that clips can be recorded (a GPU's CUDA graph). Returns the
+    /// norm as a one-element tensor, to read after the step (`None` when no parameter has
+    /// a gradient: nothing to clip). An error for a non-positive or non-finite `max_norm`.
+    ///
+    /// The decision ([`clip_factors`]) needs the largest `|g|` and the sum of squares of
+    /// the gradients scaled by [`down_scale`] of it where the plain sum overflows; without a
+    /// read the device cannot know beforehand, so it computes both always: two more
+    /// reductions than [`Self::clip_global_norm`], and the gradients multiply by two
+    /// device scalars (1 and 1 where they stay, which keeps every bit).
+    ///
+    /// ```
+    /// use rlgrad_autodiff::{Param, Tape};
+    /// use rlgrad_core::Cpu;
+    /// use rlgrad_tensor::Tensor;
+    ///
+    /// let w = Param::new("w", Tensor::from_vec(vec![3.0f32, 4.0], [2])?)?;
+    /// let tape = Tape::new();
+    /// let loss = tape.param(&w).mul(&tape.param(&w))?.sum_all()?;
+    /// let mut grads = tape.gradient(&loss, &[&w])?; // [6, 8], norm 10
+    /// let norm = grads.clip_global_norm_on_device(1.0)?.expect("w has a gradient");
+    /// assert_eq!(norm.to_vec()?, [10.0]);
+    /// let clipped = grads.get(&w)?.to_vec()?;
+    /// assert!((clipped[0] - 0.6).abs() < 1e-6 && (clipped[1] - 0.8).abs() < 1e-6);
+    /// # Ok::<(), rlgrad_core::Error>(())
+    /// ```
+    ///
+    /// [`clip_factors`]: rlgrad_core::kernels::clip::clip_factors
+    /// [`down_scale`]: rlgrad_core::kernels::clip::down_scale
+    pub fn clip_global_norm_on_device(&mut self, max_norm: f64) -> Result<Option<Tensor<T, D>>> {
+        const F: &str = "Gradients::clip_global_norm_on_device";
+        rlgrad_core::check::positive(F, "max_norm", max_norm)?;
+        let Some(all) = self.concatenated()? else {
+            return Ok(None);
+        };
+        let device = all.device().clone();
+        // One-element results of the reductions, as the decision kernels take them.
+        let one = |t: Tensor<T, D>| t.reshape([1])?.dense();
+        let sum = one(all.square()?.sum_axis(0, false)?)?;
+        let largest = one(all.abs()?.max_axis(0, false)?)?;
+        let scale = Tensor::from_kernel(&device, [1].into(), |out| {
+            device.clip_scale(buffer_of(&largest)?, out)
+        })?;
+        let scaled = one((&all * &scale)?.square()?.sum_axis(0, false)?)?;
+        let sums = Tensor::concat(&[&sum, &largest, &scaled], 0)?.dense()?;
+        let plan = Tensor::from_kernel(&device, [3].into(), |out| {
+            device.clip_plan(max_norm, buffer_of(&sums)?, out)
+        })
+        .map_err(|e| e.in_function(F))?;
+        let (first, second) = (plan.narrow(0, 1, 1)?, plan.narrow(0, 2, 1)?);
+        for grad in self.entries.iter_mut().filter_map(|e| e.grad.as_mut()) {
+            *grad = (&(&*grad * &first)? * &second)?;
+        }
+        plan.narrow(0, 0, 1).map(Some)
+    }
+}
+
+/// The whole buffer of a tensor made dense ([`Tensor::dense`]).
+fn buffer_of<T: Float, D: TensorDevice<T>>(tensor: &Tensor<T, D>) -> Result<&D::Buffer<T>> {
+    tensor.dense_buffer().ok_or_else(|| {
+        Error::shape(
+            "Gradients::clip_global_norm_on_device",
+            "tensor",
+            "a dense tensor",
+            "a view",
+        )
+    })
 }
 
 impl<T: Float> Gradients<T, Cpu> {
@@ -303,17 +380,19 @@ mod tests {
             .collect()
     }
 
-    /// The tensor-op path (what a GPU runs) gives the Cpu's in-place clip bit for bit:
-    /// clipped and not, squares that overflow f32 (the rescaled norm), infinite and NaN
-    /// gradients.
+    /// The tensor-op path (what a GPU runs) and the decision on the device (what a
+    /// recorded step runs) give the Cpu's in-place clip bit for bit: clipped and not,
+    /// squares that overflow f32 (the rescaled norm), a norm beyond f32's range, infinite
+    /// and NaN gradients.
     #[test]
-    fn clipping_through_tensor_ops_has_the_cpus_bits() {
+    fn clipping_through_tensor_ops_and_on_the_device_has_the_cpus_bits() {
         let mut rng = Rng::new(3, "clip");
         let sizes = [1, 33, 5000, 70_007];
         for (case, (magnitude, poison)) in [
             (1.0, None),
             (1e-4, None),
             (1e20, None),
+            (1e37, None),
             (1.0, Some(f32::INFINITY)),
             (1.0, Some(f32::NAN)),
         ]
@@ -328,10 +407,23 @@ mod tests {
                 factors[2][17] = poison;
             }
             let (mut on_cpu, mut through_ops) = (gradients(&factors), gradients(&factors));
+            let mut on_device = gradients(&factors);
             let cpu_norm = on_cpu.clip_slices(0.5).unwrap();
             let ops_norm = through_ops.clip_with_tensor_ops(0.5).unwrap();
+            let device_norm = on_device.clip_global_norm_on_device(0.5).unwrap().unwrap();
             assert_eq!(cpu_norm.to_bits(), ops_norm.to_bits(), "case {case}: norm");
+            let device_norm = device_norm.to_vec().unwrap()[0];
+            assert_eq!(
+                cpu_norm.to_bits(),
+                device_norm.to_bits(),
+                "case {case}: norm"
+            );
             assert_eq!(all_bits(&on_cpu), all_bits(&through_ops), "case {case}");
+            assert_eq!(
+                all_bits(&on_cpu),
+                all_bits(&on_device),
+                "case {case}: device"
+            );
             if magnitude == 1e-4 {
                 let unchanged: Vec<u32> = factors.concat().iter().map(|f| f.to_bits()).collect();
                 assert_eq!(all_bits(&on_cpu), unchanged, "case {case}: below the limit");
@@ -340,5 +432,10 @@ mod tests {
         let mut grads = gradients(&[vec![3.0, 4.0]]);
         let error = grads.clip_with_tensor_ops(0.0).unwrap_err().to_string();
         assert!(error.contains("Gradients::clip_global_norm") && error.contains("max_norm"));
+        let error = grads
+            .clip_global_norm_on_device(f64::NAN)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("clip_global_norm_on_device") && error.contains("max_norm"));
     }
 }

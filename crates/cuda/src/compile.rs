@@ -161,6 +161,8 @@ impl Family {
                 "adagrad_torch",
                 "adagrad_keras",
                 "polyak",
+                "clip_scale",
+                "clip_plan",
             ],
         }
     }

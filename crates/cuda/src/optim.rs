@@ -3,10 +3,10 @@
 //! element, step scalars from the host, and Polyak averaging; up to 16 tensors of one
 //! update per launch.
 
-use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg};
 use rlgrad_core::kernels::OptimKernel;
 use rlgrad_core::kernels::optim::{
-    Adagrad, Adam, BufferJob, Flavor, Momentum, Update, check_polyak,
+    Adagrad, Adam, BufferJob, Flavor, Momentum, Update, check_clip, check_polyak,
 };
 use rlgrad_core::{Error, Float, Result};
 
@@ -300,5 +300,119 @@ impl<T: Float> OptimKernel<T> for Cuda {
         let scalars: [Box<dyn KernelArg>; 2] =
             [Box::new(Scalar::of(tau)), Box::new(Scalar::of(keep))];
         self.launch_rows::<T>(F, "polyak", &rows, &scalars)
+    }
+
+    fn clip_scale(&self, largest: &CudaBuffer<T>, scale: &mut CudaBuffer<T>) -> Result<()> {
+        const F: &str = "Cuda::clip_scale";
+        check_clip(
+            F,
+            [("largest", largest.len()), ("scale", scale.len())],
+            1,
+            None,
+        )?;
+        let kernel = self.function::<T>(Family::Optim, "clip_scale")?;
+        let (from, to) = (self.ptr(largest), self.ptr(scale));
+        self.launch(F, &kernel, ONE_THREAD, &[&from, &to])
+    }
+
+    fn clip_plan(
+        &self,
+        max_norm: f64,
+        sums: &CudaBuffer<T>,
+        out: &mut CudaBuffer<T>,
+    ) -> Result<()> {
+        const F: &str = "Cuda::clip_plan";
+        check_clip(
+            F,
+            [("sums", sums.len()), ("out", out.len())],
+            3,
+            Some(max_norm),
+        )?;
+        let kernel = self.function::<T>(Family::Optim, "clip_plan")?;
+        let (max_norm, from, to) = (Scalar::F64(max_norm), self.ptr(sums), self.ptr(out));
+        self.launch(F, &kernel, ONE_THREAD, &[&max_norm, &from, &to])
+    }
+}
+
+/// One block of one thread: the clip's scalar decisions.
+const ONE_THREAD: LaunchConfig = LaunchConfig {
+    grid_dim: (1, 1, 1),
+    block_dim: (1, 1, 1),
+    shared_mem_bytes: 0,
+};
+
+#[cfg(test)]
+mod tests {
+    use rlgrad_core::Float;
+    use rlgrad_core::kernels::clip::{clip_factors, down_scale};
+
+    use crate::host::Emulator;
+
+    /// optim.cu's clip decisions compiled for the host against the Rust formulas, bit for
+    /// bit: the plain norm below and above the limit, zero gradients, a NaN, an infinite
+    /// gradient, overflowing squares (clipped, and left alone under a huge limit), a norm
+    /// beyond the type's range, subnormal and huge largest gradients.
+    fn emulated_clip_decisions_are_the_rust_formulas<T: Float>() {
+        let Some(emulator) = Emulator::build(
+            ("host_clip.cpp", include_str!("../tests/host_clip.cpp")),
+            ("optim.cu", include_str!("cuda/optim.cu")),
+        ) else {
+            return;
+        };
+        let t = T::from_f64;
+        let (inf, nan, max) = (T::infinity(), T::nan(), T::max_value());
+        let tiny = T::min_positive_value() / t(8.0);
+        let cases: Vec<(f64, [T; 3])> = vec![
+            (1.0, [t(25.0), t(4.0), t(25.0)]),
+            (10.0, [t(25.0), t(4.0), t(25.0)]),
+            (0.5, [t(0.0), t(0.0), t(0.0)]),
+            (0.5, [nan, t(3.0), t(9.0)]),
+            (1.0, [inf, inf, nan]),
+            (1.0, [inf, t(1e20), t(3.0)]),
+            (1e30, [inf, t(1e20), t(3.0)]),
+            (1.0, [inf, max, t(15.9)]),
+            (3.0, [t(1e-30), tiny, t(7.0)]),
+            (0.25, [t(2.0e5), t(300.0), t(1.5)]),
+        ];
+        let hex = |x: T| format!("{:x}", x.to_bits_u64());
+        let mut input = String::new();
+        let mut want = Vec::new();
+        for (max_norm, [sum, largest, scaled]) in &cases {
+            input.push_str(&format!(
+                "{} plan 1 {:x} {} {} {}\n",
+                T::DTYPE.name(),
+                max_norm.to_bits(),
+                hex(*sum),
+                hex(*largest),
+                hex(*scaled)
+            ));
+            want.push(down_scale(*largest).to_bits_u64());
+            let factors = clip_factors(*max_norm, *sum, *largest, *scaled).unwrap();
+            want.extend(factors.map(Float::to_bits_u64));
+        }
+        let got: Vec<u64> = (emulator.run(input).lines())
+            .map(|l| u64::from_str_radix(l, 16).unwrap())
+            .collect();
+        assert_eq!(got.len(), want.len());
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g,
+                w,
+                "{}: case {}, output {}",
+                T::DTYPE.name(),
+                k / 4,
+                k % 4
+            );
+        }
+    }
+
+    #[test]
+    fn emulated_clip_decisions_are_the_rust_formulas_f32() {
+        emulated_clip_decisions_are_the_rust_formulas::<f32>();
+    }
+
+    #[test]
+    fn emulated_clip_decisions_are_the_rust_formulas_f64() {
+        emulated_clip_decisions_are_the_rust_formulas::<f64>();
     }
 }

@@ -1,6 +1,8 @@
 //! Gradient clipping over all gradients of a step (not per tensor), and clipping by value.
 
 use rlgrad_core::cpu::grain::{Family, grain};
+pub use rlgrad_core::kernels::clip::{Clipping, plan_clip};
+use rlgrad_core::kernels::clip::{Norm, norm_from};
 use rlgrad_core::{Error, Float, Par, Result, check, reduce};
 
 /// Elements per parallel piece.
@@ -37,64 +39,6 @@ fn sum_of_squares<T: Float>(grads: &[&[T]], scale: T, par: Par) -> T {
     )
 }
 
-/// The global norm as `root * 2^exponent`, so that it exists even where `T` cannot hold
-/// it; `exponent` 0 is the plain form.
-#[derive(Debug, Clone, Copy)]
-struct Norm<T> {
-    root: T,
-    exponent: i32,
-}
-
-impl<T: Float> Norm<T> {
-    /// The norm in `T`: infinite when it exceeds `T`'s range.
-    fn value(self) -> T {
-        if self.exponent == 0 {
-            self.root
-        } else {
-            T::from_f64(self.root.as_f64() * 2f64.powi(self.exponent))
-        }
-    }
-}
-
-/// The exponent `e` of `x = m * 2^e` with `m` in `[0.5, 1)` (`x` finite and nonzero).
-fn binary_exponent<T: Float>(x: T) -> i32 {
-    let (mantissa, exponent, _) = x.integer_decode();
-    i32::from(exponent) + (u64::BITS - mantissa.leading_zeros()) as i32
-}
-
-/// The canonical global norm (see [`global_norm`]) of the gradients whose canonical sums
-/// of `(g * scale)^2` are `sum_of_squares(scale)` and whose largest magnitude is
-/// `largest_magnitude()` (asked only when the plain sum overflows).
-fn norm_from<T: Float>(
-    mut sum_of_squares: impl FnMut(T) -> Result<T>,
-    largest_magnitude: impl FnOnce() -> Result<T>,
-) -> Result<Norm<T>> {
-    let sum = sum_of_squares(T::one())?;
-    if !sum.is_infinite() {
-        // Finite, or NaN from a NaN gradient: the plain sum of squares.
-        return Ok(Norm {
-            root: sum.sqrt(),
-            exponent: 0,
-        });
-    }
-    // No NaN (the sum would be NaN): either an infinite gradient, or squares that overflow.
-    let largest = largest_magnitude()?;
-    if largest.is_infinite() {
-        return Ok(Norm {
-            root: largest,
-            exponent: 0,
-        });
-    }
-    // Scale by 2^-k, k the exponent of the largest gradient (at most two below T's
-    // largest, so that 2^-k stays a normal number): the scaled squares are at most 16.
-    let k = binary_exponent(largest).min(binary_exponent(T::max_value()) - 2);
-    let scale = T::from_f64(0.5f64.powi(k));
-    Ok(Norm {
-        root: sum_of_squares(scale)?.sqrt(),
-        exponent: k,
-    })
-}
-
 /// The largest `|g|` over the slices (0 for none).
 fn largest_magnitude<T: Float>(grads: &[&[T]]) -> T {
     grads
@@ -110,60 +54,6 @@ fn norm<T: Float>(grads: &[&[T]], par: Par) -> Norm<T> {
         || Ok(largest_magnitude(grads)),
     )
     .expect("the sums over slices cannot fail")
-}
-
-/// How [`clip_grad_norm`] rescales a step's gradients ([`plan_clip`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Clipping<T> {
-    /// The global norm before clipping ([`global_norm`]).
-    pub norm: T,
-    /// `Some((first, second))` when the gradients are clipped: each `g` becomes
-    /// `(g * first) * second`, or `g * second` when `first` is 1; `None` when they stay.
-    pub scale: Option<(T, T)>,
-}
-
-/// [`clip_grad_norm`]'s decision, from sums that the caller computes where its gradients
-/// are (a GPU's, say): `sum_of_squares(scale)` must return the canonical sum of
-/// `(g * scale) * (g * scale)` over the gradients concatenated in order (`g * g` when
-/// `scale` is 1), and `largest_magnitude()` the largest `|g|`, asked only when the plain
-/// sum overflows. With the Cpu's sums this is exactly [`clip_grad_norm`]'s norm and
-/// scaling, so a device that computes the same canonical sums clips to the same bits.
-/// An error when `max_norm` is not finite and positive (named as `function`'s), or one
-/// that a sum returned.
-///
-/// ```
-/// use rlgrad_optim::plan_clip;
-/// // Gradients [3, 4]: sums of squares 25 (scale 1).
-/// let clipping = plan_clip("example", 1.0, |_| Ok(25.0f32), || Ok(4.0))?;
-/// assert_eq!(clipping.norm, 5.0);
-/// let (first, second) = clipping.scale.unwrap();
-/// assert_eq!(first, 1.0);
-/// assert!((3.0 * second - 0.6).abs() < 1e-6);
-/// # Ok::<(), rlgrad_optim::Error>(())
-/// ```
-pub fn plan_clip<T: Float>(
-    function: &'static str,
-    max_norm: f64,
-    sum_of_squares: impl FnMut(T) -> Result<T>,
-    largest_magnitude: impl FnOnce() -> Result<T>,
-) -> Result<Clipping<T>> {
-    check::positive(function, "max_norm", max_norm)?;
-    let norm = norm_from(sum_of_squares, largest_magnitude)?;
-    let scale = if norm.exponent == 0 {
-        let coef = T::from_f64(max_norm) / (norm.root + T::from_f64(1e-6));
-        // A NaN coefficient (non-finite norm) scales too, as in PyTorch.
-        (coef < T::one() || coef.is_nan()).then_some((T::one(), coef))
-    } else {
-        // coef = max_norm / (root 2^k + 1e-6), applied as (g 2^-k) (coef 2^k) so that
-        // neither factor leaves T's normal range.
-        let down = 0.5f64.powi(norm.exponent);
-        let coef_up = max_norm / (norm.root.as_f64() + 1e-6 * down);
-        (coef_up < 2f64.powi(norm.exponent)).then(|| (T::from_f64(down), T::from_f64(coef_up)))
-    };
-    Ok(Clipping {
-        norm: norm.value(),
-        scale,
-    })
 }
 
 /// The global L2 norm of `grads`, as one vector: the canonical sum of squares over the

@@ -193,7 +193,8 @@ pub fn polyak<T: Float>(par: Par, tau: T, keep: T, target: &mut [T], source: &[T
 mod device {
     use super::super::Cpu;
     use super::MAX_SLOTS;
-    use crate::kernels::optim::{OptimKernel, Update, check_polyak};
+    use crate::kernels::clip;
+    use crate::kernels::optim::{OptimKernel, Update, check_clip, check_polyak};
     use crate::{Float, Result};
 
     impl<T: Float> OptimKernel<T> for Cpu {
@@ -224,6 +225,21 @@ mod device {
             for (target, source) in targets.iter_mut().zip(sources) {
                 super::polyak(self.par(), tau, keep, target, source)?;
             }
+            Ok(())
+        }
+
+        fn clip_scale(&self, largest: &Vec<T>, scale: &mut Vec<T>) -> Result<()> {
+            let lengths = [("largest", largest.len()), ("scale", scale.len())];
+            check_clip("Cpu::clip_scale", lengths, 1, None)?;
+            scale[0] = clip::down_scale(largest[0]);
+            Ok(())
+        }
+
+        fn clip_plan(&self, max_norm: f64, sums: &Vec<T>, out: &mut Vec<T>) -> Result<()> {
+            let lengths = [("sums", sums.len()), ("out", out.len())];
+            check_clip("Cpu::clip_plan", lengths, 3, Some(max_norm))?;
+            let factors = clip::clip_factors(max_norm, sums[0], sums[1], sums[2]);
+            out.copy_from_slice(&factors.map_err(|e| e.in_function("Cpu::clip_plan"))?);
             Ok(())
         }
     }

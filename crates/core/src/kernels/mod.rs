@@ -17,6 +17,7 @@
 //! | fused recurrent cells (LSTM) | [`CellKernel`] | autodiff |
 
 pub mod cell;
+pub mod clip;
 mod copy;
 mod elementwise;
 mod matmul;

@@ -573,6 +573,38 @@ pub trait OptimKernel<T: Float>: Device {
         targets: &mut [&mut Self::Buffer<T>],
         sources: &[&Self::Buffer<T>],
     ) -> Result<()>;
+
+    /// `scale[0] = down_scale(largest[0])` ([`down_scale`](crate::kernels::clip::down_scale)): the factor of a
+    /// global-norm clip's second sum of squares, computed where the gradients are. An error
+    /// unless both hold one element.
+    fn clip_scale(&self, largest: &Self::Buffer<T>, scale: &mut Self::Buffer<T>) -> Result<()>;
+
+    /// `out = clip_factors(max_norm, sums[0], sums[1], sums[2])` ([`clip_factors`](crate::kernels::clip::clip_factors)):
+    /// a global-norm clip's `[norm, first, second]` from its sums, decided where the
+    /// gradients are, so that the step reads nothing back. An error unless `sums` and
+    /// `out` hold three elements, or when `max_norm` is not finite and positive.
+    fn clip_plan(
+        &self,
+        max_norm: f64,
+        sums: &Self::Buffer<T>,
+        out: &mut Self::Buffer<T>,
+    ) -> Result<()>;
+}
+
+/// Checks the arguments of [`OptimKernel::clip_scale`] (`sizes` 1 and 1) or
+/// [`OptimKernel::clip_plan`] (3 and 3, and `max_norm`), given the buffers' lengths.
+pub fn check_clip(
+    function: &'static str,
+    [input, output]: [(&'static str, usize); 2],
+    want: usize,
+    max_norm: Option<f64>,
+) -> Result<()> {
+    crate::check::len(function, input.0, want, input.1)?;
+    crate::check::len(function, output.0, want, output.1)?;
+    match max_norm {
+        Some(max_norm) => crate::check::positive(function, "max_norm", max_norm),
+        None => Ok(()),
+    }
 }
 
 /// Checks the arguments of [`OptimKernel::polyak`] given the buffers' lengths.

@@ -171,6 +171,64 @@ template <typename T> __device__ void polyak(T* target, const T* source, u64 n, 
 // the grid stride run over its elements. The table is a kernel parameter (read in place:
 // __grid_constant__), so a launch needs no upload and nothing that a CUDA graph could not
 // capture. Slots unused by a rule are null; `a`, `b`, `c` follow the kernel's order.
+// A global-norm clip decided on the device (rlgrad_core::kernels::clip): one thread each,
+// the Rust formulas in their order, f64 where they are f64. The binary exponent e of
+// x = m 2^e, m in [0.5, 1); T's largest has 128 (f32) or 1024 (f64).
+template <typename T> __device__ int binary_exponent(T x) {
+    int e;
+    if constexpr (sizeof(T) == 4) frexpf(x, &e);
+    else frexp(x, &e);
+    return e;
+}
+
+template <typename T> __device__ bool rl_is_inf(T x) {
+    return !is_nan(x) && is_nan(x - x);
+}
+
+// clip::scale_exponent: at most two below T's largest, so that 2^-k stays normal.
+template <typename T> __device__ int scale_exponent(T largest) {
+    int top = sizeof(T) == 4 ? 128 : 1024;
+    int e = binary_exponent(largest);
+    return e < top - 2 ? e : top - 2;
+}
+
+// clip::down_scale: 2^-k rounded to T (exact: a power of two in range), 1 for 0 or non-finite.
+template <typename T> __device__ void clip_scale(const T* largest, T* scale) {
+    T x = largest[0];
+    *scale = (x == (T)0 || is_nan(x) || rl_is_inf(x)) ? (T)1 : (T)ldexp(1.0, -scale_exponent(x));
+}
+
+// clip::clip_factors: [norm, first, second] from [sum, largest, scaled sum].
+template <typename T> __device__ void clip_plan(double max_norm, const T* sums, T* out) {
+    T sum = sums[0], largest = sums[1], scaled = sums[2];
+    T root;
+    int exponent = 0;
+    if (!rl_is_inf(sum)) {
+        root = rl_sqrt_t(sum);
+    } else if (rl_is_inf(largest)) {
+        root = largest;
+    } else {
+        root = rl_sqrt_t(scaled);
+        exponent = scale_exponent(largest);
+    }
+    T norm = root, first = (T)1, second = (T)1;
+    if (exponent == 0) {
+        T coef = (T)max_norm / (root + (T)1e-6);
+        if (coef < (T)1 || is_nan(coef)) second = coef;
+    } else {
+        norm = (T)((double)root * ldexp(1.0, exponent));
+        double down = ldexp(1.0, -exponent);
+        double coef_up = max_norm / ((double)root + 1e-6 * down);
+        if (coef_up < ldexp(1.0, exponent)) {
+            first = (T)down;
+            second = (T)coef_up;
+        }
+    }
+    out[0] = norm;
+    out[1] = first;
+    out[2] = second;
+}
+
 #define PARAMS_PER_LAUNCH 16
 struct ParamRow {
     u64 n, p, g, a, b, c;
@@ -232,6 +290,12 @@ template <typename T> __device__ __forceinline__ T* at(u64 address) { return (T*
     extern "C" __global__ void polyak_##S(const __grid_constant__ Params params, T tau,    \
                                           T keep) {                                        \
         ROW polyak<T>(at<T>(r.p), at<T>(r.g), r.n, tau, keep);                             \
+    }                                                                                      \
+    extern "C" __global__ void clip_scale_##S(const T* largest, T* scale) {                \
+        clip_scale<T>(largest, scale);                                                     \
+    }                                                                                      \
+    extern "C" __global__ void clip_plan_##S(double max_norm, const T* sums, T* out) {     \
+        clip_plan<T>(max_norm, sums, out);                                                 \
     }
 
 OPTIM_KERNELS(float, f32)
