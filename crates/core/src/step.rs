@@ -98,12 +98,18 @@ thread_local! {
 }
 
 /// Runs `step` with this thread's host reads watched: its result, and the first host read
-/// ([`note_host_read`]) it made, if any. For devices' [`Device::run_step`].
+/// ([`note_host_read`]) it made, if any, which a step around this one (on this thread)
+/// made too. For devices' [`Device::run_step`].
 pub fn watching_host_reads<R>(step: impl FnOnce() -> R) -> (R, Option<&'static str>) {
     let outer = HOST_READ.with(|read| read.borrow_mut().replace(None));
     let result = step();
     let read = HOST_READ.with(|read| std::mem::replace(&mut *read.borrow_mut(), outer));
-    (result, read.flatten())
+    let read = read.flatten();
+    if let Some(read) = read {
+        // A step around this one read the device too.
+        note_host_read(read);
+    }
+    (result, read)
 }
 
 /// Tells a running step (if any, on this thread) that `function` read the device from
@@ -175,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn steps_nest_and_each_sees_its_own_reads() {
+    fn steps_nest_and_a_read_in_the_inner_one_is_the_outer_ones_too() {
         let cpu = Cpu::seq();
         let buffer = cpu.upload(&[1.0f32]).unwrap();
         let mut outer = Step::new(&cpu);
@@ -188,5 +194,13 @@ mod tests {
             })
             .unwrap_err();
         assert!(err.to_string().contains("Device::host_slice"), "{err}");
+        let err = outer
+            .run(|| {
+                let inner_err = inner.run(|| cpu.download(&buffer).map(drop)).unwrap_err();
+                assert!(inner_err.to_string().contains("Device::download"));
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("Device::download"), "{err}");
     }
 }

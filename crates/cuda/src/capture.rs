@@ -14,8 +14,10 @@
 //!   written into its graph's nodes (`cuGraphExecKernelNodeSetParams`), the staged bytes are
 //!   uploaded in one copy, and the graph is launched: the same kernels with the same
 //!   parameters as launching them one by one, so the same bits;
-//! - **otherwise** the log is captured into a new CUDA graph (up to [`RECORDINGS`] per
-//!   step, the oldest dropped) and launched.
+//! - **otherwise**, the second time the same work comes (the first runs eagerly: an
+//!   optimizer's first step that creates its slots, a last short minibatch), the log is
+//!   captured into a new CUDA graph (up to [`RECORDINGS`] per step, the least recently
+//!   replayed dropped) and launched.
 //!
 //! A host read inside the step (a download, a synchronization) launches the work logged so
 //! far, eagerly, and the rest of the step runs eagerly too; [`Step::run`] then returns the
@@ -25,15 +27,23 @@
 //!
 //! Buffers freed while a step is logged are held until its work is launched: a free is
 //! ordered on the stream, and the logged kernels that use the buffer are launched after.
+//! A device runs one step at a time, and only the thread that runs it logs: other threads'
+//! work runs as it comes, except while a step's log is being captured, when their stream
+//! operations (launches, copies, allocations, frees) wait for the capture's end, so that
+//! none joins the graph. A step that panics has its logged work launched as it unwinds.
 //!
 //! [`Step::run`]: rlgrad_core::Step::run
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::DefaultHasher;
 use std::ffi::c_void;
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use cudarc::driver::sys;
-use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, LaunchConfig};
 use rlgrad_core::{Error, Result};
 
 use crate::Cuda;
@@ -46,18 +56,42 @@ pub const RECORDINGS: usize = 4;
 /// Staged upload offsets are multiples of this, so that the copies read aligned words.
 const STAGE_ALIGN: usize = 16;
 
+/// Work signatures remembered as seen once, per step.
+const SEEN: usize = 8;
+
 thread_local! {
-    /// Whether a step is logging its work on this thread: frees are held meanwhile.
-    static LOGGING: Cell<bool> = const { Cell::new(false) };
-    /// The buffers freed while this thread's step is logged.
+    /// How many steps (on any device) this thread is running: frees are held meanwhile.
+    static RUNNING: Cell<u32> = const { Cell::new(0) };
+    /// The buffers freed while this thread runs a step.
     static HELD: RefCell<Vec<CudaSlice<u8>>> = const { RefCell::new(Vec::new()) };
+    /// This thread's number for [`Cuda`]'s step owner (0: none).
+    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+/// Held for writing while a step's log is captured, for reading by every other stream
+/// operation (see the module documentation).
+static CAPTURE_GATE: RwLock<()> = RwLock::new(());
+
+/// Waits while a capture runs; hold the guard across a stream operation.
+pub(crate) fn outside_captures() -> RwLockReadGuard<'static, ()> {
+    CAPTURE_GATE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn this_thread() -> u64 {
+    THREAD.with(|t| *t)
 }
 
 /// Frees `slice`, or holds it until the running step's work is launched (see the module
 /// documentation).
 pub(crate) fn dispose(slice: CudaSlice<u8>) {
-    if LOGGING.with(Cell::get) {
+    if RUNNING.with(Cell::get) > 0 {
         HELD.with(|held| held.borrow_mut().push(slice));
+    } else {
+        // The free is a stream operation.
+        let _gate = outside_captures();
+        drop(slice);
     }
 }
 
@@ -112,13 +146,38 @@ struct Launch {
 }
 
 impl Launch {
+    /// What must be equal for two launches to do the same work: the kernel, its grid and
+    /// the sizes of its parameters (not their values).
+    fn work(&self) -> (usize, [u32; 7], impl Iterator<Item = usize> + '_) {
+        let c = &self.config;
+        let dims = [c.grid_dim, c.block_dim];
+        let [(a, b, d), (e, f, g)] = dims;
+        let kernel = self.kernel.cu_function() as usize;
+        (
+            kernel,
+            [a, b, d, e, f, g, c.shared_mem_bytes],
+            self.params.spans.iter().map(|s| s.1),
+        )
+    }
+
     /// Whether `other` does the same work up to its parameters' values.
     fn same_work(&self, other: &Launch) -> bool {
-        let dims = |c: &LaunchConfig| (c.grid_dim, c.block_dim, c.shared_mem_bytes);
-        self.kernel.cu_function() == other.kernel.cu_function()
-            && dims(&self.config) == dims(&other.config)
-            && (self.params.spans.iter().map(|s| s.1)).eq(other.params.spans.iter().map(|s| s.1))
+        let (kernel, dims, sizes) = self.work();
+        let (other_kernel, other_dims, other_sizes) = other.work();
+        kernel == other_kernel && dims == other_dims && sizes.eq(other_sizes)
     }
+}
+
+/// A hash of the work of `launches` ([`Launch::work`]), to know work seen before.
+fn signature(launches: &[Launch]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for launch in launches {
+        let (kernel, dims, sizes) = launch.work();
+        (kernel, dims).hash(&mut hasher);
+        sizes.for_each(|size| size.hash(&mut hasher));
+    }
+    launches.len().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The work of a step being logged, on its device.
@@ -139,7 +198,8 @@ struct Recording {
     /// The graph's kernel node of each launch.
     nodes: Vec<sys::CUgraphNode>,
     launches: Vec<Launch>,
-    replays: u64,
+    /// The step's run that last launched it, for the least recently used to go first.
+    last_run: u64,
 }
 
 // SAFETY: the graph and its nodes are driver handles used only through `&mut` of the
@@ -152,6 +212,8 @@ unsafe impl Send for Recording {}
 #[derive(Default)]
 pub struct CudaRecordings {
     recordings: Vec<Recording>,
+    /// Signatures of work seen once and not recorded yet, the newest last.
+    seen: Vec<u64>,
     staging: Option<CudaBuffer<u8>>,
     /// Why the step is not recorded any more (a capture the driver refused), if so.
     refused: Option<String>,
@@ -167,7 +229,8 @@ pub struct StepStats {
     pub recorded: u64,
     /// Runs that replayed a recording.
     pub replayed: u64,
-    /// Runs whose work was launched eagerly: a host read, an error, or a refused capture.
+    /// Runs whose work was launched eagerly: work seen for the first time, a host read,
+    /// an error, or a refused capture.
     pub eager: u64,
     /// Graph nodes whose parameters a replay changed.
     pub node_updates: u64,
@@ -207,24 +270,23 @@ impl Cuda {
         recordings: &mut CudaRecordings,
         step: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        recordings.stats.runs += 1;
-        let nested = self.log().is_some();
-        if nested || recordings.refused.is_some() {
-            // Inside another step, the outer step logs the work; a refused step runs as
-            // it comes.
-            if !nested {
-                recordings.stats.eager += 1;
-            }
+        if self.runs_step_here() {
+            // Inside this thread's step on this device: the outer step logs the work.
             return finish(self, rlgrad_core::step::watching_host_reads(step));
         }
-        *self.log() = Some(Log {
-            staging: recordings.staging.take(),
-            ..Log::default()
-        });
-        LOGGING.with(|logging| logging.set(true));
+        let _one_step = self
+            .inner()
+            .step_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        recordings.stats.runs += 1;
+        if recordings.refused.is_some() {
+            recordings.stats.eager += 1;
+            return finish(self, rlgrad_core::step::watching_host_reads(step));
+        }
+        let mut running = Running::start(self, recordings.staging.take());
         let (result, read) = rlgrad_core::step::watching_host_reads(step);
-        LOGGING.with(|logging| logging.set(false));
-        let mut log = self.log().take().expect("the step's log is this run's");
+        let mut log = running.stop();
         let launched = if result.is_ok() && !log.eager {
             self.launch_recorded(recordings, &mut log)
         } else {
@@ -232,8 +294,8 @@ impl Cuda {
             self.flush(&mut log)
         };
         recordings.staging = log.staging.take();
-        // The step's work is on the stream now: frees after it are ordered after it.
-        HELD.with(|held| held.borrow_mut().clear());
+        // Ends the run: its work is on the stream, so the frees held are ordered after it.
+        drop(running);
         launched?;
         finish(self, (result, read))
     }
@@ -243,9 +305,15 @@ impl Cuda {
         self.inner().log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a step is logging its work (not running eagerly after a host read).
+    /// Whether this thread runs a step on this device that logs its work (not running
+    /// eagerly after a host read).
     fn logging(&self) -> bool {
-        self.log().as_ref().is_some_and(|log| !log.eager)
+        self.runs_step_here() && self.log().as_ref().is_some_and(|log| !log.eager)
+    }
+
+    /// Whether this thread runs a step on this device.
+    fn runs_step_here(&self) -> bool {
+        self.inner().step_thread.load(Ordering::Acquire) == this_thread()
     }
 
     /// Logs a launch where a step is logging; `false` where the launch is to run now.
@@ -256,6 +324,9 @@ impl Cuda {
         config: LaunchConfig,
         args: &[&dyn KernelArg],
     ) -> bool {
+        if !self.runs_step_here() {
+            return false;
+        }
         let mut log = self.log();
         match log.as_mut() {
             Some(log) if !log.eager => {
@@ -323,6 +394,9 @@ impl Cuda {
     /// so far and lets the rest of the step run eagerly.
     pub(crate) fn before_host_read(&self, function: &'static str) -> Result<()> {
         rlgrad_core::step::note_host_read(function);
+        if !self.runs_step_here() {
+            return Ok(());
+        }
         // Taken out of the log, which is unlocked before the launches (the staging upload
         // asks it whether to log).
         let taken = match self.log().as_mut() {
@@ -343,13 +417,15 @@ impl Cuda {
         if let Some(log) = self.log().as_mut() {
             log.staging = staging;
         }
-        flushed
+        flushed.inspect_err(|_| self.forget_uploads())
     }
 
-    /// Launches `log`'s work eagerly, in order.
+    /// Launches `log`'s work eagerly, in order; where that fails, forgets what the device
+    /// caches believe was uploaded.
     fn flush(&self, log: &mut Log) -> Result<()> {
         let staged = std::mem::take(&mut log.staged);
         self.run_eagerly(&mut log.launches, &staged, &mut log.staging)
+            .inspect_err(|_| self.forget_uploads())
     }
 
     fn run_eagerly(
@@ -359,19 +435,47 @@ impl Cuda {
         staging: &mut Option<CudaBuffer<u8>>,
     ) -> Result<()> {
         self.stage(launches, staged, staging)?;
+        self.bind()?;
         for launch in launches.iter_mut() {
-            let pointers = launch.params.pointers();
-            let mut builder = self.inner().stream.launch_builder(&launch.kernel);
-            for pointer in &pointers {
-                // SAFETY: the parameter's bytes live in `launch.params` for the call.
-                builder.arg(unsafe { &*pointer.cast::<u64>() });
-            }
             self.count_launch();
-            // SAFETY: the logged launch's own parameters, as `Cuda::launch` checked them.
-            unsafe { builder.launch(launch.config) }
-                .map_err(|e| self.driver_error(launch.function, e))?;
+            self.launch_logged(launch)?;
         }
         Ok(())
+    }
+
+    /// Launches one logged launch on the stream (captured where the stream captures), its
+    /// parameters read from its words.
+    fn launch_logged(&self, launch: &mut Launch) -> Result<()> {
+        let mut pointers = launch.params.pointers();
+        let (grid, block) = (launch.config.grid_dim, launch.config.block_dim);
+        // SAFETY: the kernel with the grid and parameters that `Cuda::launch` checked and
+        // logged, each parameter's bytes alive in `launch.params` for the call (the driver
+        // copies them); the device's context is bound (`bind`) by the caller.
+        unsafe {
+            sys::cuLaunchKernel(
+                launch.kernel.cu_function(),
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                launch.config.shared_mem_bytes,
+                self.inner().stream.cu_stream(),
+                pointers.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| self.driver_error(launch.function, e))
+    }
+
+    /// Forgets the index lists and sequence layouts the device keeps (`copy.rs`,
+    /// `sequence.rs`): after a failed launch of a step's work, their uploads may not have
+    /// run.
+    fn forget_uploads(&self) {
+        *self.index_cache() = Default::default();
+        *self.sequence_cache() = Default::default();
     }
 
     /// Uploads `staged` into the staging buffer (a larger one where it does not fit) and
@@ -386,11 +490,10 @@ impl Cuda {
             return Ok(());
         }
         if staging.as_ref().is_none_or(|s| s.len() < staged.len()) {
-            // The old buffer's free is ordered after the graphs that read it.
-            if let Some(old) = staging.take() {
-                self.release(old);
-            }
-            *staging = Some(self.uninit("Step::run", staged.len().next_power_of_two())?);
+            // Dropped, the old buffer's free is ordered after the graphs that read it. The new
+            // one is not the cache's: the cache may hold buffers that the step's work, not yet
+            // launched, uses, and the staged bytes are written now.
+            *staging = Some(self.fresh("Step::run", staged.len().next_power_of_two())?);
         }
         let staging = staging.as_mut().expect("allocated above");
         self.copy_in("Step::run", staged, staging)?;
@@ -403,44 +506,76 @@ impl Cuda {
         Ok(())
     }
 
-    /// Replays the recording whose work is `log`'s, or records it.
+    /// Replays the recording whose work is `log`'s, records work seen before, or runs
+    /// work seen for the first time eagerly.
     fn launch_recorded(&self, recordings: &mut CudaRecordings, log: &mut Log) -> Result<()> {
         if log.launches.is_empty() {
             return Ok(());
         }
         let staged = std::mem::take(&mut log.staged);
-        self.stage(&mut log.launches, &staged, &mut log.staging)?;
-        let matching = (recordings.recordings.iter_mut()).find(|r| {
+        self.stage(&mut log.launches, &staged, &mut log.staging)
+            .inspect_err(|_| self.forget_uploads())?;
+        let run = recordings.stats.runs;
+        let matching = recordings.recordings.iter().position(|r| {
             r.launches.len() == log.launches.len()
                 && r.launches
                     .iter()
                     .zip(&log.launches)
                     .all(|(a, b)| a.same_work(b))
         });
-        match matching {
-            Some(recording) => {
-                recordings.stats.node_updates += self.update_nodes(recording, &log.launches)?;
-                recording.replays += 1;
-                recordings.stats.replayed += 1;
-                self.launch_graph(&recording.graph)
-            }
-            None => match self.record(&mut log.launches) {
-                Ok(recording) => {
-                    if recordings.recordings.len() == RECORDINGS {
-                        recordings.recordings.remove(0);
-                    }
-                    recordings.stats.recorded += 1;
-                    let launched = self.launch_graph(&recording.graph);
-                    recordings.recordings.push(recording);
-                    launched
+        if let Some(index) = matching {
+            let recording = &mut recordings.recordings[index];
+            let replayed = self
+                .update_nodes(recording, &log.launches)
+                .and_then(|updated| self.launch_graph(&recording.graph).map(|()| updated));
+            return match replayed {
+                Ok(updated) => {
+                    recording.last_run = run;
+                    recordings.stats.node_updates += updated;
+                    recordings.stats.replayed += 1;
+                    Ok(())
                 }
-                Err(why) => {
-                    // The staged bytes are already uploaded and patched in.
-                    recordings.refused = Some(why.to_string());
+                Err(_) => {
+                    // Dropped: its nodes may hold some of this run's parameters only.
+                    recordings.recordings.remove(index);
                     recordings.stats.eager += 1;
                     self.run_eagerly(&mut log.launches, &[], &mut log.staging)
+                        .inspect_err(|_| self.forget_uploads())
                 }
-            },
+            };
+        }
+        let work = signature(&log.launches);
+        if !recordings.seen.contains(&work) {
+            if recordings.seen.len() == SEEN {
+                recordings.seen.remove(0);
+            }
+            recordings.seen.push(work);
+            recordings.stats.eager += 1;
+            return self
+                .run_eagerly(&mut log.launches, &[], &mut log.staging)
+                .inspect_err(|_| self.forget_uploads());
+        }
+        recordings.seen.retain(|&seen| seen != work);
+        match self.record(&mut log.launches, run) {
+            Ok(recording) => {
+                if recordings.recordings.len() == RECORDINGS {
+                    let oldest = (recordings.recordings.iter().enumerate())
+                        .min_by_key(|(_, r)| r.last_run)
+                        .map_or(0, |(k, _)| k);
+                    recordings.recordings.remove(oldest);
+                }
+                recordings.stats.recorded += 1;
+                let launched = self.launch_graph(&recording.graph);
+                recordings.recordings.push(recording);
+                launched.inspect_err(|_| self.forget_uploads())
+            }
+            Err(why) => {
+                // The staged bytes are already uploaded and patched in.
+                recordings.refused = Some(why.to_string());
+                recordings.stats.eager += 1;
+                self.run_eagerly(&mut log.launches, &[], &mut log.staging)
+                    .inspect_err(|_| self.forget_uploads())
+            }
         }
     }
 
@@ -456,10 +591,10 @@ impl Cuda {
             if recorded.params == launch.params {
                 continue;
             }
-            *recorded = launch.clone();
-            let mut pointers = recorded.params.pointers();
+            let mut params = launch.params.clone();
+            let mut pointers = params.pointers();
             let config = recorded.config;
-            let params = sys::CUDA_KERNEL_NODE_PARAMS {
+            let node_params = sys::CUDA_KERNEL_NODE_PARAMS {
                 func: recorded.kernel.cu_function(),
                 gridDimX: config.grid_dim.0,
                 gridDimY: config.grid_dim.1,
@@ -480,19 +615,23 @@ impl Cuda {
                 sys::cuGraphExecKernelNodeSetParams_v2(
                     recording.graph.cu_graph_exec(),
                     *node,
-                    &params,
+                    &node_params,
                 )
             }
             .result()
             .map_err(|e| self.driver_error("Step::run", e))?;
+            // Only once the node holds them.
+            recorded.params = params;
             updated += 1;
         }
         Ok(updated)
     }
 
     /// Captures `launches` into a CUDA graph; the driver's reason where it refuses.
-    fn record(&self, launches: &mut [Launch]) -> std::result::Result<Recording, Error> {
+    fn record(&self, launches: &mut [Launch], run: u64) -> std::result::Result<Recording, Error> {
         let stream = &self.inner().stream;
+        // No other thread's stream operation may join the graph.
+        let _gate = CAPTURE_GATE.write().unwrap_or_else(|e| e.into_inner());
         stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| self.driver_error("Step::run", e))?;
@@ -506,7 +645,7 @@ impl Cuda {
             graph,
             nodes,
             launches: launches.to_vec(),
-            replays: 0,
+            last_run: run,
         })
     }
 
@@ -514,16 +653,9 @@ impl Cuda {
     fn capture_launches(&self, launches: &mut [Launch]) -> Result<Vec<sys::CUgraphNode>> {
         let stream = &self.inner().stream;
         let mut nodes = Vec::with_capacity(launches.len());
+        self.bind()?;
         for launch in launches.iter_mut() {
-            let pointers = launch.params.pointers();
-            let mut builder = stream.launch_builder(&launch.kernel);
-            for pointer in &pointers {
-                // SAFETY: the parameter's bytes live in `launch.params` for the call.
-                builder.arg(unsafe { &*pointer.cast::<u64>() });
-            }
-            // SAFETY: the logged launch's own parameters, as `Cuda::launch` checked them.
-            unsafe { builder.launch(launch.config) }
-                .map_err(|e| self.driver_error(launch.function, e))?;
+            self.launch_logged(launch)?;
             let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
             let mut dependencies: *const sys::CUgraphNode = std::ptr::null();
             let mut count = 0usize;
@@ -541,6 +673,12 @@ impl Cuda {
             }
             .result()
             .map_err(|e| self.driver_error("Step::run", e))?;
+            if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
+                return Err(self.error(
+                    "Step::run",
+                    format_args!("the capture stopped ({status:?}) at {}", launch.function),
+                ));
+            }
             if count != 1 || dependencies.is_null() {
                 return Err(self.error(
                     "Step::run",
@@ -559,6 +697,50 @@ impl Cuda {
         graph
             .launch()
             .map_err(|e| self.driver_error("Step::run", e))
+    }
+}
+
+/// A step's run on its device: the device's step owner, the log, and the thread's held
+/// frees, set up at its start and undone at its end, or as a panic unwinds through it
+/// (the logged work is launched then, as far as it can be).
+struct Running<'a> {
+    cuda: &'a Cuda,
+}
+
+impl<'a> Running<'a> {
+    fn start(cuda: &'a Cuda, staging: Option<CudaBuffer<u8>>) -> Self {
+        cuda.inner()
+            .step_thread
+            .store(this_thread(), Ordering::Release);
+        *cuda.log() = Some(Log {
+            staging,
+            ..Log::default()
+        });
+        RUNNING.with(|running| running.set(running.get() + 1));
+        Self { cuda }
+    }
+
+    /// The run's log, taken: from here the device's work runs as it comes.
+    fn stop(&mut self) -> Log {
+        self.cuda.log().take().unwrap_or_default()
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let unfinished = self.cuda.log().take();
+        if let Some(mut log) = unfinished {
+            // Unwinding from a panic in the step: what it logged runs, as it would have.
+            let _ = self.cuda.flush(&mut log);
+        }
+        let depth = RUNNING.with(|running| {
+            running.set(running.get() - 1);
+            running.get()
+        });
+        if depth == 0 {
+            HELD.with(|held| held.borrow_mut().clear());
+        }
+        self.cuda.inner().step_thread.store(0, Ordering::Release);
     }
 }
 

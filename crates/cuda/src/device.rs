@@ -129,6 +129,10 @@ pub(crate) struct Inner {
     downloads: AtomicU64,
     /// The work of the step being logged, if any (`capture.rs`).
     pub(crate) log: Mutex<Option<crate::capture::Log>>,
+    /// Held by the thread that runs a step, for the whole run (`capture.rs`).
+    pub(crate) step_lock: Mutex<()>,
+    /// That thread's number, 0 when no step runs.
+    pub(crate) step_thread: AtomicU64,
 }
 
 /// What work asked of a GPU ([`Cuda::activity`]): kernel launches, host-to-device copies
@@ -314,6 +318,8 @@ impl Cuda {
                 uploads: AtomicU64::new(0),
                 downloads: AtomicU64::new(0),
                 log: Mutex::default(),
+                step_lock: Mutex::default(),
+                step_thread: AtomicU64::new(0),
             }),
         })
     }
@@ -352,6 +358,7 @@ impl Cuda {
         }
         let from = source.bytes.slice(..bytes);
         let mut to = target.bytes.slice_mut(..bytes);
+        let _gate = crate::capture::outside_captures();
         self.inner
             .stream
             .memcpy_dtod(&from, &mut to)
@@ -473,18 +480,27 @@ impl Cuda {
         if let Some(slice) = self.take_cached(size) {
             return Ok(slice);
         }
-        // SAFETY: the memory is uninitialized, and every caller overwrites it (a kernel
-        // writing every element, an upload, a memset) before reading it.
-        match unsafe { self.inner.stream.alloc::<u8>(size) } {
-            Ok(slice) => Ok(slice),
-            Err(_) => {
-                self.clear_cache();
-                // SAFETY: as above.
-                unsafe { self.inner.stream.alloc::<u8>(size) }.map_err(|e| {
-                    self.error(function, format_args!("cannot allocate {bytes} bytes: {e}"))
-                })
-            }
-        }
+        self.new_alloc(function, bytes)
+    }
+
+    /// `bytes` of new device memory (not the cache's), contents unspecified. A failed
+    /// allocation empties the cache and tries once more.
+    fn new_alloc(&self, function: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
+        let size = bytes.max(4);
+        // An allocation is a stream operation (the guard is not held while the cache's
+        // frees take it too).
+        let allocate = || {
+            let _gate = crate::capture::outside_captures();
+            // SAFETY: the memory is uninitialized, and every caller overwrites it (a
+            // kernel writing every element, an upload, a memset) before reading it.
+            unsafe { self.inner.stream.alloc::<u8>(size) }
+        };
+        allocate().or_else(|_| {
+            self.clear_cache();
+            allocate().map_err(|e| {
+                self.error(function, format_args!("cannot allocate {bytes} bytes: {e}"))
+            })
+        })
     }
 
     fn take_cached(&self, size: usize) -> Option<CudaSlice<u8>> {
@@ -522,6 +538,13 @@ impl Cuda {
         Ok(CudaBuffer::new(self.raw_alloc(function, bytes)?, len))
     }
 
+    /// A buffer of `len` bytes of new device memory, never one of the cache's (a captured
+    /// step's staging buffer, written while the step's work that may use cached buffers
+    /// is not launched yet).
+    pub(crate) fn fresh(&self, function: &'static str, len: usize) -> Result<CudaBuffer<u8>> {
+        Ok(CudaBuffer::new(self.new_alloc(function, len)?, len))
+    }
+
     /// Hands a scratch buffer back to the cache (it is reused only by later work on the
     /// same stream, so kernels still queued that read it are unaffected).
     pub(crate) fn release<E>(&self, buffer: CudaBuffer<E>) {
@@ -557,6 +580,7 @@ impl Cuda {
         }
         let mut target = buffer.bytes.slice_mut(..host.len());
         self.inner.uploads.fetch_add(1, Ordering::Relaxed);
+        let _gate = crate::capture::outside_captures();
         self.inner
             .stream
             .memcpy_htod(host, &mut target)
@@ -569,6 +593,7 @@ impl Cuda {
         if self.logged_bytes(function, "zero_bytes", &[&address, &(bytes as u64)], bytes)? {
             return Ok(());
         }
+        let _gate = crate::capture::outside_captures();
         self.inner
             .stream
             .memset_zeros(&mut *buffer.bytes)
@@ -700,6 +725,7 @@ impl Cuda {
             arg.push(&mut builder);
         }
         self.count_launch();
+        let _gate = crate::capture::outside_captures();
         // SAFETY: the arguments match the kernel's parameter list (each family's Rust file
         // passes them in the order of its `.cu` signature, pointers as u64 addresses of
         // buffers that outlive the queued work: they are owned by the caller or released
@@ -861,6 +887,7 @@ impl Device for Cuda {
             };
             let source = buffer.bytes.slice(..target.len());
             self.inner.downloads.fetch_add(1, Ordering::Relaxed);
+            let _gate = crate::capture::outside_captures();
             self.inner
                 .stream
                 .memcpy_dtoh(&source, target)
@@ -876,6 +903,7 @@ impl Device for Cuda {
 
     fn synchronize(&self) -> Result<()> {
         self.before_host_read("Device::synchronize")?;
+        let _gate = crate::capture::outside_captures();
         self.inner
             .stream
             .synchronize()

@@ -2,8 +2,11 @@
 //! that the GPU runner can report how many elements each test compared.
 
 use std::cell::Cell;
+use std::ops::Deref;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rlgrad_core::Float;
+use rlgrad_cuda::Cuda;
 
 thread_local! {
     /// Elements compared and elements differing on this test's thread (libtest runs each
@@ -49,4 +52,48 @@ impl Drop for BitCount {
         let (compared, differing) = BITS.with(Cell::get);
         println!("{}", rlgrad_cuda::bits_line(compared, differing));
     }
+}
+
+/// Tests share GPU 0 (`Cuda::new` hands out one device per ordinal, with one caching
+/// allocator and one stream): they run side by side under a read lock, and the tests that
+/// count the allocator's bytes or the device's activity (captured steps) run alone under
+/// the write lock.
+pub static SHARED_GPU: RwLock<()> = RwLock::new(());
+
+/// GPU 0 for a test, or `None` (after saying the test was skipped, or failing it when
+/// `RLGRAD_REQUIRE_GPU=1`).
+pub struct Gpu<G> {
+    cuda: Cuda,
+    _lock: G,
+    _count: BitCount,
+}
+
+impl<G> Deref for Gpu<G> {
+    type Target = Cuda;
+    fn deref(&self) -> &Cuda {
+        &self.cuda
+    }
+}
+
+fn open_gpu<G>(lock: G) -> Option<Gpu<G>> {
+    match Cuda::new(0) {
+        Ok(cuda) => Some(Gpu {
+            cuda,
+            _lock: lock,
+            _count: BitCount,
+        }),
+        Err(why) => {
+            rlgrad_cuda::skip("GPU", &why);
+            None
+        }
+    }
+}
+
+pub fn gpu() -> Option<Gpu<RwLockReadGuard<'static, ()>>> {
+    open_gpu(SHARED_GPU.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// GPU 0 with no other test using it.
+pub fn exclusive_gpu() -> Option<Gpu<RwLockWriteGuard<'static, ()>>> {
+    open_gpu(SHARED_GPU.write().unwrap_or_else(|e| e.into_inner()))
 }

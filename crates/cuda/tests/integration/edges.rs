@@ -17,18 +17,7 @@ use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
 
 use crate::common;
-use common::{BitCount, same};
-
-/// GPU 0 and this test's bit count, or `None` after the skip line.
-fn gpu() -> Option<(Cuda, BitCount)> {
-    match Cuda::new(0) {
-        Ok(gpu) => Some((gpu, BitCount)),
-        Err(why) => {
-            rlgrad_cuda::skip("GPU", &why);
-            None
-        }
-    }
-}
+use common::{gpu, same};
 
 fn cpu() -> Cpu {
     Cpu::seq()
@@ -72,7 +61,7 @@ fn reduce_both<T: Float>(
 
 #[test]
 fn sums_deep_enough_for_three_and_four_tree_levels() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(11, "cuda-edges-deep");
     // A level reduces 128 leaves of 64 (8192 elements), then groups of 128 vectors: three
     // levels past 2^20 elements, four past 2^27.
@@ -95,7 +84,7 @@ fn sums_deep_enough_for_three_and_four_tree_levels() {
 
 #[test]
 fn min_and_max_order_nan_signed_zeros_and_infinities_as_the_cpu() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let specials = [
         0.0,
         -0.0,
@@ -129,7 +118,7 @@ fn min_and_max_order_nan_signed_zeros_and_infinities_as_the_cpu() {
 
 #[test]
 fn empty_inputs_give_the_cpus_results_and_errors() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     for dims in [&[0usize][..], &[0, 5], &[5, 0], &[2, 0, 3]] {
         let layout = Layout::contiguous(Shape::new(dims));
         let x: Vec<f32> = Vec::new();
@@ -307,7 +296,7 @@ fn every_family_at<T: Float>(gpu: &Cuda, n: usize, rng: &mut Rng) {
 
 #[test]
 fn every_family_at_the_sizes_around_a_warp_and_a_block() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(13, "cuda-edges-sizes");
     for n in SIZES {
         every_family_at::<f32>(&gpu, n, &mut rng);
@@ -317,7 +306,7 @@ fn every_family_at_the_sizes_around_a_warp_and_a_block() {
 
 #[test]
 fn more_than_65535_rows_columns_batches_and_sequences() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(14, "cuda-edges-grid");
     let many = 70_001;
     every_family_at::<f32>(&gpu, many, &mut rng);
@@ -356,7 +345,7 @@ fn more_than_65535_rows_columns_batches_and_sequences() {
 
 #[test]
 fn three_dimensional_views_strided_in_every_axis() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let mut rng = Rng::new(15, "cuda-edges-3d");
     let base: Vec<f64> = normal(&mut rng, 6 * 7 * 8);
     let g = gpu.upload(&base).unwrap();
@@ -396,7 +385,7 @@ fn host_memory_available() -> usize {
 
 #[test]
 fn more_than_2_pow_32_elements_index_in_64_bits() {
-    let Some((gpu, _count)) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let n = (1usize << 32) + 1_000;
     let bytes = n * 4;
     // Input and output on the GPU; the host holds one of them at a time.

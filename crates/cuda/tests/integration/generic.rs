@@ -13,7 +13,7 @@ use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::{Tensor, TensorDevice};
 
 use crate::common;
-use common::{BitCount, same};
+use common::same;
 
 /// Results of a few tensor ops on `device`, as host vectors.
 fn tensor_ops<D: TensorDevice<f32>>(device: &D) -> Vec<Vec<f32>> {
@@ -84,13 +84,10 @@ fn same_results(what: &str, cpu: &[Vec<f32>], gpu: &[Vec<f32>]) {
 fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
     let cpu = Cpu::seq();
     let (cpu_ops, cpu_training) = (tensor_ops(&cpu), training(&cpu));
-    let gpu = match Cuda::new(0) {
-        Ok(gpu) => gpu,
-        Err(why) => return rlgrad_cuda::skip("GPU", &why),
-    };
-    let _count = BitCount;
-    same_results("tensor ops", &cpu_ops, &tensor_ops(&gpu));
-    same_results("training", &cpu_training, &training(&gpu));
+    let Some(lock) = common::gpu() else { return };
+    let gpu: &Cuda = &lock;
+    same_results("tensor ops", &cpu_ops, &tensor_ops(gpu));
+    same_results("training", &cpu_training, &training(gpu));
 }
 
 /// Asking for more memory than the GPU has (1 TiB, an H200 has 141 GB) is an error that
@@ -99,17 +96,14 @@ fn tensors_and_a_training_step_on_the_gpu_give_the_cpus_bits() {
 #[test]
 fn out_of_memory_is_an_error_naming_the_bytes_and_training_goes_on() {
     let cpu_training = training(&Cpu::seq());
-    let gpu = match Cuda::new(0) {
-        Ok(gpu) => gpu,
-        Err(why) => return rlgrad_cuda::skip("GPU", &why),
-    };
-    let _count = BitCount;
+    let Some(lock) = common::gpu() else { return };
+    let gpu: &Cuda = &lock;
     let tebibyte = 1usize << 40;
     let refused =
-        Tensor::<f32, Cuda>::zeros_on(&gpu, [tebibyte / 4]).expect_err("1 TiB was allocated");
+        Tensor::<f32, Cuda>::zeros_on(gpu, [tebibyte / 4]).expect_err("1 TiB was allocated");
     let message = refused.to_string();
     assert!(message.contains(&tebibyte.to_string()), "{message}");
-    same_results("training after the refusal", &cpu_training, &training(&gpu));
+    same_results("training after the refusal", &cpu_training, &training(gpu));
 }
 
 /// A network whose second layer's output has an infinity (one weight is huge), on a tape
@@ -141,9 +135,7 @@ fn first_non_finite<D: TensorDevice<f32>>(device: &D) -> NonFinite {
 #[test]
 fn the_finite_check_names_the_cpus_origin_on_the_gpu() {
     let cpu = first_non_finite(&Cpu::seq());
-    let gpu = match Cuda::new(0) {
-        Ok(gpu) => gpu,
-        Err(why) => return rlgrad_cuda::skip("GPU", &why),
-    };
-    assert_eq!(first_non_finite(&gpu), cpu);
+    let Some(lock) = common::gpu() else { return };
+    let gpu: &Cuda = &lock;
+    assert_eq!(first_non_finite(gpu), cpu);
 }

@@ -15,54 +15,9 @@ use rlgrad_core::kernels::{
 };
 use rlgrad_core::{Cpu, Device, Dims, Float, Layout, Par, Rng, Shape, View};
 use rlgrad_cuda::Cuda;
-use std::ops::Deref;
 
 use crate::common;
-use common::{BitCount, same};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-/// Tests share GPU 0 (`Cuda::new` hands out one device per ordinal, with one caching
-/// allocator): they run side by side under a read lock, and the test that counts the
-/// allocator's cached bytes runs alone under the write lock.
-static SHARED_GPU: RwLock<()> = RwLock::new(());
-
-/// GPU 0 for a test, or `None` (after saying the test was skipped, or failing it when
-/// `RLGRAD_REQUIRE_GPU=1`).
-struct Gpu<G> {
-    cuda: Cuda,
-    _lock: G,
-    _count: BitCount,
-}
-
-impl<G> Deref for Gpu<G> {
-    type Target = Cuda;
-    fn deref(&self) -> &Cuda {
-        &self.cuda
-    }
-}
-
-fn open_gpu<G>(lock: G) -> Option<Gpu<G>> {
-    match Cuda::new(0) {
-        Ok(cuda) => Some(Gpu {
-            cuda,
-            _lock: lock,
-            _count: BitCount,
-        }),
-        Err(why) => {
-            rlgrad_cuda::skip("GPU", &why);
-            None
-        }
-    }
-}
-
-fn gpu() -> Option<Gpu<RwLockReadGuard<'static, ()>>> {
-    open_gpu(SHARED_GPU.read().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// GPU 0 with no other test using it.
-fn exclusive_gpu() -> Option<Gpu<RwLockWriteGuard<'static, ()>>> {
-    open_gpu(SHARED_GPU.write().unwrap_or_else(|e| e.into_inner()))
-}
+use common::{exclusive_gpu, gpu, same};
 
 fn cpu() -> Cpu {
     Cpu::seq()
