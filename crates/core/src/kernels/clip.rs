@@ -40,7 +40,7 @@ fn binary_exponent<T: Float>(x: T) -> i32 {
     i32::from(exponent) + (u64::BITS - mantissa.leading_zeros()) as i32
 }
 
-/// The canonical global norm (see [`global_norm`]) of the gradients whose canonical sums
+/// The canonical global norm (see `rlgrad_optim::global_norm`) of the gradients whose canonical sums
 /// of `(g * scale)^2` are `sum_of_squares(scale)` and whose largest magnitude is
 /// `largest_magnitude()` (asked only when the plain sum overflows).
 pub fn norm_from<T: Float>(
@@ -131,9 +131,10 @@ fn scale_exponent<T: Float>(largest: T) -> i32 {
     binary_exponent(largest).min(binary_exponent(T::max_value()) - 2)
 }
 
-/// `2^-k` ([`scale_exponent`]) for the largest `|g|` `largest`, rounded to `T`: what the
-/// gradients are multiplied by before the second sum of squares where the first
-/// overflows; 1 where `largest` is zero or not finite (that sum is then not used).
+/// `2^-k` for the largest `|g|` `largest` (`k` its binary exponent, at most two below
+/// `T`'s largest), rounded to `T`: what the gradients are multiplied by before the second
+/// sum of squares where the first overflows; 1 where `largest` is zero or not finite
+/// (that sum is then not used).
 pub fn down_scale<T: Float>(largest: T) -> T {
     if largest == T::zero() || !largest.is_finite() {
         return T::one();
