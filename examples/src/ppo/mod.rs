@@ -36,9 +36,10 @@
 //! into sequences stay on the host. A step of the rollout sends the observations and the
 //! recurrent states in one transfer and reads back twice (the probabilities the actions
 //! are drawn from, then what the rollout keeps); a minibatch goes to the device in one
-//! transfer; an update reads back what its global-norm clips decide
-//! ([`rlgrad_autodiff::Gradients::clip_global_norm`]) and, once at its end, the
-//! diagnostics it logs (it logs every update).
+//! transfer; its global-norm clip decides on the device
+//! ([`rlgrad_autodiff::Gradients::clip_global_norm_on_device`], the same bits as reading
+//! the norm back), and an update reads back only the diagnostics it logs, once at its end
+//! (it logs every update).
 
 mod normalize;
 mod policy;
@@ -698,7 +699,8 @@ impl<D: TrainDevice> Ppo<D> {
         let tape = &self.tape;
         let losses = ppo_losses(&self.policy, tape, &minibatch, clip, &self.config)?;
         let mut grads = tape.gradient(&losses.total, &[&self.policy])?;
-        grads.clip_global_norm(self.config.max_grad_norm)?;
+        // Decided on the device (the same bits): a GPU does not wait here for the norm.
+        grads.clip_global_norm_on_device(self.config.max_grad_norm)?;
         self.adam.apply_gradients(&mut self.policy, &grads)?;
 
         // SB3's diagnostics: approx_kl = mean((ratio - 1) - log_ratio), and the share of
