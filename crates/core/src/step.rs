@@ -101,10 +101,18 @@ thread_local! {
 /// ([`note_host_read`]) it made, if any, which a step around this one (on this thread)
 /// made too. For devices' [`Device::run_step`].
 pub fn watching_host_reads<R>(step: impl FnOnce() -> R) -> (R, Option<&'static str>) {
-    let outer = HOST_READ.with(|read| read.borrow_mut().replace(None));
+    /// Puts the enclosing step's watch back, also when `step` panics.
+    struct Restore(Option<Option<&'static str>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            HOST_READ.with(|read| *read.borrow_mut() = outer);
+        }
+    }
+    let restore = Restore(HOST_READ.with(|read| read.borrow_mut().replace(None)));
     let result = step();
-    let read = HOST_READ.with(|read| std::mem::replace(&mut *read.borrow_mut(), outer));
-    let read = read.flatten();
+    let read = HOST_READ.with(|read| read.borrow_mut().take()).flatten();
+    drop(restore);
     if let Some(read) = read {
         // A step around this one read the device too.
         note_host_read(read);
@@ -128,15 +136,16 @@ pub fn in_step() -> bool {
 }
 
 /// The error of a step whose work read the device from the host at `read` (on `device`):
-/// the step ran eagerly to its end, and could not be recorded.
+/// the step ran to its end, and could not be recorded.
 pub fn host_read_error(device: String, read: &'static str) -> Error {
     Error::Device {
         function: "Step::run",
         device,
         message: format!(
-            "the step read the device from the host (`{read}`), so it cannot be recorded: it \
-             ran eagerly to its end and its results are valid. Read values after `Step::run` \
-             returns (return the tensors from the step), or run this work outside the step"
+            "the step read a device from the host (`{read}`), which no recording can hold: \
+             the step ran to its end (its work eagerly from the read on) and its results \
+             are valid. Read values after `Step::run` returns (return the tensors from the \
+             step), or run this work outside the step"
         ),
         cause: None,
     }

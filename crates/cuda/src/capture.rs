@@ -27,20 +27,21 @@
 //!
 //! Buffers freed while a step is logged are held until its work is launched: a free is
 //! ordered on the stream, and the logged kernels that use the buffer are launched after.
-//! A device runs one step at a time, and only the thread that runs it logs: other threads'
-//! work runs as it comes, except while a step's log is being captured, when their stream
-//! operations (launches, copies, allocations, frees) wait for the capture's end, so that
-//! none joins the graph. A step that panics has its logged work launched as it unwinds.
+//! A device runs one step at a time, and its work comes from the thread that runs the step:
+//! another thread's launch, copy or allocation on that device meanwhile is an error naming
+//! the rule (it could read an upload that is only logged, or join a capture), not a wait
+//! (which could deadlock on the locks it holds). While any step runs, frees of device
+//! memory (from any thread) wait until the running steps end. A step that panics has its
+//! logged work launched as it unwinds.
 //!
 //! [`Step::run`]: rlgrad_core::Step::run
 
-use std::cell::{Cell, RefCell};
 use std::collections::hash_map::DefaultHasher;
 use std::ffi::c_void;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, LaunchConfig};
@@ -60,39 +61,43 @@ const STAGE_ALIGN: usize = 16;
 const SEEN: usize = 8;
 
 thread_local! {
-    /// How many steps (on any device) this thread is running: frees are held meanwhile.
-    static RUNNING: Cell<u32> = const { Cell::new(0) };
-    /// The buffers freed while this thread runs a step.
-    static HELD: RefCell<Vec<CudaSlice<u8>>> = const { RefCell::new(Vec::new()) };
     /// This thread's number for [`Cuda`]'s step owner (0: none).
     static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
-/// Held for writing while a step's log is captured, for reading by every other stream
-/// operation (see the module documentation).
-static CAPTURE_GATE: RwLock<()> = RwLock::new(());
+/// Steps running, on every device and thread.
+static STEPS_RUNNING: AtomicUsize = AtomicUsize::new(0);
 
-/// Waits while a capture runs; hold the guard across a stream operation.
-pub(crate) fn outside_captures() -> RwLockReadGuard<'static, ()> {
-    CAPTURE_GATE.read().unwrap_or_else(|e| e.into_inner())
-}
+/// The device memory freed while steps run, freed when none runs.
+static DEFERRED: Mutex<Vec<CudaSlice<u8>>> = Mutex::new(Vec::new());
 
 fn this_thread() -> u64 {
     THREAD.with(|t| *t)
 }
 
-/// Frees `slice`, or holds it until the running step's work is launched (see the module
-/// documentation).
+/// Frees `slice`, or, while a step runs, keeps it until no step runs (see the module
+/// documentation): a free is ordered on the stream, and a running step's logged work
+/// that uses the memory is launched later.
 pub(crate) fn dispose(slice: CudaSlice<u8>) {
-    if RUNNING.with(Cell::get) > 0 {
-        HELD.with(|held| held.borrow_mut().push(slice));
-    } else {
-        // The free is a stream operation.
-        let _gate = outside_captures();
-        drop(slice);
+    if STEPS_RUNNING.load(Ordering::Acquire) > 0 {
+        deferred().push(slice);
+        // The last step may have ended meanwhile, its frees taken before this one.
+        if STEPS_RUNNING.load(Ordering::Acquire) == 0 {
+            free_deferred();
+        }
     }
+}
+
+fn deferred() -> MutexGuard<'static, Vec<CudaSlice<u8>>> {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Frees what [`dispose`] kept.
+fn free_deferred() {
+    let slices = std::mem::take(&mut *deferred());
+    drop(slices);
 }
 
 /// A kernel's parameters, each at a multiple of 8 bytes in `words` (as the driver reads a
@@ -280,14 +285,12 @@ impl Cuda {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         recordings.stats.runs += 1;
-        if recordings.refused.is_some() {
-            recordings.stats.eager += 1;
-            return finish(self, rlgrad_core::step::watching_host_reads(step));
-        }
-        let mut running = Running::start(self, recordings.staging.take());
+        // A refused step still owns the device while it runs, its work eager.
+        let refused = recordings.refused.is_some();
+        let mut running = Running::start(self, recordings.staging.take(), refused);
         let (result, read) = rlgrad_core::step::watching_host_reads(step);
         let mut log = running.stop();
-        let launched = if result.is_ok() && !log.eager {
+        let launched = if result.is_ok() && !log.eager && !log.launches.is_empty() {
             self.launch_recorded(recordings, &mut log)
         } else {
             recordings.stats.eager += 1;
@@ -314,6 +317,20 @@ impl Cuda {
     /// Whether this thread runs a step on this device.
     fn runs_step_here(&self) -> bool {
         self.inner().step_thread.load(Ordering::Acquire) == this_thread()
+    }
+
+    /// `Ok` unless another thread runs a step on this device: then `function`'s work here
+    /// is an error (see the module documentation).
+    pub(crate) fn check_step_thread(&self, function: &'static str) -> Result<()> {
+        match self.inner().step_thread.load(Ordering::Acquire) {
+            0 => Ok(()),
+            owner if owner == this_thread() => Ok(()),
+            _ => Err(self.error(
+                function,
+                "another thread runs a training step (`Step::run`) on this device: while it \
+                 runs, the device's work comes from that thread only",
+            )),
+        }
     }
 
     /// Logs a launch where a step is logging; `false` where the launch is to run now.
@@ -509,9 +526,6 @@ impl Cuda {
     /// Replays the recording whose work is `log`'s, records work seen before, or runs
     /// work seen for the first time eagerly.
     fn launch_recorded(&self, recordings: &mut CudaRecordings, log: &mut Log) -> Result<()> {
-        if log.launches.is_empty() {
-            return Ok(());
-        }
         let staged = std::mem::take(&mut log.staged);
         self.stage(&mut log.launches, &staged, &mut log.staging)
             .inspect_err(|_| self.forget_uploads())?;
@@ -556,27 +570,35 @@ impl Cuda {
                 .inspect_err(|_| self.forget_uploads());
         }
         recordings.seen.retain(|&seen| seen != work);
-        match self.record(&mut log.launches, run) {
-            Ok(recording) => {
-                if recordings.recordings.len() == RECORDINGS {
-                    let oldest = (recordings.recordings.iter().enumerate())
-                        .min_by_key(|(_, r)| r.last_run)
-                        .map_or(0, |(k, _)| k);
-                    recordings.recordings.remove(oldest);
-                }
-                recordings.stats.recorded += 1;
-                let launched = self.launch_graph(&recording.graph);
-                recordings.recordings.push(recording);
-                launched.inspect_err(|_| self.forget_uploads())
-            }
+        // An error the driver kept from earlier work is not the capture's: it fails the
+        // run, not the step's recordings.
+        self.bind().inspect_err(|_| self.forget_uploads())?;
+        let recording = match self.record(&mut log.launches, run) {
+            Ok(recording) => recording,
             Err(why) => {
                 // The staged bytes are already uploaded and patched in.
                 recordings.refused = Some(why.to_string());
                 recordings.stats.eager += 1;
-                self.run_eagerly(&mut log.launches, &[], &mut log.staging)
-                    .inspect_err(|_| self.forget_uploads())
+                return self
+                    .run_eagerly(&mut log.launches, &[], &mut log.staging)
+                    .inspect_err(|_| self.forget_uploads());
             }
+        };
+        if self.launch_graph(&recording.graph).is_err() {
+            recordings.stats.eager += 1;
+            return self
+                .run_eagerly(&mut log.launches, &[], &mut log.staging)
+                .inspect_err(|_| self.forget_uploads());
         }
+        if recordings.recordings.len() == RECORDINGS {
+            let oldest = (recordings.recordings.iter().enumerate())
+                .min_by_key(|(_, r)| r.last_run)
+                .map_or(0, |(k, _)| k);
+            recordings.recordings.remove(oldest);
+        }
+        recordings.stats.recorded += 1;
+        recordings.recordings.push(recording);
+        Ok(())
     }
 
     /// Writes into `recording`'s nodes the parameters of `launches` that differ from the
@@ -630,8 +652,6 @@ impl Cuda {
     /// Captures `launches` into a CUDA graph; the driver's reason where it refuses.
     fn record(&self, launches: &mut [Launch], run: u64) -> std::result::Result<Recording, Error> {
         let stream = &self.inner().stream;
-        // No other thread's stream operation may join the graph.
-        let _gate = CAPTURE_GATE.write().unwrap_or_else(|e| e.into_inner());
         stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| self.driver_error("Step::run", e))?;
@@ -708,15 +728,17 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn start(cuda: &'a Cuda, staging: Option<CudaBuffer<u8>>) -> Self {
+    /// A run that logs, or with `eager` one whose work runs as it comes (a refused step).
+    fn start(cuda: &'a Cuda, staging: Option<CudaBuffer<u8>>, eager: bool) -> Self {
         cuda.inner()
             .step_thread
             .store(this_thread(), Ordering::Release);
         *cuda.log() = Some(Log {
             staging,
+            eager,
             ..Log::default()
         });
-        RUNNING.with(|running| running.set(running.get() + 1));
+        STEPS_RUNNING.fetch_add(1, Ordering::AcqRel);
         Self { cuda }
     }
 
@@ -733,12 +755,8 @@ impl Drop for Running<'_> {
             // Unwinding from a panic in the step: what it logged runs, as it would have.
             let _ = self.cuda.flush(&mut log);
         }
-        let depth = RUNNING.with(|running| {
-            running.set(running.get() - 1);
-            running.get()
-        });
-        if depth == 0 {
-            HELD.with(|held| held.borrow_mut().clear());
+        if STEPS_RUNNING.fetch_sub(1, Ordering::AcqRel) == 1 {
+            free_deferred();
         }
         self.cuda.inner().step_thread.store(0, Ordering::Release);
     }

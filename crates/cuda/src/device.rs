@@ -358,7 +358,7 @@ impl Cuda {
         }
         let from = source.bytes.slice(..bytes);
         let mut to = target.bytes.slice_mut(..bytes);
-        let _gate = crate::capture::outside_captures();
+        self.check_step_thread("Cuda::copy_buffer")?;
         self.inner
             .stream
             .memcpy_dtod(&from, &mut to)
@@ -487,10 +487,9 @@ impl Cuda {
     /// allocation empties the cache and tries once more.
     fn new_alloc(&self, function: &'static str, bytes: usize) -> Result<CudaSlice<u8>> {
         let size = bytes.max(4);
-        // An allocation is a stream operation (the guard is not held while the cache's
-        // frees take it too).
+        // An allocation is ordered on the stream.
+        self.check_step_thread(function)?;
         let allocate = || {
-            let _gate = crate::capture::outside_captures();
             // SAFETY: the memory is uninitialized, and every caller overwrites it (a
             // kernel writing every element, an upload, a memset) before reading it.
             unsafe { self.inner.stream.alloc::<u8>(size) }
@@ -579,8 +578,8 @@ impl Cuda {
             return Ok(());
         }
         let mut target = buffer.bytes.slice_mut(..host.len());
+        self.check_step_thread(function)?;
         self.inner.uploads.fetch_add(1, Ordering::Relaxed);
-        let _gate = crate::capture::outside_captures();
         self.inner
             .stream
             .memcpy_htod(host, &mut target)
@@ -593,7 +592,7 @@ impl Cuda {
         if self.logged_bytes(function, "zero_bytes", &[&address, &(bytes as u64)], bytes)? {
             return Ok(());
         }
-        let _gate = crate::capture::outside_captures();
+        self.check_step_thread(function)?;
         self.inner
             .stream
             .memset_zeros(&mut *buffer.bytes)
@@ -724,8 +723,8 @@ impl Cuda {
         for arg in args {
             arg.push(&mut builder);
         }
+        self.check_step_thread(function)?;
         self.count_launch();
-        let _gate = crate::capture::outside_captures();
         // SAFETY: the arguments match the kernel's parameter list (each family's Rust file
         // passes them in the order of its `.cu` signature, pointers as u64 addresses of
         // buffers that outlive the queued work: they are owned by the caller or released
@@ -886,8 +885,8 @@ impl Device for Cuda {
                 )
             };
             let source = buffer.bytes.slice(..target.len());
+            self.check_step_thread("Device::download")?;
             self.inner.downloads.fetch_add(1, Ordering::Relaxed);
-            let _gate = crate::capture::outside_captures();
             self.inner
                 .stream
                 .memcpy_dtoh(&source, target)
@@ -903,7 +902,7 @@ impl Device for Cuda {
 
     fn synchronize(&self) -> Result<()> {
         self.before_host_read("Device::synchronize")?;
-        let _gate = crate::capture::outside_captures();
+        self.check_step_thread("Device::synchronize")?;
         self.inner
             .stream
             .synchronize()

@@ -9,7 +9,7 @@ use rlgrad_autodiff::losses::{Reduction, mse_loss};
 use rlgrad_autodiff::nn::{Activation, Forward, Init, Mlp, Module, soft_update};
 use rlgrad_autodiff::{ApplyGradients, Tape};
 use rlgrad_core::kernels::OptimKernel;
-use rlgrad_core::{Cpu, Result, Rng, Step};
+use rlgrad_core::{Cpu, Device, Result, Rng, Step};
 use rlgrad_cuda::Cuda;
 use rlgrad_optim::{Adam, Optimizer};
 use rlgrad_tensor::{Tensor, TensorDevice};
@@ -199,4 +199,51 @@ fn out_of_memory_inside_a_step_is_an_error_and_training_goes_on() {
         eager.step(64).unwrap();
     }
     same("after the refusal", &eager.values(), &captured.values());
+}
+
+/// While a step runs, another thread's work on the device is an error that names the rule
+/// (it could read an upload that is only logged); after the step, that thread works again.
+#[test]
+fn another_threads_work_during_a_step_is_an_error_naming_the_rule() {
+    let Some(lock) = exclusive_gpu() else { return };
+    let gpu: &Cuda = &lock;
+    let mut learner = Learner::new(gpu);
+    let mut step = Step::new(gpu);
+    let refused = step
+        .run(|| {
+            learner.step(32)?;
+            let other = std::thread::scope(|s| s.spawn(|| gpu.upload(&[1.0f32])).join());
+            Ok(other.expect("the other thread returns"))
+        })
+        .unwrap();
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.contains("another thread runs a training step"),
+        "{message}"
+    );
+    let after = std::thread::scope(|s| s.spawn(|| gpu.upload(&[1.0f32])).join());
+    assert!(after.expect("the other thread returns").is_ok());
+}
+
+/// A step that panics after some work has that work launched as it unwinds; the device
+/// then runs steps as before, with the bits of a learner that ran the same work eagerly.
+#[test]
+fn a_panicking_step_leaves_the_device_usable_with_the_eager_bits() {
+    let Some(lock) = exclusive_gpu() else { return };
+    let gpu: &Cuda = &lock;
+    let (mut eager, mut captured) = (Learner::new(gpu), Learner::new(gpu));
+    let mut step = Step::new(gpu);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        step.run(|| -> rlgrad_core::Result<()> {
+            captured.step(64)?;
+            panic!("the step's own panic");
+        })
+    }));
+    assert!(panicked.is_err());
+    eager.step(64).unwrap();
+    for _ in 0..4 {
+        step.run(|| captured.step(64)).unwrap();
+        eager.step(64).unwrap();
+    }
+    same("after the panic", &eager.values(), &captured.values());
 }
