@@ -331,18 +331,15 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         td3.1.iterate()?;
     }
     let td3_bits = bits(&values(&td3.0.parameters())?, &values(&td3.1.parameters())?);
-    let mut captured = Td3::new_on(gpu)?;
-    let mut step = Step::new(gpu);
-    for _ in 0..checked {
-        step.run(|| captured.iterate())?;
-    }
-    let captured_bits = bits(
+    let (td3_captured, captured_bits) = captured(
+        gpu,
+        TD3_CAPTURED_ROW,
+        (checked, repeats),
+        (Td3::new_on(gpu)?, Td3::parameters),
+        Td3::iterate,
         &values(&td3.0.parameters())?,
-        &values(&captured.parameters())?,
-    );
+    )?;
     let td3 = time_step(gpu, repeats, || td3.1.iterate())?;
-    let td3_captured = time_step(gpu, repeats, || step.run(|| captured.iterate()))?;
-    println!("{TD3_CAPTURED_ROW}: {:?}", step.recordings());
     // gpu_train.py's minibatch: 8192 samples, 256 in its quick mode.
     let samples = if quick { 256 } else { 8192 };
     let mut ppo = (
@@ -354,18 +351,15 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         ppo.1.update()?;
     }
     let ppo_bits = bits(&values(&ppo.0.parameters())?, &values(&ppo.1.parameters())?);
-    let mut captured = PpoUpdate::new_on(gpu, samples)?;
-    let mut step = Step::new(gpu);
-    for _ in 0..checked {
-        step.run(|| captured.update())?;
-    }
-    let ppo_captured_bits = bits(
+    let (ppo_captured, ppo_captured_bits) = captured(
+        gpu,
+        PPO_CAPTURED_ROW,
+        (checked, repeats),
+        (PpoUpdate::new_on(gpu, samples)?, PpoUpdate::parameters),
+        PpoUpdate::update,
         &values(&ppo.0.parameters())?,
-        &values(&captured.parameters())?,
-    );
+    )?;
     let ppo = time_step(gpu, repeats, || ppo.1.update())?;
-    let ppo_captured = time_step(gpu, repeats, || step.run(|| captured.update()))?;
-    println!("{PPO_CAPTURED_ROW}: {:?}", step.recordings());
     let row = |name: &str, (ms, per_step), bits| Row {
         name: name.into(),
         bytes: 0.0,
@@ -380,6 +374,30 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         row(PPO_ROW, ppo, ppo_bits),
         row(PPO_CAPTURED_ROW, ppo_captured, ppo_captured_bits),
     ])
+}
+
+/// How a training workload lists its parameters (`Td3::parameters`).
+type ParametersOf<W> = fn(&W) -> Vec<&Tensor<f32, Cuda>>;
+
+/// A training step of `workload` on the GPU as a captured [`Step`]: `checked` runs, its
+/// parameters' bits against the Cpu's `want` (after as many runs), then `repeats` timed;
+/// the step's recordings printed under `name`.
+fn captured<W>(
+    gpu: &Cuda,
+    name: &str,
+    (checked, repeats): (usize, usize),
+    (mut workload, parameters): (W, ParametersOf<W>),
+    mut run: impl FnMut(&mut W) -> Result<()>,
+    want: &[f32],
+) -> Result<((f64, PerStep), String)> {
+    let mut step = Step::new(gpu);
+    for _ in 0..checked {
+        step.run(|| run(&mut workload))?;
+    }
+    let same = bits(want, &values(&parameters(&workload))?);
+    let timed = time_step(gpu, repeats, || step.run(|| run(&mut workload)))?;
+    println!("{name}: {:?}", step.recordings());
+    Ok((timed, same))
 }
 
 /// FP32 GEMMs `[m, k] @ [k, n]`, row-major: 4096^3 and `[65536, 256] @ [256, 256]`

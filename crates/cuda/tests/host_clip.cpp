@@ -30,9 +30,4 @@ template <typename T, typename Bits> static int run_case(const std::string& name
     return 0;
 }
 
-int main() {
-    return run_named_cases([](auto zero, const std::string& name, dim3 grid) {
-        using T = decltype(zero);
-        return run_case<T, BitsOf<T>>(name, grid);
-    });
-}
+RUN_TYPED_CASES(run_case)

@@ -198,6 +198,16 @@ template <typename Run> static int run_named_cases(Run run) {
 // The unsigned integer type of a float's bits.
 template <typename T> using BitsOf = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
 
+// The main of an emulation whose cases each run run_case<T, BitsOf<T>>(name, grid), T the
+// case's element type.
+#define RUN_TYPED_CASES(run_case)                                                      \
+    int main() {                                                                       \
+        return run_named_cases([](auto zero, const std::string& name, dim3 grid) {     \
+            using T = decltype(zero);                                                  \
+            return run_case<T, BitsOf<T>>(name, grid);                                 \
+        });                                                                            \
+    }
+
 template <typename T, typename Bits> static void print_bits(const std::vector<T>& values) {
     for (T x : values) {
         Bits bits;

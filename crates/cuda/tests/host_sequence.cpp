@@ -39,9 +39,4 @@ static int run_case(const std::string& name, dim3 grid) {
     return 0;
 }
 
-int main() {
-    return run_named_cases([](auto zero, const std::string& name, dim3 grid) {
-        using T = decltype(zero);
-        return run_case<T, BitsOf<T>>(name, grid);
-    });
-}
+RUN_TYPED_CASES(run_case)
