@@ -151,38 +151,113 @@ struct Launch {
 }
 
 impl Launch {
-    /// What must be equal for two launches to do the same work: the kernel, its grid and
-    /// the sizes of its parameters (not their values).
-    fn work(&self) -> (usize, [u32; 7], impl Iterator<Item = usize> + '_) {
+    /// What the launch does, up to its parameters' values.
+    fn key(&self) -> LaunchKey {
         let c = &self.config;
-        let dims = [c.grid_dim, c.block_dim];
-        let [(a, b, d), (e, f, g)] = dims;
-        let kernel = self.kernel.cu_function() as usize;
-        (
-            kernel,
-            [a, b, d, e, f, g, c.shared_mem_bytes],
-            self.params.spans.iter().map(|s| s.1),
-        )
-    }
-
-    /// Whether `other` does the same work up to its parameters' values.
-    fn same_work(&self, other: &Launch) -> bool {
-        let (kernel, dims, sizes) = self.work();
-        let (other_kernel, other_dims, other_sizes) = other.work();
-        kernel == other_kernel && dims == other_dims && sizes.eq(other_sizes)
+        let [(a, b, d), (e, f, g)] = [c.grid_dim, c.block_dim];
+        LaunchKey {
+            kernel: self.kernel.cu_function() as usize,
+            dims: [a, b, d, e, f, g, c.shared_mem_bytes],
+            sizes: self.params.spans.iter().map(|s| s.1 as u32).collect(),
+        }
     }
 }
 
-/// A hash of the work of `launches` ([`Launch::work`]), to know work seen before.
-fn signature(launches: &[Launch]) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    for launch in launches {
-        let (kernel, dims, sizes) = launch.work();
-        (kernel, dims).hash(&mut hasher);
-        sizes.for_each(|size| size.hash(&mut hasher));
+/// What a launch does up to its parameters' values: its kernel, grid and shared memory,
+/// and its parameters' sizes. Two runs whose launches have equal keys, in order, do the
+/// same work, and one's graph replays the other's with the parameters updated.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LaunchKey {
+    kernel: usize,
+    dims: [u32; 7],
+    sizes: Vec<u32>,
+}
+
+/// What a run of a step does with its logged work ([`Planner::plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Replay recording `.0`.
+    Replay(usize),
+    /// Capture the work (seen once before), then [`Planner::insert`] it.
+    Record,
+    /// Run the work as it comes: seen for the first time.
+    Eager,
+}
+
+/// A step's recordings (each with its device payload `G`: a CUDA graph) and the work seen
+/// once, and how a run's work is planned: replayed where a recording did the same work,
+/// recorded the second time it comes, eager the first time; at most [`RECORDINGS`]
+/// recordings, the least recently run dropped first. Pure bookkeeping, tested without a
+/// GPU.
+#[derive(Debug)]
+struct Planner<G> {
+    recorded: Vec<Recorded<G>>,
+    /// Hashes of work seen once and not recorded, the newest last (at most [`SEEN`]).
+    seen: Vec<u64>,
+    /// Runs planned so far.
+    runs: u64,
+}
+
+#[derive(Debug)]
+struct Recorded<G> {
+    work: Vec<LaunchKey>,
+    payload: G,
+    /// The run that last planned it.
+    last_run: u64,
+}
+
+impl<G> Default for Planner<G> {
+    fn default() -> Self {
+        Self {
+            recorded: Vec::new(),
+            seen: Vec::new(),
+            runs: 0,
+        }
     }
-    launches.len().hash(&mut hasher);
-    hasher.finish()
+}
+
+impl<G> Planner<G> {
+    /// The plan for a run whose logged work is `work`.
+    fn plan(&mut self, work: &[LaunchKey]) -> Plan {
+        self.runs += 1;
+        if let Some(index) = self.recorded.iter().position(|r| r.work == work) {
+            self.recorded[index].last_run = self.runs;
+            return Plan::Replay(index);
+        }
+        let mut hasher = DefaultHasher::new();
+        work.hash(&mut hasher);
+        let hash = hasher.finish();
+        if let Some(k) = self.seen.iter().position(|&seen| seen == hash) {
+            self.seen.remove(k);
+            return Plan::Record;
+        }
+        if self.seen.len() == SEEN {
+            self.seen.remove(0);
+        }
+        self.seen.push(hash);
+        Plan::Eager
+    }
+
+    /// Keeps the recording of this run's `work`, dropping the least recently run one
+    /// where [`RECORDINGS`] are kept.
+    fn insert(&mut self, work: Vec<LaunchKey>, payload: G) {
+        if self.recorded.len() == RECORDINGS {
+            let oldest = (self.recorded.iter().enumerate())
+                .min_by_key(|(_, r)| r.last_run)
+                .map_or(0, |(k, _)| k);
+            self.recorded.remove(oldest);
+        }
+        self.recorded.push(Recorded {
+            work,
+            payload,
+            last_run: self.runs,
+        });
+    }
+
+    /// Drops recording `index` (a replay of it failed).
+    fn forget(&mut self, index: usize) {
+        self.recorded.remove(index);
+    }
 }
 
 /// The work of a step being logged, on its device.
@@ -203,8 +278,6 @@ struct Recording {
     /// The graph's kernel node of each launch.
     nodes: Vec<sys::CUgraphNode>,
     launches: Vec<Launch>,
-    /// The step's run that last launched it, for the least recently used to go first.
-    last_run: u64,
 }
 
 // SAFETY: the graph and its nodes are driver handles used only through `&mut` of the
@@ -216,9 +289,7 @@ unsafe impl Send for Recording {}
 /// buffer for uploads, and counts of what its runs did.
 #[derive(Default)]
 pub struct CudaRecordings {
-    recordings: Vec<Recording>,
-    /// Signatures of work seen once and not recorded yet, the newest last.
-    seen: Vec<u64>,
+    planner: Planner<Recording>,
     staging: Option<CudaBuffer<u8>>,
     /// Why the step is not recorded any more (a capture the driver refused), if so.
     refused: Option<String>,
@@ -249,7 +320,9 @@ impl CudaRecordings {
 
     /// The recordings kept (at most [`RECORDINGS`]), each its kernel launches.
     pub fn recorded_launches(&self) -> Vec<usize> {
-        self.recordings.iter().map(|r| r.launches.len()).collect()
+        (self.planner.recorded.iter())
+            .map(|r| r.payload.launches.len())
+            .collect()
     }
 
     /// Why the step is no longer recorded (the driver refused a capture), if it is not.
@@ -529,76 +602,59 @@ impl Cuda {
         let staged = std::mem::take(&mut log.staged);
         self.stage(&mut log.launches, &staged, &mut log.staging)
             .inspect_err(|_| self.forget_uploads())?;
-        let run = recordings.stats.runs;
-        let matching = recordings.recordings.iter().position(|r| {
-            r.launches.len() == log.launches.len()
-                && r.launches
-                    .iter()
-                    .zip(&log.launches)
-                    .all(|(a, b)| a.same_work(b))
-        });
-        if let Some(index) = matching {
-            let recording = &mut recordings.recordings[index];
-            let replayed = self
-                .update_nodes(recording, &log.launches)
-                .and_then(|updated| self.launch_graph(&recording.graph).map(|()| updated));
-            return match replayed {
-                Ok(updated) => {
-                    recording.last_run = run;
-                    recordings.stats.node_updates += updated;
-                    recordings.stats.replayed += 1;
-                    Ok(())
+        let work: Vec<LaunchKey> = log.launches.iter().map(Launch::key).collect();
+        match recordings.planner.plan(&work) {
+            Plan::Replay(index) => {
+                let recording = &mut recordings.planner.recorded[index].payload;
+                let replayed = self
+                    .update_nodes(recording, &log.launches)
+                    .and_then(|updated| self.launch_graph(&recording.graph).map(|()| updated));
+                match replayed {
+                    Ok(updated) => {
+                        recordings.stats.node_updates += updated;
+                        recordings.stats.replayed += 1;
+                        Ok(())
+                    }
+                    Err(_) => {
+                        // Dropped: its nodes may hold some of this run's parameters only.
+                        recordings.planner.forget(index);
+                        recordings.stats.eager += 1;
+                        self.run_logged(log)
+                    }
                 }
-                Err(_) => {
-                    // Dropped: its nodes may hold some of this run's parameters only.
-                    recordings.recordings.remove(index);
-                    recordings.stats.eager += 1;
-                    self.run_eagerly(&mut log.launches, &[], &mut log.staging)
-                        .inspect_err(|_| self.forget_uploads())
-                }
-            };
-        }
-        let work = signature(&log.launches);
-        if !recordings.seen.contains(&work) {
-            if recordings.seen.len() == SEEN {
-                recordings.seen.remove(0);
             }
-            recordings.seen.push(work);
-            recordings.stats.eager += 1;
-            return self
-                .run_eagerly(&mut log.launches, &[], &mut log.staging)
-                .inspect_err(|_| self.forget_uploads());
-        }
-        recordings.seen.retain(|&seen| seen != work);
-        // An error the driver kept from earlier work is not the capture's: it fails the
-        // run, not the step's recordings.
-        self.bind().inspect_err(|_| self.forget_uploads())?;
-        let recording = match self.record(&mut log.launches, run) {
-            Ok(recording) => recording,
-            Err(why) => {
-                // The staged bytes are already uploaded and patched in.
-                recordings.refused = Some(why.to_string());
+            Plan::Eager => {
                 recordings.stats.eager += 1;
-                return self
-                    .run_eagerly(&mut log.launches, &[], &mut log.staging)
-                    .inspect_err(|_| self.forget_uploads());
+                self.run_logged(log)
             }
-        };
-        if self.launch_graph(&recording.graph).is_err() {
-            recordings.stats.eager += 1;
-            return self
-                .run_eagerly(&mut log.launches, &[], &mut log.staging)
-                .inspect_err(|_| self.forget_uploads());
+            Plan::Record => {
+                // An error the driver kept from earlier work is not the capture's: it
+                // fails the run, not the step's recordings.
+                self.bind().inspect_err(|_| self.forget_uploads())?;
+                let recording = match self.record(&mut log.launches) {
+                    Ok(recording) => recording,
+                    Err(why) => {
+                        recordings.refused = Some(why.to_string());
+                        recordings.stats.eager += 1;
+                        return self.run_logged(log);
+                    }
+                };
+                if self.launch_graph(&recording.graph).is_err() {
+                    recordings.stats.eager += 1;
+                    return self.run_logged(log);
+                }
+                recordings.stats.recorded += 1;
+                recordings.planner.insert(work, recording);
+                Ok(())
+            }
         }
-        if recordings.recordings.len() == RECORDINGS {
-            let oldest = (recordings.recordings.iter().enumerate())
-                .min_by_key(|(_, r)| r.last_run)
-                .map_or(0, |(k, _)| k);
-            recordings.recordings.remove(oldest);
-        }
-        recordings.stats.recorded += 1;
-        recordings.recordings.push(recording);
-        Ok(())
+    }
+
+    /// Runs `log`'s staged work eagerly (its bytes already uploaded and patched in);
+    /// where that fails, forgets what the device caches believe was uploaded.
+    fn run_logged(&self, log: &mut Log) -> Result<()> {
+        self.run_eagerly(&mut log.launches, &[], &mut log.staging)
+            .inspect_err(|_| self.forget_uploads())
     }
 
     /// Writes into `recording`'s nodes the parameters of `launches` that differ from the
@@ -650,7 +706,7 @@ impl Cuda {
     }
 
     /// Captures `launches` into a CUDA graph; the driver's reason where it refuses.
-    fn record(&self, launches: &mut [Launch], run: u64) -> std::result::Result<Recording, Error> {
+    fn record(&self, launches: &mut [Launch]) -> std::result::Result<Recording, Error> {
         let stream = &self.inner().stream;
         stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
@@ -665,7 +721,6 @@ impl Cuda {
             graph,
             nodes,
             launches: launches.to_vec(),
-            last_run: run,
         })
     }
 
@@ -774,6 +829,127 @@ fn finish<R>(cuda: &Cuda, (result, read): (Result<R>, Option<&'static str>)) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The work of a run: `launches` launches of kernel `kernel`.
+    fn work(kernel: usize, launches: usize) -> Vec<LaunchKey> {
+        (0..launches)
+            .map(|k| LaunchKey {
+                kernel,
+                dims: [k as u32, 1, 1, 256, 1, 1, 0],
+                sizes: vec![8, 8, 4],
+            })
+            .collect()
+    }
+
+    /// Plans `runs` in turn, inserting every recording the plans ask for; the plans.
+    fn plans(planner: &mut Planner<()>, runs: &[Vec<LaunchKey>]) -> Vec<Plan> {
+        runs.iter()
+            .map(|work| {
+                let plan = planner.plan(work);
+                if plan == Plan::Record {
+                    planner.insert(work.clone(), ());
+                }
+                plan
+            })
+            .collect()
+    }
+
+    /// The GPU tests' runs: a first step unlike the rest (an optimizer creating its slots),
+    /// then steady work: eager, eager (seen once), recorded, replayed from then on; with
+    /// two kinds of work alternating, each recorded on its second sight and each replay
+    /// taking its own recording.
+    #[test]
+    fn work_is_eager_at_first_sight_recorded_at_the_second_and_replayed_after() {
+        use Plan::{Eager, Record, Replay};
+        let (first, steady) = (work(1, 12), work(1, 10));
+        let runs = [
+            first.clone(),
+            steady.clone(),
+            steady.clone(),
+            steady.clone(),
+        ];
+        assert_eq!(
+            plans(&mut Planner::default(), &runs),
+            [Eager, Eager, Record, Replay(0)]
+        );
+        let (a, b) = (work(2, 10), work(3, 10));
+        let mut runs = vec![first];
+        for _ in 0..9 {
+            runs.push(if runs.len() % 2 == 0 {
+                a.clone()
+            } else {
+                b.clone()
+            });
+        }
+        let planned = plans(&mut Planner::default(), &runs);
+        let count = |f: fn(&Plan) -> bool| planned.iter().filter(|p| f(p)).count();
+        assert_eq!(
+            (
+                count(|p| *p == Record),
+                count(|p| matches!(p, Replay(_))),
+                count(|p| *p == Eager)
+            ),
+            (2, 5, 3),
+            "{planned:?}"
+        );
+        assert_eq!(
+            &planned[5..],
+            [Replay(0), Replay(1), Replay(0), Replay(1), Replay(0)]
+        );
+        // A launch's grid or a parameter's size makes other work; its values do not count.
+        let mut wider = work(2, 10);
+        wider[3].dims[0] = 99;
+        let mut planner = Planner::default();
+        plans(&mut planner, &[a.clone(), a.clone()]);
+        assert_eq!(planner.plan(&wider), Eager);
+        assert_eq!(planner.plan(&a), Replay(0));
+    }
+
+    /// At most `RECORDINGS` recordings, the least recently run dropped; a forgotten one is
+    /// recorded again from its next second sight; at most `SEEN` kinds of work are
+    /// remembered as seen once, the oldest forgotten.
+    #[test]
+    fn the_least_recently_run_recording_goes_first_and_seen_work_is_bounded() {
+        use Plan::{Eager, Record, Replay};
+        let mut planner = Planner::default();
+        let kinds: Vec<Vec<LaunchKey>> = (0..=RECORDINGS).map(|k| work(10 + k, 3)).collect();
+        for kind in &kinds[..RECORDINGS] {
+            assert_eq!(
+                plans(&mut planner, &[kind.clone(), kind.clone()]),
+                [Eager, Record]
+            );
+        }
+        // The first is run again, so the second is now the least recently run.
+        assert_eq!(planner.plan(&kinds[0]), Replay(0));
+        plans(
+            &mut planner,
+            &[kinds[RECORDINGS].clone(), kinds[RECORDINGS].clone()],
+        );
+        assert_eq!(planner.recorded.len(), RECORDINGS);
+        assert!(planner.recorded.iter().all(|r| r.work != kinds[1]));
+        assert!(matches!(planner.plan(&kinds[0]), Replay(_)));
+        assert_eq!(
+            plans(&mut planner, &[kinds[1].clone(), kinds[1].clone()]),
+            [Eager, Record]
+        );
+        let index = planner
+            .recorded
+            .iter()
+            .position(|r| r.work == kinds[1])
+            .unwrap();
+        planner.forget(index);
+        assert_eq!(planner.plan(&kinds[1]), Eager);
+        let mut planner = Planner::<()>::default();
+        for k in 0..=SEEN {
+            assert_eq!(planner.plan(&work(100 + k, 1)), Eager);
+        }
+        assert_eq!(
+            planner.plan(&work(100, 1)),
+            Eager,
+            "the oldest was forgotten"
+        );
+        assert_eq!(planner.plan(&work(100 + SEEN, 1)), Record);
+    }
 
     #[test]
     fn parameters_keep_their_bytes_at_word_boundaries() {
