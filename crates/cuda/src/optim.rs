@@ -348,17 +348,11 @@ mod tests {
 
     use crate::host::Emulator;
 
-    /// optim.cu's clip decisions compiled for the host against the Rust formulas, bit for
-    /// bit: the plain norm below and above the limit, zero gradients, a NaN, an infinite
-    /// gradient, overflowing squares (clipped, and left alone under a huge limit), a norm
-    /// beyond the type's range, subnormal and huge largest gradients.
-    fn emulated_clip_decisions_are_the_rust_formulas<T: Float>() {
-        let Some(emulator) = Emulator::build(
-            ("host_clip.cpp", include_str!("../tests/host_clip.cpp")),
-            ("optim.cu", include_str!("cuda/optim.cu")),
-        ) else {
-            return;
-        };
+    /// The emulation's input for `T`'s cases, and the bits the Rust formulas give: the
+    /// plain norm below and above the limit, zero gradients, a NaN, an infinite gradient,
+    /// overflowing squares (clipped, and left alone under a huge limit), a norm beyond the
+    /// type's range, subnormal and huge largest gradients.
+    fn clip_cases<T: Float>() -> (String, Vec<u64>) {
         let t = T::from_f64;
         let (inf, nan, max) = (T::infinity(), T::nan(), T::max_value());
         let tiny = T::min_positive_value() / t(8.0);
@@ -377,42 +371,46 @@ mod tests {
         let hex = |x: T| format!("{:x}", x.to_bits_u64());
         let mut input = String::new();
         let mut want = Vec::new();
-        for (max_norm, [sum, largest, scaled]) in &cases {
+        for (max_norm, [sum, largest, scaled]) in cases {
             input.push_str(&format!(
                 "{} plan 1 {:x} {} {} {}\n",
                 T::DTYPE.name(),
                 max_norm.to_bits(),
-                hex(*sum),
-                hex(*largest),
-                hex(*scaled)
+                hex(sum),
+                hex(largest),
+                hex(scaled)
             ));
-            want.push(down_scale(*largest).to_bits_u64());
-            let factors = clip_factors(*max_norm, *sum, *largest, *scaled).unwrap();
+            want.push(down_scale(largest).to_bits_u64());
+            let factors = clip_factors(max_norm, sum, largest, scaled).unwrap();
             want.extend(factors.map(Float::to_bits_u64));
         }
-        let got: Vec<u64> = (emulator.run(input).lines())
+        (input, want)
+    }
+
+    /// optim.cu's clip decisions compiled for the host give the Rust formulas' bits
+    /// ([`clip_cases`], f32 and f64): the scale, the norm and both factors.
+    #[test]
+    fn emulated_clip_decisions_are_the_rust_formulas() {
+        let Some(emulator) = Emulator::build(
+            ("host_clip.cpp", include_str!("../tests/host_clip.cpp")),
+            ("optim.cu", include_str!("cuda/optim.cu")),
+        ) else {
+            return;
+        };
+        let ((input32, want32), (input64, want64)) = (clip_cases::<f32>(), clip_cases::<f64>());
+        let got: Vec<u64> = (emulator.run(input32 + &input64).lines())
             .map(|l| u64::from_str_radix(l, 16).unwrap())
             .collect();
+        let want: Vec<u64> = want32.into_iter().chain(want64).collect();
         assert_eq!(got.len(), want.len());
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(
                 g,
                 w,
-                "{}: case {}, output {}",
-                T::DTYPE.name(),
+                "case {} (f32 first, then f64), output {}",
                 k / 4,
                 k % 4
             );
         }
-    }
-
-    #[test]
-    fn emulated_clip_decisions_are_the_rust_formulas_f32() {
-        emulated_clip_decisions_are_the_rust_formulas::<f32>();
-    }
-
-    #[test]
-    fn emulated_clip_decisions_are_the_rust_formulas_f64() {
-        emulated_clip_decisions_are_the_rust_formulas::<f64>();
     }
 }
