@@ -30,9 +30,10 @@
 //! A device runs one step at a time, and its work comes from the thread that runs the step:
 //! another thread's launch, copy or allocation on that device meanwhile is an error naming
 //! the rule (it could read an upload that is only logged, or join a capture), not a wait
-//! (which could deadlock on the locks it holds). While any step runs, frees of device
-//! memory (from any thread) wait until the running steps end. A step that panics has its
-//! logged work launched as it unwinds.
+//! (which could deadlock on the locks it holds); so is another thread's step there. While a
+//! step runs on a device, frees of that device's memory (from any thread) wait until the
+//! step ends. A step that panics has its logged work launched as it unwinds; one whose
+//! staging buffer cannot be had runs its work with its uploads copied directly.
 //!
 //! [`Step::run`]: rlgrad_core::Step::run
 
@@ -40,7 +41,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::ffi::c_void;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use cudarc::driver::sys;
@@ -67,37 +68,52 @@ thread_local! {
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
-/// Steps running, on every device and thread.
-static STEPS_RUNNING: AtomicUsize = AtomicUsize::new(0);
+/// Per device (by ordinal): how many steps run (0 or 1: one at a time) and the device
+/// memory freed meanwhile, freed when its step ends. One lock for both, so that a step's
+/// end cannot take a free that a later step's work still needs.
+static DEFERRED: Mutex<Vec<(usize, Deferral)>> = Mutex::new(Vec::new());
 
-/// The device memory freed while steps run, freed when none runs.
-static DEFERRED: Mutex<Vec<CudaSlice<u8>>> = Mutex::new(Vec::new());
+#[derive(Default)]
+struct Deferral {
+    running: usize,
+    held: Vec<CudaSlice<u8>>,
+}
+
+fn deferred() -> MutexGuard<'static, Vec<(usize, Deferral)>> {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The deferral of device `ordinal` in `all`, made where there is none.
+fn deferral_of(all: &mut Vec<(usize, Deferral)>, ordinal: usize) -> &mut Deferral {
+    let index = match all.iter().position(|(o, _)| *o == ordinal) {
+        Some(index) => index,
+        None => {
+            all.push((ordinal, Deferral::default()));
+            all.len() - 1
+        }
+    };
+    &mut all[index].1
+}
 
 fn this_thread() -> u64 {
     THREAD.with(|t| *t)
 }
 
-/// Frees `slice`, or, while a step runs, keeps it until no step runs (see the module
-/// documentation): a free is ordered on the stream, and a running step's logged work
+/// Frees `slice`, or, while a step runs on its device, keeps it until that step ends (see
+/// the module documentation): a free is ordered on the stream, and the step's logged work
 /// that uses the memory is launched later.
 pub(crate) fn dispose(slice: CudaSlice<u8>) {
-    if STEPS_RUNNING.load(Ordering::Acquire) > 0 {
-        deferred().push(slice);
-        // The last step may have ended meanwhile, its frees taken before this one.
-        if STEPS_RUNNING.load(Ordering::Acquire) == 0 {
-            free_deferred();
+    let mut all = deferred();
+    match all
+        .iter_mut()
+        .find(|(ordinal, _)| *ordinal == slice.ordinal())
+    {
+        Some((_, deferral)) if deferral.running > 0 => deferral.held.push(slice),
+        _ => {
+            drop(all);
+            drop(slice);
         }
     }
-}
-
-fn deferred() -> MutexGuard<'static, Vec<CudaSlice<u8>>> {
-    DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Frees what [`dispose`] kept.
-fn free_deferred() {
-    let slices = std::mem::take(&mut *deferred());
-    drop(slices);
 }
 
 /// A kernel's parameters, each at a multiple of 8 bytes in `words` (as the driver reads a
@@ -352,11 +368,15 @@ impl Cuda {
             // Inside this thread's step on this device: the outer step logs the work.
             return finish(self, rlgrad_core::step::watching_host_reads(step));
         }
-        let _one_step = self
-            .inner()
-            .step_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        // One step at a time: another thread's step here is an error, as its other work
+        // would be (waiting could deadlock on a thread this one waits for).
+        let _one_step = match self.inner().step_lock.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(self.step_elsewhere_error("Step::run"));
+            }
+        };
         recordings.stats.runs += 1;
         // A refused step still owns the device while it runs, its work eager.
         let refused = recordings.refused.is_some();
@@ -398,12 +418,17 @@ impl Cuda {
         match self.inner().step_thread.load(Ordering::Acquire) {
             0 => Ok(()),
             owner if owner == this_thread() => Ok(()),
-            _ => Err(self.error(
-                function,
-                "another thread runs a training step (`Step::run`) on this device: while it \
-                 runs, the device's work comes from that thread only",
-            )),
+            _ => Err(self.step_elsewhere_error(function)),
         }
+    }
+
+    /// `function`'s error where another thread runs a step on this device.
+    fn step_elsewhere_error(&self, function: &'static str) -> Error {
+        self.error(
+            function,
+            "another thread runs a training step (`Step::run`) on this device: while it \
+             runs, the device's work comes from that thread only",
+        )
     }
 
     /// Logs a launch where a step is logging; `false` where the launch is to run now.
@@ -524,11 +549,45 @@ impl Cuda {
         staged: &[u8],
         staging: &mut Option<CudaBuffer<u8>>,
     ) -> Result<()> {
-        self.stage(launches, staged, staging)?;
+        if self.stage(launches, staged, staging).is_err() {
+            return self.run_unstaged(launches, staged);
+        }
         self.bind()?;
         for launch in launches.iter_mut() {
             self.count_launch();
             self.launch_logged(launch)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `launches` in order with each staged upload copied straight from `staged` to
+    /// its target instead of launching its copy kernel: where no staging buffer could be
+    /// had.
+    fn run_unstaged(&self, launches: &mut [Launch], staged: &[u8]) -> Result<()> {
+        self.bind()?;
+        for launch in launches.iter_mut() {
+            let Some(at) = launch.staged_at else {
+                self.count_launch();
+                self.launch_logged(launch)?;
+                continue;
+            };
+            // The copy's parameters: source (not patched), target, bytes.
+            let word = |k: usize| launch.params.words[launch.params.spans[k].0];
+            let (target, len) = (word(1), word(2) as usize);
+            self.count_upload();
+            // SAFETY: `len` bytes from `staged` (the step's host bytes, alive for the call;
+            // the driver stages pageable memory before it returns) to the target buffer the
+            // upload was logged for, alive on this device; the context is bound.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    target,
+                    staged[at..at + len].as_ptr().cast(),
+                    len,
+                    self.inner().stream.cu_stream(),
+                )
+            }
+            .result()
+            .map_err(|e| self.driver_error(launch.function, e))?;
         }
         Ok(())
     }
@@ -600,8 +659,16 @@ impl Cuda {
     /// work seen for the first time eagerly.
     fn launch_recorded(&self, recordings: &mut CudaRecordings, log: &mut Log) -> Result<()> {
         let staged = std::mem::take(&mut log.staged);
-        self.stage(&mut log.launches, &staged, &mut log.staging)
-            .inspect_err(|_| self.forget_uploads())?;
+        if self
+            .stage(&mut log.launches, &staged, &mut log.staging)
+            .is_err()
+        {
+            // No staging buffer (memory): the work still runs, its uploads copied directly.
+            recordings.stats.eager += 1;
+            return self
+                .run_unstaged(&mut log.launches, &staged)
+                .inspect_err(|_| self.forget_uploads());
+        }
         let work: Vec<LaunchKey> = log.launches.iter().map(Launch::key).collect();
         match recordings.planner.plan(&work) {
             Plan::Replay(index) => {
@@ -768,10 +835,11 @@ impl Cuda {
     }
 
     fn launch_graph(&self, graph: &CudaGraph) -> Result<()> {
-        self.count_graph_launch();
         graph
             .launch()
-            .map_err(|e| self.driver_error("Step::run", e))
+            .map_err(|e| self.driver_error("Step::run", e))?;
+        self.count_graph_launch();
+        Ok(())
     }
 }
 
@@ -793,7 +861,7 @@ impl<'a> Running<'a> {
             eager,
             ..Log::default()
         });
-        STEPS_RUNNING.fetch_add(1, Ordering::AcqRel);
+        deferral_of(&mut deferred(), cuda.ordinal()).running += 1;
         Self { cuda }
     }
 
@@ -810,9 +878,18 @@ impl Drop for Running<'_> {
             // Unwinding from a panic in the step: what it logged runs, as it would have.
             let _ = self.cuda.flush(&mut log);
         }
-        if STEPS_RUNNING.fetch_sub(1, Ordering::AcqRel) == 1 {
-            free_deferred();
-        }
+        let freed = {
+            let mut all = deferred();
+            let deferral = deferral_of(&mut all, self.cuda.ordinal());
+            deferral.running -= 1;
+            if deferral.running == 0 {
+                std::mem::take(&mut deferral.held)
+            } else {
+                Vec::new()
+            }
+        };
+        // Freed outside the lock, after the step's work is on the stream.
+        drop(freed);
         self.cuda.inner().step_thread.store(0, Ordering::Release);
     }
 }

@@ -579,7 +579,7 @@ impl Cuda {
         }
         let mut target = buffer.bytes.slice_mut(..host.len());
         self.check_step_thread(function)?;
-        self.inner.uploads.fetch_add(1, Ordering::Relaxed);
+        self.count_upload();
         self.inner
             .stream
             .memcpy_htod(host, &mut target)
@@ -693,6 +693,15 @@ impl Cuda {
 
     pub(crate) fn count_launch(&self) {
         self.inner.launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_upload(&self) {
+        self.inner.uploads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The GPU's ordinal (0 is the first), as its buffers know it.
+    pub(crate) fn ordinal(&self) -> usize {
+        self.inner.ordinal
     }
 
     pub(crate) fn count_graph_launch(&self) {

@@ -201,8 +201,9 @@ fn out_of_memory_inside_a_step_is_an_error_and_training_goes_on() {
     same("after the refusal", &eager.values(), &captured.values());
 }
 
-/// While a step runs, another thread's work on the device is an error that names the rule
-/// (it could read an upload that is only logged); after the step, that thread works again.
+/// While a step runs, another thread's work on the device (an upload, a step of its own) is
+/// an error that names the rule (it could read an upload that is only logged; waiting
+/// could deadlock); after the step, that thread works again.
 #[test]
 fn another_threads_work_during_a_step_is_an_error_naming_the_rule() {
     let Some(lock) = exclusive_gpu() else { return };
@@ -212,7 +213,16 @@ fn another_threads_work_during_a_step_is_an_error_naming_the_rule() {
     let refused = step
         .run(|| {
             learner.step(32)?;
-            let other = std::thread::scope(|s| s.spawn(|| gpu.upload(&[1.0f32])).join());
+            let (other, other_step) = std::thread::scope(|s| {
+                let upload = s.spawn(|| gpu.upload(&[1.0f32])).join();
+                let step = s.spawn(|| Step::new(gpu).run(|| Ok(()))).join();
+                (upload, step)
+            });
+            let other_step = other_step.expect("the other thread returns").unwrap_err();
+            assert!(
+                other_step.to_string().contains("another thread runs"),
+                "{other_step}"
+            );
             Ok(other.expect("the other thread returns"))
         })
         .unwrap();
