@@ -249,8 +249,10 @@ impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> Gradients<T, D> {
     /// norm as a one-element tensor, to read after the step (`None` when no parameter has
     /// a gradient: nothing to clip). An error for a non-positive or non-finite `max_norm`.
     ///
-    /// The decision ([`clip_factors`]) needs the largest `|g|` and the sum of squares of
-    /// the gradients scaled by [`down_scale`] of it where the plain sum overflows; without a
+    /// On the Cpu, whose memory is the host's, this is [`Self::clip_global_norm`]'s fused
+    /// clip with the norm put in a tensor (and no host read counted). Elsewhere the
+    /// decision ([`clip_factors`]) needs the largest `|g|` and the sum of squares of the
+    /// gradients scaled by [`down_scale`] of it where the plain sum overflows; without a
     /// read the device cannot know beforehand, so it computes both always: two more
     /// reductions than [`Self::clip_global_norm`], and the gradients multiply by two
     /// device scalars (1 and 1 where they stay, which keeps every bit).
@@ -276,6 +278,21 @@ impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> Gradients<T, D> {
     pub fn clip_global_norm_on_device(&mut self, max_norm: f64) -> Result<Option<Tensor<T, D>>> {
         const F: &str = "Gradients::clip_global_norm_on_device";
         rlgrad_core::check::positive(F, "max_norm", max_norm)?;
+        if self.entries.iter().all(|e| e.grad.is_none()) {
+            return Ok(None);
+        }
+        if let Some(on_cpu) = (self as &mut dyn Any).downcast_mut::<Gradients<T, Cpu>>() {
+            let norm = on_cpu.clip_slices(max_norm)?;
+            let norm: Box<dyn Any> = Box::new(Tensor::<T, Cpu>::from_vec(vec![norm], [1])?);
+            return Ok(norm.downcast::<Tensor<T, D>>().ok().map(|norm| *norm));
+        }
+        self.clip_deciding_on_device(max_norm)
+    }
+
+    /// [`Self::clip_global_norm_on_device`] through the decision kernels, which every
+    /// device has (a GPU's path; tested on the Cpu).
+    fn clip_deciding_on_device(&mut self, max_norm: f64) -> Result<Option<Tensor<T, D>>> {
+        const F: &str = "Gradients::clip_global_norm_on_device";
         let Some(all) = self.concatenated()? else {
             return Ok(None);
         };
@@ -407,10 +424,18 @@ mod tests {
                 factors[2][17] = poison;
             }
             let (mut on_cpu, mut through_ops) = (gradients(&factors), gradients(&factors));
-            let mut on_device = gradients(&factors);
+            let (mut on_device, mut public) = (gradients(&factors), gradients(&factors));
             let cpu_norm = on_cpu.clip_slices(0.5).unwrap();
             let ops_norm = through_ops.clip_with_tensor_ops(0.5).unwrap();
-            let device_norm = on_device.clip_global_norm_on_device(0.5).unwrap().unwrap();
+            let device_norm = on_device.clip_deciding_on_device(0.5).unwrap().unwrap();
+            let public_norm = public.clip_global_norm_on_device(0.5).unwrap().unwrap();
+            let public_norm = public_norm.to_vec().unwrap()[0];
+            assert_eq!(
+                public_norm.to_bits(),
+                cpu_norm.to_bits(),
+                "case {case}: norm"
+            );
+            assert_eq!(all_bits(&on_cpu), all_bits(&public), "case {case}: public");
             assert_eq!(cpu_norm.to_bits(), ops_norm.to_bits(), "case {case}: norm");
             let device_norm = device_norm.to_vec().unwrap()[0];
             assert_eq!(
