@@ -154,6 +154,43 @@ impl<'a> GaeF32<'a> {
         Some((gae, plain.invalid))
     }
 
+    /// Whether a time-major kernel of `lanes` columns a vector and at most `most` a block
+    /// takes the block of `width` columns from `first`, of `T` data: the assertion each
+    /// makes once before its unchecked loads.
+    fn block_fits<T: 'static>(
+        &self,
+        first: usize,
+        width: usize,
+        lanes: usize,
+        most: usize,
+    ) -> bool {
+        self.t > 0
+            && std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+            && width.is_multiple_of(lanes)
+            && width <= most
+            && first + width <= self.b
+            && self.lengths_fit()
+    }
+
+    /// Whether a batch-major kernel of `lanes` columns a vector, which `takes` this shape,
+    /// writes `columns` into `out` (and `returns`, where given): the assertion each makes
+    /// once before its unchecked loads and stores.
+    fn rows_fit(
+        &self,
+        takes: bool,
+        columns: &Range<usize>,
+        lanes: usize,
+        out: &[f32],
+        returns: Option<&&mut [f32]>,
+    ) -> bool {
+        takes
+            && columns.len() >= lanes
+            && columns.end <= self.b
+            && out.len() == columns.len() * self.t
+            && returns.is_none_or(|r| r.len() == out.len())
+            && self.lengths_fit()
+    }
+
     /// Whether every `[t, b]` array holds `t * b` elements and the bootstrap `b`: what the
     /// kernels check once before their unchecked loads.
     fn lengths_fit(&self) -> bool {

@@ -19,7 +19,6 @@
 //! read again, the two-valued select, 8 columns at a time) was no faster: LLVM kept
 //! spilling its arrays.
 
-use std::any::TypeId;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -44,15 +43,9 @@ pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
     advantages: &mut R,
     returns: Option<&mut R>,
 ) -> bool {
-    let (t, b) = (gae.t, gae.b);
     // Checked once, so that the loads below stay inside the slices.
     assert!(
-        t > 0
-            && TypeId::of::<T>() == TypeId::of::<f32>()
-            && W.is_multiple_of(8)
-            && W <= MOST_COLUMNS
-            && first + W <= b
-            && gae.lengths_fit(),
+        gae.block_fits::<T>(first, W, 8, MOST_COLUMNS),
         "the caller checked the lengths"
     );
     // One loop per kind of flags, so that none decides per vector.
@@ -226,12 +219,7 @@ pub(super) unsafe fn rows_advantages(
 ) -> bool {
     // Checked once, so that the loads and stores below stay inside the slices.
     assert!(
-        rows_take(gae.t, gae.b)
-            && columns.len() >= 8
-            && columns.end <= gae.b
-            && out.len() == columns.len() * gae.t
-            && returns.as_ref().is_none_or(|r| r.len() == out.len())
-            && gae.lengths_fit(),
+        gae.rows_fit(rows_take(gae.t, gae.b), &columns, 8, out, returns.as_ref()),
         "the caller checked the lengths"
     );
     // SAFETY: as this function's, with the lengths checked above.

@@ -17,7 +17,6 @@
 //!
 //! Measured 2026-11-29: see [`rows_gae`].
 
-use std::any::TypeId;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -59,12 +58,7 @@ pub(super) unsafe fn rows_gae(
 ) -> bool {
     // Checked once, so that the loads and stores below stay inside the slices.
     assert!(
-        takes(gae.t, gae.b)
-            && columns.len() >= LANES
-            && columns.end <= gae.b
-            && out.len() == columns.len() * gae.t
-            && returns.as_ref().is_none_or(|r| r.len() == out.len())
-            && gae.lengths_fit(),
+        gae.rows_fit(takes(gae.t, gae.b), &columns, LANES, out, returns.as_ref()),
         "the caller checked the lengths"
     );
     // SAFETY: as this function's, with the lengths checked above.
@@ -100,12 +94,7 @@ pub(super) unsafe fn advantages<const W: usize, T: 'static, R: Out<T>>(
 ) -> bool {
     // Checked once, so that the loads below stay inside the slices.
     assert!(
-        gae.t > 0
-            && TypeId::of::<T>() == TypeId::of::<f32>()
-            && W.is_multiple_of(LANES)
-            && W <= MOST_COLUMNS
-            && first + W <= gae.b
-            && gae.lengths_fit(),
+        gae.block_fits::<T>(first, W, LANES, MOST_COLUMNS),
         "the caller checked the lengths"
     );
     // One loop per kind of flags, so that none decides per vector.
