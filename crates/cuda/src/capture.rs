@@ -539,8 +539,7 @@ impl Cuda {
     /// caches believe was uploaded.
     fn flush(&self, log: &mut Log) -> Result<()> {
         let staged = std::mem::take(&mut log.staged);
-        self.run_eagerly(&mut log.launches, &staged, &mut log.staging)
-            .inspect_err(|_| self.forget_uploads())
+        self.run_log(log, &staged)
     }
 
     fn run_eagerly(
@@ -686,13 +685,13 @@ impl Cuda {
                         // Dropped: its nodes may hold some of this run's parameters only.
                         recordings.planner.forget(index);
                         recordings.stats.eager += 1;
-                        self.run_logged(log)
+                        self.run_log(log, &[])
                     }
                 }
             }
             Plan::Eager => {
                 recordings.stats.eager += 1;
-                self.run_logged(log)
+                self.run_log(log, &[])
             }
             Plan::Record => {
                 // An error the driver kept from earlier work is not the capture's: it
@@ -703,12 +702,12 @@ impl Cuda {
                     Err(why) => {
                         recordings.refused = Some(why.to_string());
                         recordings.stats.eager += 1;
-                        return self.run_logged(log);
+                        return self.run_log(log, &[]);
                     }
                 };
                 if self.launch_graph(&recording.graph).is_err() {
                     recordings.stats.eager += 1;
-                    return self.run_logged(log);
+                    return self.run_log(log, &[]);
                 }
                 recordings.stats.recorded += 1;
                 recordings.planner.insert(work, recording);
@@ -717,10 +716,11 @@ impl Cuda {
         }
     }
 
-    /// Runs `log`'s staged work eagerly (its bytes already uploaded and patched in);
-    /// where that fails, forgets what the device caches believe was uploaded.
-    fn run_logged(&self, log: &mut Log) -> Result<()> {
-        self.run_eagerly(&mut log.launches, &[], &mut log.staging)
+    /// Runs `log`'s work eagerly, uploading `staged` first (empty where its bytes are
+    /// already uploaded and patched in); where that fails, forgets what the device caches
+    /// believe was uploaded.
+    fn run_log(&self, log: &mut Log, staged: &[u8]) -> Result<()> {
+        self.run_eagerly(&mut log.launches, staged, &mut log.staging)
             .inspect_err(|_| self.forget_uploads())
     }
 
