@@ -75,8 +75,9 @@ pub(super) unsafe fn rows_gae(
 const MOST_COLUMNS: usize = 256;
 
 /// Time-major GAE (the scans take it for blocks of 256 columns): the advantages of columns
-/// `first..first + W` (a multiple of 16, at most 256) into `advantages` (its block at `offset` for each step), the returns `A + v` into
-/// `returns` where given, and whether a flag among them was neither 0 nor 1: the steps of
+/// `first..first + W` (a multiple of 16, at most 256) into `advantages` (its block at
+/// `offset` for each step), the returns `A + v` into `returns` where given, and whether a
+/// flag among them was neither 0 nor 1: the steps of
 /// [`super::avx2::advantages`] with 16 lanes and mask registers. 256 columns keep twice
 /// the lines of 128 in flight, which is what rows 4 KiB apart need (`[128, 1024]`, one
 /// thread: see the returns README).
