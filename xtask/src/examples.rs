@@ -178,7 +178,8 @@ pub fn demo() -> Result<(), String> {
 struct Options {
     agents: Vec<&'static Agent>,
     threads: usize,
-    isa: IsaSetting,
+    /// `--isa`'s level, checked against the CPU when the sitting starts.
+    isa: Option<String>,
     quick: bool,
     seed: u64,
     device: &'static str,
@@ -191,7 +192,7 @@ impl Options {
         let mut options = Self {
             agents: AGENTS.iter().collect(),
             threads: 1,
-            isa: IsaSetting::new(None)?,
+            isa: None,
             quick: false,
             seed: 0,
             device: "cpu",
@@ -234,7 +235,7 @@ impl Options {
                         .parse()
                         .map_err(|_| format!("--seed takes an unsigned integer, got `{text}`"))?;
                 }
-                "--isa" => options.isa = IsaSetting::new(Some(value()?))?,
+                "--isa" => options.isa = Some(value()?.clone()),
                 "--device" => {
                     options.device = match value()?.as_str() {
                         "cpu" => "cpu",
@@ -262,6 +263,7 @@ impl Options {
 /// `cargo xtask examples-compare`.
 pub fn compare(args: &[String]) -> Result<(), String> {
     let options = Options::parse(args)?;
+    let isa = IsaSetting::new(options.isa.as_deref())?;
     let root = crate::root();
     let peers = Peers::locate(options.peers.clone(), &root)?;
     let python = peers.venv.join("bin/python");
@@ -296,7 +298,7 @@ pub fn compare(args: &[String]) -> Result<(), String> {
             .args(&common)
             .args(["--quiet", "--overwrite", "--run-dir"])
             .arg(&run_dir)
-            .envs(&options.isa.rlgrad_env);
+            .envs(&isa.rlgrad_env);
         let rlgrad = timed_run(rust, &run_dir.join("summary.json"), agent.name)?;
         let twin_out = out_dir.join(format!("{}-pytorch.json", agent.name));
         let mut twin = Command::new(&python);
@@ -305,7 +307,7 @@ pub fn compare(args: &[String]) -> Result<(), String> {
             .args(&common)
             .arg("--out")
             .arg(&twin_out)
-            .envs(&options.isa.peer_env)
+            .envs(&isa.peer_env)
             // The twin prints its summary, which the table shows.
             .stdout(std::process::Stdio::null());
         let pytorch = timed_run(twin, &twin_out, agent.name)?;
@@ -330,14 +332,10 @@ pub fn compare(args: &[String]) -> Result<(), String> {
     let versions = Versions::of(&root, torch_version(&python));
     let sitting = Sitting {
         date: utc_now(),
-        machine_line: format!(
-            "{}; {}",
-            machine_line(&machine, &versions),
-            options.isa.describe()
-        ),
+        machine_line: format!("{}; {}", machine_line(&machine, &versions), isa.describe()),
         machine,
         versions,
-        isa: options.isa,
+        isa,
         threads: options.threads,
         seed: options.seed,
         device: options.device.to_owned(),

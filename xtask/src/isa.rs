@@ -182,6 +182,19 @@ mod tests {
     }
 
     #[test]
+    fn a_level_is_checked_by_rlgrad_cores_isa_example() {
+        let refused = IsaSetting::new(Some("avx3")).unwrap_err();
+        assert!(
+            refused.starts_with("--isa: ") && refused.contains("avx3"),
+            "{refused}"
+        );
+        let capped = IsaSetting::new(Some("baseline")).unwrap();
+        assert!(capped.capped);
+        assert_eq!(capped.rlgrad_env["RLGRAD_MAX_ISA"], capped.level);
+        assert!(!IsaSetting::new(None).unwrap().capped);
+    }
+
+    #[test]
     fn a_cap_tells_both_sides() {
         let setting = IsaSetting::from_levels("avx512", Some("sse2".to_owned()));
         assert_eq!(setting.rlgrad_env["RLGRAD_MAX_ISA"], "sse2");
