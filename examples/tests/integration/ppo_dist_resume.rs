@@ -10,11 +10,21 @@ use rlgrad_examples::ppo_dist::{Config, DdPpo};
 
 const UPDATES: u64 = 3;
 
+/// The default network and environments, with short rollouts and two epochs: the
+/// checkpoint holds the same state, and the nine runs stay quick in a debug build.
+fn config() -> Config {
+    Config {
+        rollout_steps: 16,
+        epochs: 2,
+        ..Config::default()
+    }
+}
+
 /// The fingerprint on every rank after `UPDATES` updates on `workers` workers, resumed
 /// from `dir` when `resume`, saved to `dir` after `save_at` updates when given.
 fn run(workers: usize, dir: &Path, resume: bool, save_at: Option<u64>) -> Vec<u64> {
     Local::run(workers, Local::DEFAULT_TIMEOUT, |comm| {
-        let config = Config::default();
+        let config = config();
         let mut agent = if resume {
             DdPpo::resume(config, comm, dir)?
         } else {
@@ -61,7 +71,7 @@ fn a_checkpoint_resumes_on_any_number_of_workers_with_the_same_bits() {
 fn another_configuration_or_no_checkpoint_is_refused_on_every_rank() {
     let dir = tempfile::tempdir().unwrap();
     let err = Local::run(2, Local::DEFAULT_TIMEOUT, |comm| {
-        DdPpo::resume(Config::default(), comm, dir.path()).map(drop)
+        DdPpo::resume(config(), comm, dir.path()).map(drop)
     })
     .unwrap_err();
     assert!(
@@ -72,7 +82,7 @@ fn another_configuration_or_no_checkpoint_is_refused_on_every_rank() {
     run(2, dir.path(), false, Some(1));
     let other = Config {
         hidden: 32,
-        ..Config::default()
+        ..config()
     };
     let errors = Local::run(3, Local::DEFAULT_TIMEOUT, |comm| {
         let err = DdPpo::resume(other.clone(), comm, dir.path()).unwrap_err();
