@@ -68,9 +68,39 @@ pub fn build(args: &[String]) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(out.join("tests")).map_err(|e| format!("{}: {e}", out.display()))?;
     let binaries = ["rlgrad-gpu-bench", crate::tools::BINARY, "xtask"];
-    let mut build = vec!["build", "--profile", profile];
-    for package in ["rlgrad-benches", crate::tools::BINARY, "xtask"] {
-        build.extend(["-p", package]);
+    let mpi_missing = crate::mpi_missing();
+    let selection = crate::workspace_selection(&mpi_missing);
+    let mut wanted_tests = vec!["nccl", "gpu"];
+    if mpi_missing.is_none() {
+        wanted_tests.push("nccl_mpi");
+        std::fs::create_dir_all(out.join(MPI_TESTS))
+            .map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    // In the test profile, everything comes from the selection (and so the features)
+    // `cargo xtask test` built the workspace in, and is reused as it is: any other
+    // feature set would compile every crate again. `--tests` beside the binaries gives
+    // the same features as `cargo test` (dev-dependencies included). In another profile
+    // only what the bundle needs is built: the binaries, the CUDA crate's tests beside the
+    // tools binary (which gives their dependencies the features they have in the
+    // workspace), and the NCCL and examples' GPU tests.
+    let (mut build, mut test_build, mut other_tests) = (
+        vec!["build", "--profile", profile],
+        vec!["test", "--no-run", "--profile", profile],
+        vec!["test", "--no-run", "--profile", profile],
+    );
+    if profile == "test" {
+        build.extend(selection);
+        build.push("--tests");
+        test_build.extend(selection);
+    } else {
+        for package in ["rlgrad-benches", crate::tools::BINARY, "xtask"] {
+            build.extend(["-p", package]);
+        }
+        test_build.extend(["-p", "rlgrad-cuda", "-p", crate::tools::BINARY]);
+        other_tests.extend(selection);
+        for test in &wanted_tests {
+            other_tests.extend(["--test", test]);
+        }
     }
     for binary in binaries {
         build.extend(["--bin", binary]);
@@ -81,35 +111,20 @@ pub fn build(args: &[String]) -> Result<(), String> {
             .map(|_| ())
             .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
     };
-    // The CUDA crate's tests. In the test profile, in the selection `cargo xtask test`
-    // built them in, so that they are reused as they are; in another profile only the
-    // CUDA crate is built, beside the tools binary (which gives its dependencies the
-    // features they have in the workspace).
-    let mpi_missing = crate::mpi_missing();
-    let mut cuda_tests = vec!["test", "--no-run", "--profile", profile];
-    if profile == "test" {
-        cuda_tests.extend(crate::workspace_selection(&mpi_missing));
-    } else {
-        cuda_tests.extend(["-p", "rlgrad-cuda", "-p", crate::tools::BINARY]);
-    }
-    for test in crate::built_executables(&cuda_tests)?
-        .into_iter()
+    let built_tests = crate::built_executables(&test_build)?;
+    for test in built_tests
+        .iter()
         .filter(|b| b.kind == "test" && b.package_dir == Path::new("crates/cuda"))
     {
         copy(&test.path, &out.join("tests").join(&test.name))?;
     }
-    // rlgrad-dist's NCCL tests and the examples' GPU test (in the bundle as `examples`)
-    // in the selection `cargo xtask test` builds them in; the test of `Nccl::from_mpi`
-    // runs under mpirun, and building it needs MPI here too.
-    let mut tests = vec!["test", "--no-run", "--profile", profile];
-    tests.extend(crate::workspace_selection(&mpi_missing));
-    tests.extend(["--test", "nccl", "--test", "gpu"]);
-    if mpi_missing.is_none() {
-        tests.extend(["--test", "nccl_mpi"]);
-        std::fs::create_dir_all(out.join(MPI_TESTS))
-            .map_err(|e| format!("{}: {e}", out.display()))?;
-    }
-    let built = crate::built_executables(&tests)?;
+    // rlgrad-dist's NCCL tests and the examples' GPU test (in the bundle as `examples`);
+    // the test of `Nccl::from_mpi` runs under mpirun, and building it needs MPI here too.
+    let built = if profile == "test" {
+        built_tests
+    } else {
+        crate::built_executables(&other_tests)?
+    };
     copy(
         crate::find_test(&built, "crates/distributed", "nccl")?,
         &out.join("tests").join("nccl"),
