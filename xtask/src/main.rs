@@ -680,17 +680,34 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
             collectives.iter().map(|c| vec![*c]).collect()
         };
         for world in MPI_WORLD_SIZES {
-            for args in &runs {
-                let status = mpirun(world, binary, args)
-                    .status()
-                    .map_err(|e| format!("cannot run mpirun: {e}"))?;
-                if !status.success() {
-                    return Err(format!(
-                        "rlgrad-dist's `{test}` test {args:?} failed under mpirun -np {world} \
-                         ({status})"
-                    ));
-                }
-            }
+            // A world size's runs side by side: mpi_timeout's ranks mostly wait out its
+            // timeout, polling every millisecond, so four worlds at once cost the time
+            // of one.
+            let children: Vec<_> = (runs.iter())
+                .map(|args| {
+                    let child = mpirun(world, binary, args)
+                        .spawn()
+                        .map_err(|e| format!("cannot run mpirun: {e}"));
+                    (args, child)
+                })
+                .collect();
+            // Every run is waited for before the first failure is reported.
+            let outcomes: Vec<_> = (children.into_iter())
+                .map(|(args, child)| {
+                    let status = child?
+                        .wait()
+                        .map_err(|e| format!("waiting for mpirun: {e}"))?;
+                    if status.success() {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "rlgrad-dist's `{test}` test {args:?} failed under mpirun -np \
+                             {world} ({status})"
+                        ))
+                    }
+                })
+                .collect();
+            outcomes.into_iter().collect::<Result<(), String>>()?;
         }
     }
     // The ppo_dist example, a short run per world size: one fingerprint for all of them.
