@@ -51,12 +51,28 @@ impl IsaSetting {
         let output = crate::cargo_command(&args)
             .output()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !output.status.success() {
-            let why = String::from_utf8_lossy(&output.stderr);
+        Self::from_probe(
+            value,
+            output.status.success(),
+            &output.stdout,
+            &output.stderr,
+        )
+    }
+
+    /// The setting from what the `isa` example (asked for `value`) printed: its `cpu` and
+    /// `level` lines, or, where it failed, the last line of its error output.
+    fn from_probe(
+        value: Option<&str>,
+        succeeded: bool,
+        stdout: &[u8],
+        stderr: &[u8],
+    ) -> Result<Self, String> {
+        if !succeeded {
+            let why = String::from_utf8_lossy(stderr);
             let why = why.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
             return Err(format!("--isa: {why}"));
         }
-        let probe = String::from_utf8_lossy(&output.stdout);
+        let probe = String::from_utf8_lossy(stdout);
         let field = |name: &str| {
             probe
                 .lines()
@@ -182,16 +198,31 @@ mod tests {
     }
 
     #[test]
-    fn a_level_is_checked_by_rlgrad_cores_isa_example() {
-        let refused = IsaSetting::new(Some("avx3")).unwrap_err();
-        assert!(
-            refused.starts_with("--isa: ") && refused.contains("avx3"),
-            "{refused}"
+    fn the_isa_examples_lines_or_its_last_error_line_decide() {
+        let refused = IsaSetting::from_probe(
+            Some("avx3"),
+            false,
+            b"",
+            b"   Compiling rlgrad-core\nIsa::from_str: argument `s` is invalid: expected one of \
+              sse2, avx2, avx512 or baseline, got `avx3`\n\n",
         );
-        let capped = IsaSetting::new(Some("baseline")).unwrap();
+        assert_eq!(
+            refused.unwrap_err(),
+            "--isa: Isa::from_str: argument `s` is invalid: expected one of sse2, avx2, avx512 or \
+             baseline, got `avx3`"
+        );
+        let capped =
+            IsaSetting::from_probe(Some("avx2"), true, b"cpu avx512\nlevel avx2\n", b"").unwrap();
         assert!(capped.capped);
-        assert_eq!(capped.rlgrad_env["RLGRAD_MAX_ISA"], capped.level);
-        assert!(!IsaSetting::new(None).unwrap().capped);
+        assert_eq!(
+            (capped.cpu.as_str(), capped.level.as_str()),
+            ("avx512", "avx2")
+        );
+        assert_eq!(capped.rlgrad_env["RLGRAD_MAX_ISA"], "avx2");
+        let uncapped = IsaSetting::from_probe(None, true, b"cpu neon\nlevel neon\n", b"").unwrap();
+        assert_eq!((uncapped.level.as_str(), uncapped.capped), ("neon", false));
+        let silent = IsaSetting::from_probe(Some("avx2"), true, b"cpu avx512\n", b"");
+        assert!(silent.unwrap_err().contains("no `level`"));
     }
 
     #[test]
