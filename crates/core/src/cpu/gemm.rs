@@ -859,8 +859,9 @@ mod tests {
             (256, 400, 3),
             (100, 130, 4),
             (256, 3, 4),
-            // Parallel over rows with several blocks of B along both k and n.
-            (60, 1100, 300),
+            // Parallel over rows (three tasks of 8 rows) with several blocks of B along
+            // both k and n.
+            (24, 1100, 300),
         ] {
             let a: Vec<T> = (0..m * k)
                 .map(|_| T::from_f64(rng.normal(0.0, 1.0)))
