@@ -429,26 +429,19 @@ mod tests {
             let ops_norm = through_ops.clip_with_tensor_ops(0.5).unwrap();
             let device_norm = on_device.clip_deciding_on_device(0.5).unwrap().unwrap();
             let public_norm = public.clip_global_norm_on_device(0.5).unwrap().unwrap();
-            let public_norm = public_norm.to_vec().unwrap()[0];
-            assert_eq!(
-                public_norm.to_bits(),
-                cpu_norm.to_bits(),
-                "case {case}: norm"
-            );
-            assert_eq!(all_bits(&on_cpu), all_bits(&public), "case {case}: public");
-            assert_eq!(cpu_norm.to_bits(), ops_norm.to_bits(), "case {case}: norm");
-            let device_norm = device_norm.to_vec().unwrap()[0];
-            assert_eq!(
-                cpu_norm.to_bits(),
-                device_norm.to_bits(),
-                "case {case}: norm"
-            );
-            assert_eq!(all_bits(&on_cpu), all_bits(&through_ops), "case {case}");
-            assert_eq!(
-                all_bits(&on_cpu),
-                all_bits(&on_device),
-                "case {case}: device"
-            );
+            let clipped = [
+                ("tensor ops", ops_norm, &through_ops),
+                ("device", device_norm.to_vec().unwrap()[0], &on_device),
+                ("public", public_norm.to_vec().unwrap()[0], &public),
+            ];
+            for (path, norm, grads) in clipped {
+                assert_eq!(
+                    norm.to_bits(),
+                    cpu_norm.to_bits(),
+                    "case {case}: {path} norm"
+                );
+                assert_eq!(all_bits(&on_cpu), all_bits(grads), "case {case}: {path}");
+            }
             if magnitude == 1e-4 {
                 let unchanged: Vec<u32> = factors.concat().iter().map(|f| f.to_bits()).collect();
                 assert_eq!(all_bits(&on_cpu), unchanged, "case {case}: below the limit");
