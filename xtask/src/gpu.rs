@@ -70,12 +70,6 @@ pub fn build(args: &[String]) -> Result<(), String> {
     let binaries = ["rlgrad-gpu-bench", crate::tools::BINARY, "xtask"];
     let mpi_missing = crate::mpi_missing();
     let selection = crate::workspace_selection(&mpi_missing);
-    let mut wanted_tests = vec!["nccl", "gpu"];
-    if mpi_missing.is_none() {
-        wanted_tests.push("nccl_mpi");
-        std::fs::create_dir_all(out.join(MPI_TESTS))
-            .map_err(|e| format!("{}: {e}", out.display()))?;
-    }
     // In the test profile, everything comes from the selection (and so the features)
     // `cargo xtask test` built the workspace in, and is reused as it is: any other
     // feature set would compile every crate again. `--tests` beside the binaries gives
@@ -98,8 +92,9 @@ pub fn build(args: &[String]) -> Result<(), String> {
         }
         test_build.extend(["-p", "rlgrad-cuda", "-p", crate::tools::BINARY]);
         other_tests.extend(selection);
-        for test in &wanted_tests {
-            other_tests.extend(["--test", test]);
+        other_tests.extend(["--test", "nccl", "--test", "gpu"]);
+        if mpi_missing.is_none() {
+            other_tests.extend(["--test", "nccl_mpi"]);
         }
     }
     for binary in binaries {
@@ -134,10 +129,14 @@ pub fn build(args: &[String]) -> Result<(), String> {
         &out.join("tests").join("examples"),
     )?;
     match &mpi_missing {
-        None => copy(
-            crate::find_test(&built, "crates/distributed", "nccl_mpi")?,
-            &out.join(MPI_TESTS).join("nccl_mpi"),
-        )?,
+        None => {
+            std::fs::create_dir_all(out.join(MPI_TESTS))
+                .map_err(|e| format!("{}: {e}", out.display()))?;
+            copy(
+                crate::find_test(&built, "crates/distributed", "nccl_mpi")?,
+                &out.join(MPI_TESTS).join("nccl_mpi"),
+            )?
+        }
         Some(why) => println!("gpu-build: the bundle goes without the mpirun tests: {why}"),
     }
     for binary in binaries {
