@@ -681,8 +681,8 @@ fn mpi_tests(mpi_missing: &Option<String>) -> Result<(), String> {
         };
         for world in MPI_WORLD_SIZES {
             // A world size's runs side by side: mpi_timeout's ranks mostly wait out its
-            // timeout, polling every millisecond, so four worlds at once cost the time
-            // of one.
+            // timeout, polling every millisecond, so its four collectives' runs at once
+            // cost the time of one.
             let children: Vec<_> = (runs.iter())
                 .map(|args| {
                     let child = mpirun(world, binary, args)

@@ -79,13 +79,16 @@ impl Emulator {
     }
 }
 
-/// `compiler --version`'s output, or empty where it does not run.
-fn compiler_version(compiler: &str) -> String {
-    Command::new(compiler)
-        .arg("--version")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-        .unwrap_or_default()
+/// `compiler --version`'s output, or empty where it does not run; asked once a process.
+fn compiler_version(compiler: &str) -> &'static str {
+    static VERSION: OnceLock<String> = OnceLock::new();
+    VERSION.get_or_init(|| {
+        Command::new(compiler)
+            .arg("--version")
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default()
+    })
 }
 
 /// Builds `sources` (the main first) into the emulations' directory as the binary for
@@ -96,18 +99,18 @@ fn compile(compiler: &str, key: u64, sources: &[(&'static str, &str)]) -> Result
         .ok()
         .and_then(|exe| Some(exe.parent()?.join("host-emulations")))
         .filter(|dir| std::fs::create_dir_all(dir).is_ok());
-    // Built beside its final place, so that moving it there is a rename.
-    let dir = match &kept {
-        Some(kept) => tempfile::tempdir_in(kept),
-        None => tempfile::tempdir(),
-    }
-    .unwrap();
     let target = |dir: &Path| dir.join(format!("{}-{key:016x}", name.trim_end_matches(".cpp")));
     if let Some(kept) = &kept
         && target(kept).exists()
     {
         return Ok(target(kept));
     }
+    // Built beside its final place, so that moving it there is a rename.
+    let dir = match &kept {
+        Some(kept) => tempfile::tempdir_in(kept),
+        None => tempfile::tempdir(),
+    }
+    .unwrap();
     for (file, text) in sources {
         std::fs::write(dir.path().join(file), text).unwrap();
     }
