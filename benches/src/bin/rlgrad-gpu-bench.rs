@@ -321,7 +321,7 @@ const PPO_CAPTURED_ROW: &str = "ppo update, captured";
 /// The training steps: each runs `checked` steps on the Cpu and on the GPU from the same
 /// start, compares every parameter's bits, then times the GPU's steps; then the same with
 /// the GPU's steps captured ([`Step`]: recorded once as CUDA graphs, replayed), where the
-/// step allows it (a step with a host read is named, not timed).
+/// step allows it (a step with a host read is a row named `NOT CAPTURED`, not timed).
 fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
     let cpu = Cpu::new(Par::auto());
     let (checked, repeats) = if quick { (4, 10) } else { (20, 200) };
@@ -338,7 +338,8 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         (Td3::new_on(gpu)?, Td3::parameters),
         Td3::iterate,
         &values(&td3.0.parameters())?,
-    )?;
+    )
+    .unwrap_or_else(|e| not_captured(TD3_CAPTURED_ROW, e));
     let td3 = time_step(gpu, repeats, || td3.1.iterate())?;
     // gpu_train.py's minibatch: 8192 samples, 256 in its quick mode.
     let samples = if quick { 256 } else { 8192 };
@@ -358,7 +359,8 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         (PpoUpdate::new_on(gpu, samples)?, PpoUpdate::parameters),
         PpoUpdate::update,
         &values(&ppo.0.parameters())?,
-    )?;
+    )
+    .unwrap_or_else(|e| not_captured(PPO_CAPTURED_ROW, e));
     let ppo = time_step(gpu, repeats, || ppo.1.update())?;
     let row = |name: &str, (ms, per_step), bits| Row {
         name: name.into(),
@@ -374,6 +376,19 @@ fn training_rows(gpu: &Cuda, quick: bool) -> Result<Vec<Row>> {
         row(PPO_ROW, ppo, ppo_bits),
         row(PPO_CAPTURED_ROW, ppo_captured, ppo_captured_bits),
     ])
+}
+
+/// The row of a captured step that failed (a host read inside it, a refused capture):
+/// not timed, its error in place of the bits, so that the other rows are still reported.
+fn not_captured(name: &str, error: rlgrad_core::Error) -> ((f64, PerStep), String) {
+    eprintln!("{name}: not captured: {error}");
+    let none = PerStep {
+        launches: f64::NAN,
+        graph_launches: f64::NAN,
+        uploads: f64::NAN,
+        downloads: f64::NAN,
+    };
+    ((f64::NAN, none), format!("NOT CAPTURED: {error}"))
 }
 
 /// How a training workload lists its parameters (`Td3::parameters`).
