@@ -155,6 +155,9 @@ pub struct Sac<D: TrainDevice = Cpu> {
     targets: Critics<D>,
     #[state(module)]
     log_alpha: Param<f32, D>,
+    /// A fixed temperature, uploaded once.
+    #[state(skip)]
+    fixed_alpha: Option<Tensor<f32, D>>,
     actor_adam: Optimizer<f32, D>,
     critic_adam: Optimizer<f32, D>,
     alpha_adam: Optimizer<f32, D>,
@@ -201,6 +204,9 @@ impl<D: TrainDevice> Sac<D> {
                 targets: critics.clone(),
                 critics,
                 log_alpha: Param::new("log_alpha", Tensor::zeros_on(device, [1])?)?,
+                fixed_alpha: (config.fixed_alpha)
+                    .map(|alpha| Tensor::full_on(device, [1], alpha))
+                    .transpose()?,
                 actor_adam: adam(config.policy_lr)?,
                 critic_adam: adam(config.q_lr)?,
                 alpha_adam: adam(config.q_lr)?,
@@ -216,24 +222,24 @@ impl<D: TrainDevice> Sac<D> {
     /// on the device (the portable libm's `exp`, the same bits on every device), so that an
     /// update reads nothing back and a GPU can record it as a CUDA graph.
     fn alpha(&self) -> Result<Tensor<f32, D>> {
-        match self.config.fixed_alpha {
-            Some(alpha) => Tensor::full_on(self.tape.device(), [1], alpha),
+        match &self.fixed_alpha {
+            Some(alpha) => Ok(alpha.clone()),
             None => self.log_alpha.value().exp(),
         }
     }
 
-    /// One actor step and, when tuned, one temperature step; the actor's loss (left on
-    /// the device, read only when logged) and the temperature it used.
+    /// One actor step with temperature `alpha` (the current one) and, when tuned, one
+    /// temperature step; the actor's loss (left on the device, read only when logged).
     fn update_actor_and_alpha(
         &mut self,
         obs: &Tensor<f32, D>,
-    ) -> Result<(Tensor<f32, D>, Tensor<f32, D>)> {
-        let alpha = self.alpha()?;
+        alpha: &Tensor<f32, D>,
+    ) -> Result<Tensor<f32, D>> {
         let tape = self.tape.reset();
         let states = tape.constant(obs);
         let pi = self.actor.sample(tape, &states, &mut self.policy)?;
         let [min_q, ..] = self.critics.q(tape, &states, &pi.action)?;
-        let actor_loss = (pi.log_prob.mul(&tape.constant(&alpha))? - min_q)?.mean_all()?;
+        let actor_loss = (pi.log_prob.mul(&tape.constant(alpha))? - min_q)?.mean_all()?;
         self.actor_adam.minimize(&actor_loss, &mut self.actor)?;
         let actor_loss = actor_loss.into_value();
         if self.config.fixed_alpha.is_none() {
@@ -249,7 +255,7 @@ impl<D: TrainDevice> Sac<D> {
             let alpha_loss = ((-tape.param(&self.log_alpha).exp()?)? * gap)?.mean_all()?;
             self.alpha_adam.minimize(&alpha_loss, &mut self.log_alpha)?;
         }
-        Ok((actor_loss, alpha))
+        Ok(actor_loss)
     }
 }
 
@@ -300,9 +306,17 @@ impl<D: TrainDevice> Learner for Sac<D> {
             scalars.push(("train/critic_loss", critic_loss.to_scalar()?));
         }
         if at.step.is_multiple_of(self.config.policy_frequency) {
-            let mut last = None;
-            for _ in 0..self.config.policy_frequency {
-                last = Some(self.update_actor_and_alpha(&batch.obs)?);
+            // The critics' temperature serves the first actor step; a tuned one changes
+            // with each temperature step after it.
+            let (mut alpha, mut last) = (alpha, None);
+            for i in 0..self.config.policy_frequency {
+                if i > 0 && self.fixed_alpha.is_none() {
+                    alpha = self.alpha()?;
+                }
+                last = Some((
+                    self.update_actor_and_alpha(&batch.obs, &alpha)?,
+                    alpha.clone(),
+                ));
             }
             if let (Some(scalars), Some((actor_loss, alpha))) = (scalars, last) {
                 scalars.push(("train/actor_loss", actor_loss.to_scalar()?));
