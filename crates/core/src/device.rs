@@ -80,15 +80,17 @@ pub trait Device: Clone + Debug + Send + Sync + 'static {
     type Recordings: Default + Debug + Send;
 
     /// Runs `step` as one run of a [`Step`](crate::Step) whose recordings are
-    /// `recordings`: recorded or replayed with the bits of running it as it comes, or run
-    /// as it comes. Either way the step runs to its end once, and a host read in its work
-    /// ([`crate::step::note_host_read`]) makes the result an error naming it
-    /// ([`crate::step::host_read_error`]) once the step has run.
+    /// `recordings`: recorded or replayed with the bits of running it as it comes, or (by
+    /// default) run as it comes. Either way the step runs to its end once; the host reads
+    /// in its work ([`crate::step::note_host_read`]) are [`Step::run`](crate::Step::run)'s
+    /// to report.
     fn run_step<R>(
         &self,
-        recordings: &mut Self::Recordings,
+        _recordings: &mut Self::Recordings,
         step: impl FnOnce() -> Result<R>,
-    ) -> Result<R>;
+    ) -> Result<R> {
+        step()
+    }
 }
 
 /// A read-only strided view into a device buffer: what kernels take as input.

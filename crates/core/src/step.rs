@@ -77,7 +77,11 @@ impl<D: Device> Step<D> {
     /// then returns [`Error::Device`] naming the first read (see the
     /// [module documentation](self)).
     pub fn run<R>(&mut self, step: impl FnOnce() -> Result<R>) -> Result<R> {
-        self.device.run_step(&mut self.recordings, step)
+        let (device, recordings) = (&self.device, &mut self.recordings);
+        match watching_host_reads(|| device.run_step(recordings, step)) {
+            (Ok(_), Some(read)) => Err(host_read_error(device.name(), read)),
+            (result, _) => result,
+        }
     }
 
     /// The device.
@@ -99,8 +103,8 @@ thread_local! {
 
 /// Runs `step` with this thread's host reads watched: its result, and the first host read
 /// ([`note_host_read`]) it made, if any, which a step around this one (on this thread)
-/// made too. For devices' [`Device::run_step`].
-pub fn watching_host_reads<R>(step: impl FnOnce() -> R) -> (R, Option<&'static str>) {
+/// made too.
+fn watching_host_reads<R>(step: impl FnOnce() -> R) -> (R, Option<&'static str>) {
     /// Puts the enclosing step's watch back, also when `step` panics.
     struct Restore(Option<Option<&'static str>>);
     impl Drop for Restore {
@@ -137,7 +141,7 @@ pub fn in_step() -> bool {
 
 /// The error of a step whose work read the device from the host at `read` (on `device`):
 /// the step ran to its end, and could not be recorded.
-pub fn host_read_error(device: String, read: &'static str) -> Error {
+fn host_read_error(device: String, read: &'static str) -> Error {
     Error::Device {
         function: "Step::run",
         device,

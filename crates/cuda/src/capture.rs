@@ -366,7 +366,7 @@ impl Cuda {
     ) -> Result<R> {
         if self.runs_step_here() {
             // Inside this thread's step on this device: the outer step logs the work.
-            return finish(self, rlgrad_core::step::watching_host_reads(step));
+            return step();
         }
         // One step at a time: another thread's step here is an error, as its other work
         // would be (waiting could deadlock on a thread this one waits for).
@@ -381,7 +381,7 @@ impl Cuda {
         // A refused step still owns the device while it runs, its work eager.
         let refused = recordings.refused.is_some();
         let mut running = Running::start(self, recordings.staging.take(), refused);
-        let (result, read) = rlgrad_core::step::watching_host_reads(step);
+        let result = step();
         let mut log = running.stop();
         let launched = if result.is_ok() && !log.eager && !log.launches.is_empty() {
             self.launch_recorded(recordings, &mut log)
@@ -393,7 +393,7 @@ impl Cuda {
         // Ends the run: its work is on the stream, so the frees held are ordered after it.
         drop(running);
         launched?;
-        finish(self, (result, read))
+        result
     }
 
     /// The running step's log, if any.
@@ -891,15 +891,6 @@ impl Drop for Running<'_> {
         // Freed outside the lock, after the step's work is on the stream.
         drop(freed);
         self.cuda.inner().step_thread.store(0, Ordering::Release);
-    }
-}
-
-/// A step's result: its own, or the host-read error where it read the device.
-fn finish<R>(cuda: &Cuda, (result, read): (Result<R>, Option<&'static str>)) -> Result<R> {
-    use rlgrad_core::Device;
-    match (result, read) {
-        (Ok(_), Some(read)) => Err(rlgrad_core::step::host_read_error(cuda.name(), read)),
-        (result, _) => result,
     }
 }
 

@@ -119,17 +119,9 @@ impl Device for Cpu {
         Ok(())
     }
 
-    /// Nothing: the Cpu runs every step as it comes.
+    /// Nothing: the Cpu runs every step as it comes (`Step::run` still watches its host
+    /// reads, so that a step that runs here records on a GPU).
     type Recordings = ();
-
-    /// Runs `step` as it comes, watching its host reads, so that a step that runs here
-    /// records on a GPU.
-    fn run_step<R>(&self, (): &mut (), step: impl FnOnce() -> Result<R>) -> Result<R> {
-        match crate::step::watching_host_reads(step) {
-            (Ok(_), Some(read)) => Err(crate::step::host_read_error(self.name(), read)),
-            (result, _) => result,
-        }
-    }
 }
 
 /// Elements per parallel piece of elementwise work: large enough to amortize a task,
