@@ -41,7 +41,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::ffi::c_void;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use cudarc::driver::sys;
@@ -73,6 +73,11 @@ static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 /// end cannot take a free that a later step's work still needs.
 static DEFERRED: Mutex<Vec<(usize, Deferral)>> = Mutex::new(Vec::new());
 
+/// Steps running on every device, changed with [`DEFERRED`] held: while none runs, a free
+/// takes no lock. A free of memory that a running step's work uses comes after that step
+/// began (the work's tensors were dropped after it), so it never reads 0 then.
+static STEPS_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
 #[derive(Default)]
 struct Deferral {
     running: usize,
@@ -103,6 +108,9 @@ fn this_thread() -> u64 {
 /// the module documentation): a free is ordered on the stream, and the step's logged work
 /// that uses the memory is launched later.
 pub(crate) fn dispose(slice: CudaSlice<u8>) {
+    if STEPS_RUNNING.load(Ordering::SeqCst) == 0 {
+        return drop(slice);
+    }
     let mut all = deferred();
     match all
         .iter_mut()
@@ -861,7 +869,10 @@ impl<'a> Running<'a> {
             eager,
             ..Log::default()
         });
-        deferral_of(&mut deferred(), cuda.ordinal()).running += 1;
+        let mut all = deferred();
+        deferral_of(&mut all, cuda.ordinal()).running += 1;
+        STEPS_RUNNING.fetch_add(1, Ordering::SeqCst);
+        drop(all);
         Self { cuda }
     }
 
@@ -882,6 +893,7 @@ impl Drop for Running<'_> {
             let mut all = deferred();
             let deferral = deferral_of(&mut all, self.cuda.ordinal());
             deferral.running -= 1;
+            STEPS_RUNNING.fetch_sub(1, Ordering::SeqCst);
             if deferral.running == 0 {
                 std::mem::take(&mut deferral.held)
             } else {
