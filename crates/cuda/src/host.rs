@@ -4,7 +4,6 @@
 //! by a `tests/host_*.cpp` main that reads cases on stdin and prints the outputs' bits.
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,9 +46,17 @@ impl Emulator {
             ("math.cuh", include_str!("cuda/math.cuh")),
             ("common.cuh", include_str!("cuda/common.cuh")),
         ];
-        let mut hasher = DefaultHasher::new();
-        (&compiler, compiler_version(&compiler), FLAGS, sources).hash(&mut hasher);
-        let key = hasher.finish();
+        // FNV-1a, whose value no Rust release changes: the name outlives the process.
+        let mut hash = rlgrad_core::Fingerprint::new();
+        let texts = [compiler.as_str(), compiler_version(&compiler)].into_iter();
+        let texts = texts
+            .chain(FLAGS)
+            .chain(sources.iter().flat_map(|(n, t)| [*n, *t]));
+        for text in texts {
+            hash.write_u64(text.len() as u64);
+            hash.write(text.as_bytes());
+        }
+        let key = hash.finish();
         let build = Arc::clone(BUILDS.lock().unwrap().entry(key).or_default());
         match build.get_or_init(|| compile(&compiler, key, &sources)) {
             Ok(binary) => Some(Self {
