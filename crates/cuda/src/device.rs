@@ -758,9 +758,7 @@ pub(crate) trait KernelArg {
 ///
 /// `T` has no padding (every byte of a value is initialized).
 pub(crate) unsafe fn value_bytes<T: Copy>(value: &T) -> &[u8] {
-    // SAFETY: `value` is `size_of::<T>()` initialized bytes (the caller's contract), valid
-    // for the borrow.
-    unsafe { std::slice::from_raw_parts((value as *const T).cast(), std::mem::size_of::<T>()) }
+    bytes_of(std::slice::from_ref(value))
 }
 
 impl KernelArg for u64 {
@@ -831,8 +829,8 @@ pub(crate) fn grid(n: usize) -> LaunchConfig {
 
 fn bytes_of<E: Copy>(values: &[E]) -> &[u8] {
     // SAFETY: the element types are plain integers and floats (rlgrad's sealed `Element`
-    // types and u64) with no padding, so their memory is `size_of_val` initialized bytes,
-    // valid for the slice's lifetime.
+    // types and u64) or, through `value_bytes`, parameters without padding, so their
+    // memory is `size_of_val` initialized bytes, valid for the slice's lifetime.
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
 }
 
