@@ -297,15 +297,14 @@ impl<T: Float, D: TensorDevice<T> + OptimKernel<T>> Gradients<T, D> {
             return Ok(None);
         };
         let device = all.device().clone();
-        // One-element results of the reductions, as the decision kernels take them.
-        let one = |t: Tensor<T, D>| t.reshape([1])?.dense();
-        let sum = one(all.square()?.sum_axis(0, false)?)?;
-        let largest = one(all.abs()?.max_axis(0, false)?)?;
+        // One-element results of the reductions (`[1]`), as the decision kernels take them.
+        let sum = all.square()?.sum_axis(0, true)?;
+        let largest = all.abs()?.max_axis(0, true)?;
         let scale = Tensor::from_kernel(&device, [1].into(), |out| {
             device.clip_scale(buffer_of(&largest)?, out)
         })?;
-        let scaled = one((&all * &scale)?.square()?.sum_axis(0, false)?)?;
-        let sums = Tensor::concat(&[&sum, &largest, &scaled], 0)?.dense()?;
+        let scaled = (&all * &scale)?.square()?.sum_axis(0, true)?;
+        let sums = Tensor::concat(&[&sum, &largest, &scaled], 0)?;
         let plan = Tensor::from_kernel(&device, [3].into(), |out| {
             device.clip_plan(max_norm, buffer_of(&sums)?, out)
         })
