@@ -50,6 +50,11 @@ __device__ __forceinline__ u64 grid_stride() {
 }
 
 template <typename T> __device__ __forceinline__ bool is_nan(T x) { return x != x; }
+// Neither NaN nor infinite: x - x is 0 exactly then, NaN otherwise.
+template <typename T> __device__ __forceinline__ bool is_finite(T x) { return !is_nan(x - x); }
+template <typename T> __device__ __forceinline__ bool is_inf(T x) {
+    return !is_nan(x) && !is_finite(x);
+}
 
 // rlgrad_core::reduce::min2 / max2: NaN-propagating, the first wins a tie.
 template <typename T> __device__ __forceinline__ T min2(T a, T b) {

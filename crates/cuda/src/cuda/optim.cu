@@ -166,11 +166,6 @@ template <typename T> __device__ void polyak(T* target, const T* source, u64 n, 
     EACH { target[i] = source[i] * tau + target[i] * keep; }
 }
 
-// A launch updates up to PARAMS_PER_LAUNCH tensors of one update (multi-tensor, as
-// PyTorch's foreach and fused optimizers do): blockIdx.y picks the tensor, blockIdx.x and
-// the grid stride run over its elements. The table is a kernel parameter (read in place:
-// __grid_constant__), so a launch needs no upload and nothing that a CUDA graph could not
-// capture. Slots unused by a rule are null; `a`, `b`, `c` follow the kernel's order.
 // A global-norm clip decided on the device (rlgrad_core::kernels::clip): one thread each,
 // the Rust formulas in their order, f64 where they are f64. The binary exponent e of
 // x = m 2^e, m in [0.5, 1); T's largest has 128 (f32) or 1024 (f64).
@@ -179,10 +174,6 @@ template <typename T> __device__ int binary_exponent(T x) {
     if constexpr (sizeof(T) == 4) frexpf(x, &e);
     else frexp(x, &e);
     return e;
-}
-
-template <typename T> __device__ bool rl_is_inf(T x) {
-    return !is_nan(x) && is_nan(x - x);
 }
 
 // clip::scale_exponent: at most two below T's largest, so that 2^-k stays normal.
@@ -195,7 +186,7 @@ template <typename T> __device__ int scale_exponent(T largest) {
 // clip::down_scale: 2^-k rounded to T (exact: a power of two in range), 1 for 0 or non-finite.
 template <typename T> __device__ void clip_scale(const T* largest, T* scale) {
     T x = largest[0];
-    *scale = (x == (T)0 || is_nan(x) || rl_is_inf(x)) ? (T)1 : (T)ldexp(1.0, -scale_exponent(x));
+    *scale = (x == (T)0 || !is_finite(x)) ? (T)1 : (T)ldexp(1.0, -scale_exponent(x));
 }
 
 // clip::clip_factors: [norm, first, second] from [sum, largest, scaled sum].
@@ -203,9 +194,9 @@ template <typename T> __device__ void clip_plan(double max_norm, const T* sums, 
     T sum = sums[0], largest = sums[1], scaled = sums[2];
     T root;
     int exponent = 0;
-    if (!rl_is_inf(sum)) {
+    if (!is_inf(sum)) {
         root = rl_sqrt_t(sum);
-    } else if (rl_is_inf(largest)) {
+    } else if (is_inf(largest)) {
         root = largest;
     } else {
         root = rl_sqrt_t(scaled);
@@ -229,6 +220,11 @@ template <typename T> __device__ void clip_plan(double max_norm, const T* sums, 
     out[2] = second;
 }
 
+// A launch updates up to PARAMS_PER_LAUNCH tensors of one update (multi-tensor, as
+// PyTorch's foreach and fused optimizers do): blockIdx.y picks the tensor, blockIdx.x and
+// the grid stride run over its elements. The table is a kernel parameter (read in place:
+// __grid_constant__), so a launch needs no upload and nothing that a CUDA graph could not
+// capture. Slots unused by a rule are null; `a`, `b`, `c` follow the kernel's order.
 #define PARAMS_PER_LAUNCH 16
 struct ParamRow {
     u64 n, p, g, a, b, c;
