@@ -172,22 +172,21 @@ impl<'a> GaeF32<'a> {
             && self.lengths_fit()
     }
 
-    /// Whether a batch-major kernel of `lanes` columns a vector, which `takes` this shape,
-    /// writes `columns` into `out` (and `returns`, where given): the assertion each makes
-    /// once before its unchecked loads and stores.
+    /// Whether a batch-major kernel of `lanes` columns a vector writes `columns` into
+    /// `out` (of `out_len` elements) and the returns (of `returns_len`, where asked): the
+    /// assertion each makes once, with its own shape test, before its unchecked loads and
+    /// stores.
     fn rows_fit(
         &self,
-        takes: bool,
         columns: &Range<usize>,
         lanes: usize,
-        out: &[f32],
-        returns: Option<&&mut [f32]>,
+        out_len: usize,
+        returns_len: Option<usize>,
     ) -> bool {
-        takes
-            && columns.len() >= lanes
+        columns.len() >= lanes
             && columns.end <= self.b
-            && out.len() == columns.len() * self.t
-            && returns.is_none_or(|r| r.len() == out.len())
+            && out_len == columns.len() * self.t
+            && returns_len.is_none_or(|len| len == out_len)
             && self.lengths_fit()
     }
 

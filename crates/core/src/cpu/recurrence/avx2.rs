@@ -219,7 +219,8 @@ pub(super) unsafe fn rows_advantages(
 ) -> bool {
     // Checked once, so that the loads and stores below stay inside the slices.
     assert!(
-        gae.rows_fit(rows_take(gae.t, gae.b), &columns, 8, out, returns.as_ref()),
+        rows_take(gae.t, gae.b)
+            && gae.rows_fit(&columns, 8, out.len(), returns.as_ref().map(|r| r.len())),
         "the caller checked the lengths"
     );
     // SAFETY: as this function's, with the lengths checked above.

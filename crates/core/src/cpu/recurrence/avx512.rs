@@ -58,7 +58,13 @@ pub(super) unsafe fn rows_gae(
 ) -> bool {
     // Checked once, so that the loads and stores below stay inside the slices.
     assert!(
-        gae.rows_fit(takes(gae.t, gae.b), &columns, LANES, out, returns.as_ref()),
+        takes(gae.t, gae.b)
+            && gae.rows_fit(
+                &columns,
+                LANES,
+                out.len(),
+                returns.as_ref().map(|r| r.len())
+            ),
         "the caller checked the lengths"
     );
     // SAFETY: as this function's, with the lengths checked above.
